@@ -1,0 +1,2 @@
+import DBus
+// Replaced with the benchmark server below.

@@ -1,0 +1,29 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// The layers are described in shared/DESIGN.md; each target owns one of them.
+let package = Package(
+    name: "Baton",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "DBus", targets: ["DBus"]),
+    ],
+    targets: [
+        // libdbus-1 through pkg-config; Debian's package is libdbus-1-dev.
+        .systemLibrary(
+            name: "CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        // A small, safe Swift API over libdbus: one bus thread, typed values, exported objects.
+        .target(name: "DBus", dependencies: ["CDBus"]),
+
+        // Shared by every test suite: private buses, temp directories, running built binaries.
+        .target(name: "TestSupport", dependencies: ["DBus"], path: "Tests/TestSupport"),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
+
+        // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
+        .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,341 @@
+import Glibc
+import Synchronization
+
+/// Where to connect.
+public enum BusAddress: Sendable, Equatable {
+    /// The user's session bus, from `DBUS_SESSION_BUS_ADDRESS`.
+    case session
+    /// An explicit bus address such as `unix:path=/run/user/1000/bus`.
+    case address(String)
+}
+
+/// A connection to a message bus: calls, signals, names and exported objects.
+///
+/// One bus thread owns the libdbus connection; every method here may be called
+/// from any task. Incoming method calls are answered in arrival order on that
+/// thread (see `Method.Ordering`). Call `close()` when done: the connection,
+/// its thread and its exported objects live until then, or until the bus goes away.
+public final class Connection: Sendable {
+    private let loop: BusLoop
+    private let registry = ObjectRegistry()
+    private let nextSubscriptionID = Atomic<UInt64>(1)
+    private let uidCache = Mutex<[String: UInt32]>([:])
+    private let log: @Sendable (String) -> Void
+
+    /// The unique name the bus assigned, such as `:1.42`.
+    public let uniqueName: String
+
+    /// Connects and registers with the bus. `log` receives failures that cannot be
+    /// replied to anyone (a handler's internal error); by default they go to stderr.
+    public init(
+        _ address: BusAddress = .session,
+        log: @escaping @Sendable (String) -> Void = Connection.logToStandardError
+    ) throws(DBusError) {
+        let (calls, callSink) = AsyncStream<Message>.makeStream()
+        loop = try BusLoop(
+            address: address,
+            onMethodCall: { callSink.yield($0) },
+            onClose: { callSink.finish() })
+        uniqueName = loop.uniqueName
+        self.log = log
+        loop.start()
+        // The dispatcher runs on the bus thread; it keeps the connection alive until it closes.
+        Task(executorPreference: loop) { [self] in
+            for await message in calls {
+                await self.dispatch(message)
+            }
+        }
+    }
+
+    /// Closes the connection. Pending calls fail with `Disconnected`; signal streams end.
+    public func close() {
+        loop.submit { [loop] in loop.stop() }
+    }
+
+    /// Returns when the connection has closed, by `close()` or because the bus went away.
+    public func waitUntilClosed() async {
+        await withCheckedContinuation { continuation in
+            loop.submit({ [loop] in loop.addCloseWaiter(continuation) }, ifClosed: { continuation.resume() })
+        }
+    }
+
+    /// Writes one line to stderr, where journald picks it up.
+    public static func logToStandardError(_ line: String) {
+        let text = "dbus: \(line)\n"
+        text.utf8CString.withUnsafeBufferPointer { _ = write(2, $0.baseAddress, $0.count - 1) }
+    }
+
+    // MARK: Sending
+
+    /// Sends a message without waiting for anything (signals, replies, no-reply calls).
+    public func send(_ message: Message) throws(DBusError) {
+        try message.validate()
+        if loop.isCurrentThread {
+            loop.sendNow(message)
+        } else {
+            loop.submit { [loop] in loop.sendNow(message) }
+        }
+    }
+
+    /// Emits a signal from `path`.
+    public func emit(path: ObjectPath, interface: String, member: String, _ body: [DBusValue] = []) throws(DBusError) {
+        try send(.signal(path: path, interface: interface, member: member, body: body))
+    }
+
+    /// Emits `org.freedesktop.DBus.Properties.PropertiesChanged` for `interface` at `path`.
+    public func emitPropertiesChanged(
+        path: ObjectPath, interface: String, changed: [String: DBusValue] = [:], invalidated: [String] = []
+    ) {
+        do {
+            try emit(path: path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", [
+                .string(interface), .record(changed), .strings(invalidated),
+            ])
+        } catch {
+            log("could not emit PropertiesChanged for \(path): \(error)")
+        }
+    }
+
+    /// Calls a method and returns its reply, or throws the error it replied with.
+    ///
+    /// Throws `NoReply` after `timeout`, `Disconnected` when the connection closes
+    /// first, `CancellationError` when the calling task is cancelled, and
+    /// `InvalidArgs` (before sending) when the message could not be sent.
+    public func call(_ message: Message, timeout: Duration = .seconds(25)) async throws -> Message {
+        try message.validate()
+        let cancellation = CallCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                loop.submit({ [loop] in
+                    loop.startCall(message, timeout: timeout, cancellation: cancellation, continuation: continuation)
+                }, ifClosed: { continuation.resume(throwing: DBusError.disconnected()) })
+            }
+        } onCancel: {
+            cancellation.cancel()
+            loop.submit { [loop] in loop.cancelCall(cancellation) }
+        }
+    }
+
+    /// Calls `interface.member` on `path` at `destination` and returns the reply's body.
+    public func call(
+        _ destination: String, _ path: ObjectPath, _ interface: String, _ member: String,
+        _ arguments: [DBusValue] = [], timeout: Duration = .seconds(25)
+    ) async throws -> [DBusValue] {
+        try await call(
+            .methodCall(destination: destination, path: path, interface: interface, member: member, body: arguments),
+            timeout: timeout
+        ).body
+    }
+
+    // MARK: Signals
+
+    /// Signals matching `rule`, from the moment this returns until the stream is dropped.
+    ///
+    /// The match rule is added on the bus before returning and removed when the
+    /// stream terminates, so the stream's lifetime owns the rule.
+    public func signals(matching rule: MatchRule) async throws -> AsyncStream<Message> {
+        try rule.validate()
+        let id = nextSubscriptionID.wrappingAdd(1, ordering: .relaxed).oldValue
+        let (stream, continuation) = AsyncStream<Message>.makeStream()
+        let ruleText = rule.text
+        continuation.onTermination = { [weak self, loop] _ in
+            loop.submit { loop.removeSubscription(id: id) }
+            try? self?.send(.methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "RemoveMatch", body: [.string(ruleText)]
+            ).noReply())
+        }
+        // Registered before AddMatch goes out, so no signal slips between the two.
+        loop.submit({ [loop] in
+            loop.addSubscription(id: id, .init(rule: rule, continuation: continuation))
+        }, ifClosed: { continuation.finish() })
+        _ = try await callBus("AddMatch", [.string(ruleText)])
+        return stream
+    }
+
+    // MARK: Names
+
+    /// Becomes the primary owner of `name`, or throws `NameTaken` when another
+    /// connection owns it (the request is never queued).
+    public func requestName(_ name: String) async throws {
+        try DBusNames.validate(name, as: .busName)
+        let flags: UInt32 = 4  // DBUS_NAME_FLAG_DO_NOT_QUEUE
+        let reply = try await callBus("RequestName", [.string(name), .uint32(flags)])
+        switch reply.first?.uint32Value {
+        case 1, 4: return  // primary owner now, or already
+        default:
+            let owner = try? await nameOwner(name)
+            throw DBusError(
+                name: DBusError.Name.nameTaken,
+                message: "the bus name \(name) is already owned by \(owner ?? "another connection"); is another instance running?")
+        }
+    }
+
+    /// Gives up `name`.
+    public func releaseName(_ name: String) async throws {
+        try DBusNames.validate(name, as: .busName)
+        _ = try await callBus("ReleaseName", [.string(name)])
+    }
+
+    /// The unique name owning `name`, or nil when nobody does.
+    public func nameOwner(_ name: String) async throws -> String? {
+        try DBusNames.validate(name, as: .busName)
+        do {
+            return try await callBus("GetNameOwner", [.string(name)]).first?.stringValue
+        } catch let error as DBusError where error.name == DBusError.Name.nameHasNoOwner {
+            return nil
+        }
+    }
+
+    /// Waits until some connection owns `name`, or throws `Timeout` after `timeout`.
+    public func waitForName(_ name: String, timeout: Duration = .seconds(10)) async throws {
+        let changes = try await signals(matching: MatchRule(
+            sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged", arg0: name))
+        if try await nameOwner(name) != nil { return }
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await change in changes where change.body.count == 3 && change.body[2].stringValue?.isEmpty == false {
+                    return true
+                }
+                return false
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return false
+            }
+            let owned = try await group.next() ?? false
+            group.cancelAll()
+            if !owned {
+                throw DBusError(name: DBusError.Name.timeout, message: "\(name) did not appear on the bus within \(timeout)")
+            }
+        }
+    }
+
+    /// The Unix user id of the process behind a unique bus name, as the bus daemon vouches.
+    ///
+    /// Cached: unique names are never reused during a bus's lifetime.
+    public func unixUser(of sender: String) async throws -> UInt32 {
+        if let cached = uidCache.withLock({ $0[sender] }) { return cached }
+        guard let uid = try await callBus("GetConnectionUnixUser", [.string(sender)]).first?.uint32Value else {
+            throw DBusError.failed("the bus did not say which user \(sender) runs as")
+        }
+        uidCache.withLock { cache in
+            if cache.count > 4096 { cache.removeAll() }
+            cache[sender] = uid
+        }
+        return uid
+    }
+
+    private func callBus(_ member: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
+        try await call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", member, arguments)
+    }
+
+    // MARK: Exporting objects
+
+    /// Exports `interfaces` at `path`, replacing what was there.
+    ///
+    /// With `objectManager`, the path also implements `org.freedesktop.DBus.ObjectManager`
+    /// for everything below it. An object exported below a manager is announced with
+    /// `InterfacesAdded`. Export before requesting a name: activated services get calls at once.
+    public func export(_ path: ObjectPath, _ interfaces: [Interface], objectManager: Bool = false) async throws {
+        let object = ObjectRegistry.Object(interfaces: interfaces, isObjectManager: objectManager)
+        let managers = registry.add(path, object)
+        guard !managers.isEmpty else { return }
+        let record = try await registry.interfacesRecord(object, at: path)
+        for manager in managers {
+            try emit(path: manager, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded", [
+                .objectPath(path), record,
+            ])
+        }
+    }
+
+    /// Removes the object at `path`, announcing it with `InterfacesRemoved` to managers above it.
+    public func unexport(_ path: ObjectPath) {
+        guard let (object, managers) = registry.remove(path) else { return }
+        let names = ["org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Properties", "org.freedesktop.DBus.Peer"]
+            + object.interfaces.map(\.name)
+        for manager in managers {
+            try? emit(path: manager, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved", [
+                .objectPath(path), .strings(names),
+            ])
+        }
+    }
+
+    /// The introspection XML this connection serves for `path`.
+    public func introspectionXML(for path: ObjectPath) -> String {
+        registry.introspect(path)
+    }
+
+    // MARK: Dispatch
+
+    /// Routes one incoming call (on the bus thread, in arrival order).
+    private func dispatch(_ message: Message) async {
+        let route: ObjectRegistry.Route
+        do {
+            route = try registry.resolve(message)
+            guard message.signature == route.signature else {
+                throw DBusError.invalidArgs(
+                    "\(message.member ?? "") takes arguments of type '\(route.signature)', got '\(message.signature)'")
+            }
+        } catch {
+            return reply(to: message, with: .failure(error))
+        }
+        let call = MethodCall(message: message, connection: self)
+        switch route.ordering {
+        case .inOrder:
+            await run(route, call)
+        case .concurrent:
+            Task(executorPreference: loop) { await self.run(route, call) }
+        }
+    }
+
+    private func run(_ route: ObjectRegistry.Route, _ call: MethodCall) async {
+        let result: Result<[DBusValue], any Error>
+        do {
+            switch route {
+            case .method(let method):
+                let body = try await method.handler(call)
+                guard Signature(body.map(\.type)) == method.outputSignature else {
+                    throw InternalError(
+                        "\(method.name) returned '\(Signature(body.map(\.type)))', declared '\(method.outputSignature)'")
+                }
+                result = .success(body)
+            case .standard(let standard, let member, _):
+                result = .success(try await registry.standard(standard, member, call))
+            }
+        } catch {
+            result = .failure(error)
+        }
+        reply(to: call.message, with: result)
+    }
+
+    private func reply(to message: Message, with result: Result<[DBusValue], any Error>) {
+        guard !message.noReplyExpected else { return }
+        var reply: Message
+        switch result {
+        case .success(let body):
+            reply = message.makeReturn(body)
+        case .failure(let error as any DBusErrorConvertible):
+            reply = message.makeError(error.dbusError)
+        case .failure(let error):
+            log("\(message.interface ?? "").\(message.member ?? "") on \(message.path ?? .root) failed: \(error)")
+            reply = message.makeError(.failed("the service failed to handle \(message.member ?? "the call"); see its log"))
+        }
+        do {
+            try send(reply)
+        } catch {
+            // A value the handler produced could not be sent (a NUL in a string, say).
+            log("reply to \(message.member ?? "") could not be sent: \(error)")
+            reply = message.makeError(.failed("the service produced a reply that could not be sent; see its log"))
+            try? send(reply)
+        }
+    }
+}
+
+extension Message {
+    /// This method call, marked as not expecting a reply.
+    public func noReply() -> Message {
+        var copy = self
+        copy.noReplyExpected = true
+        return copy
+    }
+}

@@ -1,0 +1,377 @@
+import Synchronization
+
+/// The objects a connection exports, and the routing of incoming calls to them.
+///
+/// Objects are added and removed at run time (scenes come and go); a path
+/// marked as an object manager announces its descendants with
+/// `InterfacesAdded`/`InterfacesRemoved`.
+final class ObjectRegistry: Sendable {
+    struct Object {
+        var interfaces: [Interface]
+        var isObjectManager: Bool
+    }
+
+    private let objects = Mutex<[ObjectPath: Object]>([:])
+
+    // MARK: Registration
+
+    /// Adds or replaces the object at `path`. Returns the object managers above it.
+    func add(_ path: ObjectPath, _ object: Object) -> [ObjectPath] {
+        objects.withLock { objects in
+            objects[path] = object
+            return Self.managers(above: path, in: objects)
+        }
+    }
+
+    /// Removes the object at `path`; returns what it had and the managers above it.
+    func remove(_ path: ObjectPath) -> (Object, managers: [ObjectPath])? {
+        objects.withLock { objects in
+            guard let object = objects.removeValue(forKey: path) else { return nil }
+            return (object, Self.managers(above: path, in: objects))
+        }
+    }
+
+    func object(at path: ObjectPath) -> Object? { objects.withLock { $0[path] } }
+
+    private static func managers(above path: ObjectPath, in objects: [ObjectPath: Object]) -> [ObjectPath] {
+        objects.filter { $0.value.isObjectManager && path.isDescendant(of: $0.key) }.map(\.key)
+    }
+
+    // MARK: Routing
+
+    /// Finds what should answer `message`, or throws the standard error for what is missing.
+    func resolve(_ message: Message) throws(DBusError) -> Route {
+        let path = message.path ?? .root
+        let member = message.member ?? ""
+        let object = object(at: path)
+        let interfaces = object?.interfaces ?? []
+
+        if let interface = message.interface, let standard = StandardInterface(rawValue: interface) {
+            guard object != nil || standard == .introspectable && isAncestorOfExported(path) else {
+                throw .init(name: DBusError.Name.unknownObject, message: "no object at \(path)")
+            }
+            guard standard != .objectManager || object?.isObjectManager == true else {
+                throw .init(name: DBusError.Name.unknownInterface, message: "\(path) is not an object manager")
+            }
+            guard let signature = standard.signature(of: member) else {
+                throw .init(name: DBusError.Name.unknownMethod, message: "\(interface) has no method \(member)")
+            }
+            return .standard(standard, member: member, signature: signature)
+        }
+
+        guard object != nil || isAncestorOfExported(path) else {
+            throw .init(name: DBusError.Name.unknownObject, message: "no object at \(path)")
+        }
+        if let name = message.interface {
+            guard let interface = interfaces.first(where: { $0.name == name }) else {
+                throw .init(name: DBusError.Name.unknownInterface, message: "\(path) has no interface \(name)")
+            }
+            guard let method = interface.method(named: member) else {
+                throw .init(name: DBusError.Name.unknownMethod, message: "\(name) has no method \(member)")
+            }
+            return .method(method)
+        }
+        // Without an interface the specification lets us pick any method of that name.
+        if let method = interfaces.lazy.compactMap({ $0.method(named: member) }).first {
+            return .method(method)
+        }
+        if member == "Introspect" { return .standard(.introspectable, member: member, signature: .empty) }
+        throw .init(name: DBusError.Name.unknownMethod, message: "\(path) has no method \(member)")
+    }
+
+    enum Route {
+        case method(Method)
+        case standard(StandardInterface, member: String, signature: Signature)
+
+        var signature: Signature {
+            switch self {
+            case .method(let method): method.inputSignature
+            case .standard(_, _, let signature): signature
+            }
+        }
+
+        var ordering: Method.Ordering {
+            switch self {
+            case .method(let method): method.ordering
+            // Property getters and setters may await the owner's state.
+            case .standard: .inOrder
+            }
+        }
+    }
+
+    private func isAncestorOfExported(_ path: ObjectPath) -> Bool {
+        objects.withLock { objects in objects.keys.contains { $0.isDescendant(of: path) } }
+    }
+
+    // MARK: Standard interfaces
+
+    enum StandardInterface: String {
+        case introspectable = "org.freedesktop.DBus.Introspectable"
+        case properties = "org.freedesktop.DBus.Properties"
+        case objectManager = "org.freedesktop.DBus.ObjectManager"
+
+        func signature(of member: String) -> Signature? {
+            switch (self, member) {
+            case (.introspectable, "Introspect"): .empty
+            case (.properties, "Get"): "ss"
+            case (.properties, "GetAll"): "s"
+            case (.properties, "Set"): "ssv"
+            case (.objectManager, "GetManagedObjects"): .empty
+            default: nil
+            }
+        }
+    }
+
+    /// Runs a standard-interface method for `call`.
+    func standard(_ standard: StandardInterface, _ member: String, _ call: MethodCall) async throws -> [DBusValue] {
+        let path = call.path
+        switch (standard, member) {
+        case (.introspectable, _):
+            return [.string(introspect(path))]
+        case (.properties, "Get"):
+            let (_, property) = try findProperty(call, at: path)
+            return [.variant(try await checkedValue(of: property, at: path))]
+        case (.properties, "GetAll"):
+            let name = try call.argument(0, as: String.self)
+            guard let interface = object(at: path)?.interfaces.first(where: { $0.name == name }) else {
+                // An empty interface name means "all"; none of ours are empty.
+                throw DBusError(name: DBusError.Name.unknownInterface, message: "\(path) has no interface \(name)")
+            }
+            return [try await propertyRecord(interface, at: path)]
+        case (.properties, "Set"):
+            let (interface, property) = try findProperty(call, at: path)
+            guard let set = property.setter else {
+                throw DBusError(name: DBusError.Name.propertyReadOnly, message: "\(interface.name).\(property.name) is read-only")
+            }
+            let value = try call.argument(2, as: DBusValue.self).variantValue ?? .structure([])
+            guard value.type == property.type else {
+                throw DBusError.invalidArgs(
+                    "\(property.name) has type '\(property.type.signature)', not '\(value.type.signature)'")
+            }
+            try await set(path, value)
+            switch property.changeSignal {
+            case .emits:
+                call.connection.emitPropertiesChanged(path: path, interface: interface.name, changed: [property.name: value])
+            case .invalidates:
+                call.connection.emitPropertiesChanged(path: path, interface: interface.name, invalidated: [property.name])
+            case .const, .none:
+                break
+            }
+            return []
+        case (.objectManager, _):
+            return [try await managedObjects(below: path)]
+        default:
+            throw DBusError(name: DBusError.Name.unknownMethod, message: "\(standard.rawValue) has no method \(member)")
+        }
+    }
+
+    private func findProperty(_ call: MethodCall, at path: ObjectPath) throws(DBusError) -> (Interface, Property) {
+        let interfaceName = try call.argument(0, as: String.self)
+        let propertyName = try call.argument(1, as: String.self)
+        guard let interface = object(at: path)?.interfaces.first(where: { $0.name == interfaceName }) else {
+            throw .init(name: DBusError.Name.unknownInterface, message: "\(path) has no interface \(DBusError.printable(interfaceName))")
+        }
+        guard let property = interface.property(named: propertyName) else {
+            throw .init(name: DBusError.Name.unknownProperty, message: "\(interfaceName) has no property \(DBusError.printable(propertyName))")
+        }
+        return (interface, property)
+    }
+
+    private func checkedValue(of property: Property, at path: ObjectPath) async throws -> DBusValue {
+        let value = try await property.getter(path)
+        guard value.type == property.type else {
+            throw InternalError("property \(property.name) at \(path) returned '\(value.type.signature)', declared '\(property.type.signature)'")
+        }
+        return value
+    }
+
+    /// The `a{sv}` of an interface's properties.
+    func propertyRecord(_ interface: Interface, at path: ObjectPath) async throws -> DBusValue {
+        var entries: [DBusValue.DictionaryEntry] = []
+        for property in interface.properties {
+            entries.append(.init(.string(property.name), .variant(try await checkedValue(of: property, at: path))))
+        }
+        return .dictionary(key: .string, value: .variant, entries)
+    }
+
+    /// The `a{sa{sv}}` describing every interface of an object, for ObjectManager.
+    func interfacesRecord(_ object: Object, at path: ObjectPath) async throws -> DBusValue {
+        var entries: [DBusValue.DictionaryEntry] = []
+        for standard in [StandardInterface.introspectable.rawValue, StandardInterface.properties.rawValue, "org.freedesktop.DBus.Peer"] {
+            entries.append(.init(.string(standard), .dictionary(key: .string, value: .variant, [])))
+        }
+        for interface in object.interfaces {
+            entries.append(.init(.string(interface.name), try await propertyRecord(interface, at: path)))
+        }
+        return .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), entries)
+    }
+
+    private func managedObjects(below manager: ObjectPath) async throws -> DBusValue {
+        let below = objects.withLock { objects in
+            objects.filter { $0.key.isDescendant(of: manager) }.sorted { $0.key < $1.key }
+        }
+        var entries: [DBusValue.DictionaryEntry] = []
+        for (path, object) in below {
+            entries.append(.init(.objectPath(path), try await interfacesRecord(object, at: path)))
+        }
+        return .dictionary(
+            key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)),
+            entries)
+    }
+
+    // MARK: Introspection
+
+    /// The introspection XML of `path`: its interfaces and its direct children.
+    func introspect(_ path: ObjectPath) -> String {
+        let (object, children) = objects.withLock { objects -> (Object?, [String]) in
+            var children = Set<String>()
+            let depth = path.elements.count
+            for key in objects.keys where key.isDescendant(of: path) {
+                children.insert(String(key.elements[depth]))
+            }
+            return (objects[path], children.sorted())
+        }
+        var xml = IntrospectionXML.header
+        xml += "<node>\n"
+        xml += IntrospectionXML.standard(objectManager: object?.isObjectManager == true, properties: object != nil)
+        for interface in object?.interfaces ?? [] {
+            xml += IntrospectionXML.interface(interface)
+        }
+        for child in children {
+            xml += "  <node name=\"\(child)\"/>\n"
+        }
+        xml += "</node>\n"
+        return xml
+    }
+}
+
+/// A bug on our side (a handler that broke its declared contract). It is logged
+/// and replied as `org.freedesktop.DBus.Error.Failed` without details.
+struct InternalError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Writes introspection XML in the format of the specification's "Introspection Data Format".
+enum IntrospectionXML {
+    static let header = """
+        <!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
+
+        """
+
+    static func standard(objectManager: Bool, properties: Bool) -> String {
+        var xml = """
+              <interface name="org.freedesktop.DBus.Peer">
+                <method name="Ping"/>
+                <method name="GetMachineId">
+                  <arg name="machine_uuid" type="s" direction="out"/>
+                </method>
+              </interface>
+              <interface name="org.freedesktop.DBus.Introspectable">
+                <method name="Introspect">
+                  <arg name="xml_data" type="s" direction="out"/>
+                </method>
+              </interface>
+
+            """
+        if properties {
+            xml += """
+                  <interface name="org.freedesktop.DBus.Properties">
+                    <method name="Get">
+                      <arg name="interface_name" type="s" direction="in"/>
+                      <arg name="property_name" type="s" direction="in"/>
+                      <arg name="value" type="v" direction="out"/>
+                    </method>
+                    <method name="GetAll">
+                      <arg name="interface_name" type="s" direction="in"/>
+                      <arg name="properties" type="a{sv}" direction="out"/>
+                    </method>
+                    <method name="Set">
+                      <arg name="interface_name" type="s" direction="in"/>
+                      <arg name="property_name" type="s" direction="in"/>
+                      <arg name="value" type="v" direction="in"/>
+                    </method>
+                    <signal name="PropertiesChanged">
+                      <arg name="interface_name" type="s"/>
+                      <arg name="changed_properties" type="a{sv}"/>
+                      <arg name="invalidated_properties" type="as"/>
+                    </signal>
+                  </interface>
+
+                """
+        }
+        if objectManager {
+            xml += """
+                  <interface name="org.freedesktop.DBus.ObjectManager">
+                    <method name="GetManagedObjects">
+                      <arg name="objects" type="a{oa{sa{sv}}}" direction="out"/>
+                    </method>
+                    <signal name="InterfacesAdded">
+                      <arg name="object_path" type="o"/>
+                      <arg name="interfaces_and_properties" type="a{sa{sv}}"/>
+                    </signal>
+                    <signal name="InterfacesRemoved">
+                      <arg name="object_path" type="o"/>
+                      <arg name="interfaces" type="as"/>
+                    </signal>
+                  </interface>
+
+                """
+        }
+        return xml
+    }
+
+    static func interface(_ interface: Interface) -> String {
+        var xml = "  <interface name=\"\(interface.name)\">\n"
+        for method in interface.methods {
+            let arguments = method.inputs.map { ($0, "in") } + method.outputs.map { ($0, "out") }
+            if arguments.isEmpty {
+                xml += "    <method name=\"\(method.name)\"/>\n"
+                continue
+            }
+            xml += "    <method name=\"\(method.name)\">\n"
+            for (argument, direction) in arguments {
+                xml += "      <arg name=\"\(escape(argument.name))\" type=\"\(escape(argument.type.signature))\" direction=\"\(direction)\"/>\n"
+            }
+            xml += "    </method>\n"
+        }
+        for signal in interface.signals {
+            if signal.arguments.isEmpty {
+                xml += "    <signal name=\"\(signal.name)\"/>\n"
+                continue
+            }
+            xml += "    <signal name=\"\(signal.name)\">\n"
+            for argument in signal.arguments {
+                xml += "      <arg name=\"\(escape(argument.name))\" type=\"\(escape(argument.type.signature))\"/>\n"
+            }
+            xml += "    </signal>\n"
+        }
+        for property in interface.properties {
+            let type = escape(property.type.signature)
+            if property.changeSignal == .emits {
+                xml += "    <property name=\"\(property.name)\" type=\"\(type)\" access=\"\(property.access)\"/>\n"
+            } else {
+                xml += "    <property name=\"\(property.name)\" type=\"\(type)\" access=\"\(property.access)\">\n"
+                xml += "      <annotation name=\"org.freedesktop.DBus.Property.EmitsChangedSignal\" value=\"\(property.changeSignal.rawValue)\"/>\n"
+                xml += "    </property>\n"
+            }
+        }
+        xml += "  </interface>\n"
+        return xml
+    }
+
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+}

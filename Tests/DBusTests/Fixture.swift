@@ -1,0 +1,119 @@
+import DBus
+import Synchronization
+import TestSupport
+
+/// A service exported by the tests on a private bus, with one member for each
+/// feature of the layer.
+enum Fixture {
+    static let busName = "org.baton.Test"
+    static let path: ObjectPath = "/org/baton/Test"
+    static let interface = "org.baton.Test1"
+
+    /// Every basic type once, then the common containers.
+    static let allTypes: Signature = "ybnqiuxtdsogvasa{sv}(isb)aay"
+
+    /// State the fixture's handlers share with the test.
+    final class State: Sendable {
+        let count = Mutex<UInt32>(7)
+        let notified = Mutex<[String]>([])
+        /// Resumed by `Release`; `Hold` waits on it.
+        let held = Mutex<[CheckedContinuation<Void, Never>]>([])
+    }
+
+    static func interface(_ state: State) -> Interface {
+        Interface(
+            interface,
+            methods: [
+                Method("Echo", in: [Argument("value", "v")], out: [Argument("value", "v")]) { call in
+                    call.arguments
+                },
+                Method("EchoString", in: [Argument("text", "s")], out: [Argument("text", "s")]) { call in
+                    call.arguments
+                },
+                Method("EchoAll", in: allTypes.types.enumerated().map { Argument("a\($0.offset)", Signature([$0.element])) },
+                       out: allTypes.types.enumerated().map { Argument("a\($0.offset)", Signature([$0.element])) }) { call in
+                    call.arguments
+                },
+                Method("Add", in: [Argument("a", "i"), Argument("b", "i")], out: [Argument("sum", "x")]) { call in
+                    [.int64(Int64(try call.argument(0, as: Int32.self)) + Int64(try call.argument(1, as: Int32.self)))]
+                },
+                Method("Fail", in: [Argument("name", "s"), Argument("message", "s")]) { call in
+                    throw DBusError(name: try call.argument(0), message: try call.argument(1))
+                },
+                Method("Crash") { _ in
+                    throw TestSupportError("secret internal detail")
+                },
+                Method("BadReply", out: [Argument("text", "s")]) { _ in
+                    [.uint32(1)]
+                },
+                Method("Notify", in: [Argument("note", "s")]) { call in
+                    let note: String = try call.argument(0)
+                    state.notified.withLock { $0.append(note) }
+                    return []
+                },
+                Method("Ping", in: [Argument("text", "s")]) { call in
+                    try call.connection.emit(path: call.path, interface: interface, member: "Pinged", [call.arguments[0]])
+                    return []
+                },
+                Method("Hold", out: [Argument("released", "b")], ordering: .concurrent) { _ in
+                    await withCheckedContinuation { continuation in
+                        state.held.withLock { $0.append(continuation) }
+                    }
+                    return [.boolean(true)]
+                },
+                Method("Release", out: [Argument("count", "u")]) { _ in
+                    let waiting = state.held.withLock { held in
+                        defer { held.removeAll() }
+                        return held
+                    }
+                    for continuation in waiting { continuation.resume() }
+                    return [.uint32(UInt32(waiting.count))]
+                },
+                Method("HeldCount", out: [Argument("count", "u")]) { _ in
+                    [.uint32(UInt32(state.held.withLock { $0.count }))]
+                },
+                Method("CallerUser", out: [Argument("uid", "u")]) { call in
+                    [.uint32(try await call.connection.unixUser(of: call.sender ?? ""))]
+                },
+            ],
+            properties: [
+                Property("Count", "u", get: { _ in .uint32(state.count.withLock { $0 }) }, set: { _, value in
+                    guard case .uint32(let count) = value else { return }
+                    state.count.withLock { $0 = count }
+                }),
+                Property("Name", "s", changeSignal: .const, get: { _ in .string("fixture") }),
+            ],
+            signals: [Signal("Pinged", [Argument("text", "s")])]
+        )
+    }
+
+    /// A bus, a server connection that owns `busName` with the fixture exported, and a client connection.
+    struct World: Sendable {
+        let bus: PrivateBus
+        let server: Connection
+        let client: Connection
+        let state: State
+
+        func stop() {
+            client.close()
+            server.close()
+            bus.stop()
+        }
+    }
+
+    static func start() async throws -> World {
+        let bus = try PrivateBus()
+        let server = try bus.connect()
+        let state = State()
+        try await server.export(path, [interface(state)])
+        try await server.requestName(busName)
+        return World(bus: bus, server: server, client: try bus.connect(), state: state)
+    }
+}
+
+extension Connection {
+    /// Calls a fixture method.
+    func fixture(_ member: String, _ arguments: [DBusValue] = [], timeout: Duration = .seconds(10)) async throws -> [DBusValue] {
+        try await call(Fixture.busName, Fixture.path, Fixture.interface, member, arguments, timeout: timeout)
+    }
+}
