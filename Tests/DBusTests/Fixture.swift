@@ -61,6 +61,11 @@ enum Fixture {
                     }
                     return [.boolean(true)]
                 },
+                // Calls another service (here: Hold on this same name, through the bus) and
+                // answers with its reply: the shape of the daemon's Continue.
+                Method("Relay", out: [Argument("released", "b")], ordering: .concurrent) { call in
+                    try await call.connection.call(busName, path, interface, "Hold")
+                },
                 Method("Release", out: [Argument("count", "u")]) { _ in
                     let waiting = state.held.withLock { held in
                         defer { held.removeAll() }

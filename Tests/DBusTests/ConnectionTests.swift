@@ -1,0 +1,196 @@
+import DBus
+import Glibc
+import Testing
+import TestSupport
+
+/// The client side of the layer and the behaviour of the bus thread.
+@Suite(.serialized)
+struct ConnectionTests {
+    @Test func callsTimeOutWithNoReply() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let clock = ContinuousClock()
+        let started = clock.now
+        do {
+            _ = try await world.client.fixture("Hold", timeout: .milliseconds(200))
+            Issue.record("Hold returned before Release")
+        } catch let error as DBusError {
+            #expect(error.name == DBusError.Name.noReply, "\(error)")
+        }
+        #expect(clock.now - started >= .milliseconds(200))
+        #expect(try await world.client.fixture("Release") == [.uint32(1)])
+    }
+
+    @Test func cancellingTheCallerEndsTheCall() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let held = Task { try await world.client.fixture("Hold") }
+        try await eventually("Hold is waiting") { try await world.client.fixture("HeldCount") == [.uint32(1)] }
+        held.cancel()
+        await #expect(throws: CancellationError.self) { try await held.value }
+        // A task cancelled before it calls never sends.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await world.client.fixture("Hold")
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+        #expect(try await world.client.fixture("Release") == [.uint32(1)])
+    }
+
+    @Test func aHandlerAwaitingAnotherServiceDoesNotBlockOthers() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        // Relay calls Hold through the bus and waits; the server must keep answering.
+        let relayed = Task { try await world.client.fixture("Relay") }
+        try await eventually("Relay's call to Hold arrived") { try await world.client.fixture("HeldCount") == [.uint32(1)] }
+        for index in 0..<20 {
+            #expect(try await world.client.fixture("EchoString", [.string("\(index)")]) == [.string("\(index)")])
+        }
+        #expect(try await world.client.fixture("Release") == [.uint32(1)])
+        #expect(try await relayed.value == [.boolean(true)])
+    }
+
+    @Test func inOrderCallsAreAnsweredInArrivalOrder() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        // Fire many no-reply calls, then one with a reply: in-order dispatch means
+        // every note is recorded, in sending order, by the time the reply comes.
+        for index in 0..<200 {
+            try world.client.send(.methodCall(
+                destination: Fixture.busName, path: Fixture.path, interface: Fixture.interface, member: "Notify",
+                body: [.string("\(index)")]
+            ).noReply())
+        }
+        _ = try await world.client.fixture("EchoString", [.string("sync")])
+        #expect(world.state.notified.withLock { $0 } == (0..<200).map { "\($0)" })
+    }
+
+    @Test func signalsFollowTheirMatchRules() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let all = try await world.client.signals(matching: MatchRule(interface: Fixture.interface, member: "Pinged"))
+        let onlyB = try await world.client.signals(matching: MatchRule(interface: Fixture.interface, member: "Pinged", arg0: "b"))
+        _ = try await world.client.fixture("Ping", [.string("a")])
+        _ = try await world.client.fixture("Ping", [.string("b")])
+        var allIterator = all.makeAsyncIterator()
+        #expect(await allIterator.next()?.body == [.string("a")])
+        #expect(await allIterator.next()?.body == [.string("b")])
+        let fromB = try await first(of: onlyB)
+        #expect(fromB.body == [.string("b")])
+        #expect(fromB.sender == world.server.uniqueName)
+        #expect(fromB.path == Fixture.path)
+    }
+
+    @Test func droppingASubscriptionRemovesItsMatchRule() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let rule = MatchRule(interface: Fixture.interface, member: "Pinged", arg0: "unique-\(getpid())")
+        @Sendable func ruleCount() async throws -> Int {
+            // GetConnectionMatchRules is in the Monitoring-era Debug.Stats interface of dbus-daemon.
+            let stats = try await world.client.call(
+                "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Debug.Stats", "GetAllMatchRules")
+            let rules = stats.first?.dictionaryEntries?.first { $0.key.stringValue == world.client.uniqueName }
+            return rules?.value.arrayValue?.filter { $0.stringValue?.contains("unique-\(getpid())") == true }.count ?? 0
+        }
+        var stream: AsyncStream<Message>? = try await world.client.signals(matching: rule)
+        #expect(try await ruleCount() == 1)
+        _ = stream
+        stream = nil
+        try await eventually("the match rule is removed") { try await ruleCount() == 0 }
+    }
+
+    @Test func namesCanBeWaitedForAndAreNotStolen() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let waiter = Task { try await world.client.waitForName("org.baton.Later", timeout: .seconds(5)) }
+        let other = try world.bus.connect()
+        defer { other.close() }
+        try await other.requestName("org.baton.Later")
+        try await waiter.value
+        #expect(try await world.client.nameOwner("org.baton.Later") == other.uniqueName)
+
+        do {
+            try await world.client.requestName(Fixture.busName)
+            Issue.record("a taken name was granted")
+        } catch let error as DBusError {
+            #expect(error.name == DBusError.Name.nameTaken)
+            #expect(error.message.contains(world.server.uniqueName), "\(error.message)")
+        }
+        await #expect(throws: DBusError.self) { try await world.client.waitForName("org.baton.Never", timeout: .milliseconds(100)) }
+        try await other.releaseName("org.baton.Later")
+        #expect(try await world.client.nameOwner("org.baton.Later") == nil)
+    }
+
+    @Test func handlersSeeTheCallersUnixUser() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        #expect(try await world.client.fixture("CallerUser") == [.uint32(getuid())])
+    }
+
+    @Test func objectsComeAndGoUnderAnObjectManager() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let manager: ObjectPath = "/org/baton/Test/items"
+        try await world.server.export(manager, [], objectManager: true)
+        let changes = try await world.client.signals(matching: MatchRule(interface: "org.freedesktop.DBus.ObjectManager"))
+        var iterator = changes.makeAsyncIterator()
+
+        let item = try manager.appending(ObjectPath.escapeElement("3f2a-9c/ü"))
+        #expect(item.text == "/org/baton/Test/items/3f2a_2d9c_2f_c3_bc")
+        try await world.server.export(item, [Fixture.interface(world.state)])
+        let added = await iterator.next()
+        #expect(added?.member == "InterfacesAdded")
+        #expect(added?.body.first == .objectPath(item))
+        let interfaces = added?.body.last?.dictionaryEntries?.compactMap(\.key.stringValue) ?? []
+        #expect(interfaces.contains(Fixture.interface))
+
+        let managed = try await world.client.call(
+            Fixture.busName, manager, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects")
+        #expect(managed.first?.dictionaryEntries?.map(\.key) == [.objectPath(item)])
+        #expect(try await world.client.call(Fixture.busName, item, Fixture.interface, "EchoString", [.string("x")]) == [.string("x")])
+
+        let xml = try await world.client.call(Fixture.busName, "/org", "org.freedesktop.DBus.Introspectable", "Introspect")
+        #expect(xml.first?.stringValue?.contains("<node name=\"baton\"/>") == true)
+
+        world.server.unexport(item)
+        let removed = await iterator.next()
+        #expect(removed?.member == "InterfacesRemoved")
+        #expect(removed?.body.first == .objectPath(item))
+        do {
+            _ = try await world.client.call(Fixture.busName, item, Fixture.interface, "EchoString", [.string("x")])
+            Issue.record("a removed object answered")
+        } catch let error as DBusError {
+            #expect(error.name == DBusError.Name.unknownObject)
+        }
+    }
+
+    @Test func losingTheBusClosesCleanly() async throws {
+        let world = try await Fixture.start()
+        let held = Task { try await world.client.fixture("Hold") }
+        try await eventually("Hold is waiting") { try await world.client.fixture("HeldCount") == [.uint32(1)] }
+        world.bus.stop()
+        // The process is still here: libdbus's exit-on-disconnect is off.
+        await world.client.waitUntilClosed()
+        await world.server.waitUntilClosed()
+        do {
+            _ = try await held.value
+            Issue.record("a call survived the bus")
+        } catch let error as DBusError {
+            #expect(error.name == DBusError.Name.disconnected)
+        }
+        await #expect(throws: DBusError.self) { try await world.client.fixture("EchoString", [.string("late")]) }
+        #expect(throws: Never.self) { try world.client.send(.signal(path: "/", interface: "a.b", member: "C")) }
+    }
+
+    @Test func closingFailsPendingCallsAndEndsStreams() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let stream = try await world.client.signals(matching: MatchRule(interface: Fixture.interface))
+        let held = Task { try await world.client.fixture("Hold") }
+        try await eventually("Hold is waiting") { try await world.server.call(Fixture.busName, Fixture.path, Fixture.interface, "HeldCount") == [.uint32(1)] }
+        world.client.close()
+        await world.client.waitUntilClosed()
+        await #expect(throws: DBusError.self) { try await held.value }
+        for await _ in stream { Issue.record("a signal arrived after close") }
+    }
+}
