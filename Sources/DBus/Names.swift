@@ -121,3 +121,20 @@ public enum DBusNames {
         }
     }
 }
+
+/// Outside D-Bus (JSON, say) a path is its text; decoding validates it.
+extension ObjectPath: Codable {
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        do {
+            try self.init(validating: text)
+        } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
+}

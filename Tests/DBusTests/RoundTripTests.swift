@@ -104,3 +104,14 @@ struct RoundTripTests {
         #expect(try await world.client.fixture("EchoString", [.string(large)]) == [.string(large)])
     }
 }
+
+extension RoundTripTests {
+    @Test func codableRecordsCrossTheBus() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let record = RecordCodingTests().agatha
+        let reply = try await world.client.fixture("Echo", [.variant(try DBusRecordEncoder().encode(record))])
+        let decoded = try DBusRecordDecoder().decode(RecordCodingTests.Character.self, from: try #require(reply.first))
+        #expect(decoded == record)
+    }
+}
