@@ -272,7 +272,7 @@ public final class Connection: Sendable {
         let route: ObjectRegistry.Route
         do {
             route = try registry.resolve(message)
-            guard message.signature == route.signature else {
+            guard message.bodyMatches(route.signature.types) else {
                 throw DBusError.invalidArgs(
                     "\(message.member ?? "") takes arguments of type '\(route.signature)', got '\(message.signature)'")
             }
@@ -294,7 +294,7 @@ public final class Connection: Sendable {
             switch route {
             case .method(let method):
                 let body = try await method.handler(call)
-                guard Signature(body.map(\.type)) == method.outputSignature else {
+                guard body.matches(method.outputSignature.types) else {
                     throw InternalError(
                         "\(method.name) returned '\(Signature(body.map(\.type)))', declared '\(method.outputSignature)'")
                 }
@@ -315,18 +315,30 @@ public final class Connection: Sendable {
         case .success(let body):
             reply = message.makeReturn(body)
         case .failure(let error as any DBusErrorConvertible):
-            reply = message.makeError(error.dbusError)
+            var dbusError = error.dbusError
+            if !DBusNames.isValid(dbusError.name, as: .errorName) {
+                // A name that came from outside (or a typo) must not reach libdbus, which aborts on it.
+                log("handler threw an invalid error name '\(DBusError.printable(dbusError.name))'; replying Failed")
+                dbusError = .failed(dbusError.message)
+            }
+            reply = message.makeError(dbusError)
         case .failure(let error):
             log("\(message.interface ?? "").\(message.member ?? "") on \(message.path ?? .root) failed: \(error)")
             reply = message.makeError(.failed("the service failed to handle \(message.member ?? "the call"); see its log"))
         }
         do {
-            try send(reply)
+            // The header came from the bus and the error name was checked above: only
+            // the body can hold something libdbus would refuse.
+            for value in reply.body { try value.check(against: value.type) }
         } catch {
-            // A value the handler produced could not be sent (a NUL in a string, say).
             log("reply to \(message.member ?? "") could not be sent: \(error)")
             reply = message.makeError(.failed("the service produced a reply that could not be sent; see its log"))
-            try? send(reply)
+        }
+        let finalReply = reply
+        if loop.isCurrentThread {
+            loop.sendNow(finalReply)
+        } else {
+            loop.submit { [loop] in loop.sendNow(finalReply) }
         }
     }
 }

@@ -20,6 +20,16 @@ public indirect enum DBusType: Hashable, Sendable {
         return text
     }
 
+    /// The length of `signature`, computed without building it.
+    public var signatureLength: Int {
+        switch self {
+        case .array(let element): 1 + element.signatureLength
+        case .dictionary(let key, let value): 3 + key.signatureLength + value.signatureLength
+        case .structure(let fields): fields.reduce(2) { $0 + $1.signatureLength }
+        default: 1
+        }
+    }
+
     /// True for the types that may be dictionary keys.
     public var isBasic: Bool {
         switch self {

@@ -54,6 +54,25 @@ public indirect enum DBusValue: Hashable, Sendable {
         }
     }
 
+    /// True when this value has type `expected`; unlike comparing `type`, this builds nothing.
+    public func hasType(_ expected: DBusType) -> Bool {
+        switch (self, expected) {
+        case (.byte, .byte), (.boolean, .boolean), (.int16, .int16), (.uint16, .uint16),
+             (.int32, .int32), (.uint32, .uint32), (.int64, .int64), (.uint64, .uint64),
+             (.double, .double), (.string, .string), (.objectPath, .objectPath),
+             (.signature, .signature), (.variant, .variant):
+            return true
+        case (.array(let element, _), .array(let expectedElement)):
+            return element == expectedElement
+        case (.dictionary(let key, let value, _), .dictionary(let expectedKey, let expectedValue)):
+            return key == expectedKey && value == expectedValue
+        case (.structure(let fields), .structure(let expectedFields)):
+            return fields.count == expectedFields.count && zip(fields, expectedFields).allSatisfy { $0.hasType($1) }
+        default:
+            return false
+        }
+    }
+
     /// The limit on nested containers (arrays, structures, dictionary entries and
     /// variants together) in one message, from the specification.
     public static let maximumDepth = 64

@@ -85,6 +85,7 @@ public struct Method: Sendable {
     public let handler: Handler
     let inputSignature: Signature
     let outputSignature: Signature
+    var inputTypes: [DBusType] { inputSignature.types }
 
     public init(
         _ name: String,
@@ -99,6 +100,8 @@ public struct Method: Sendable {
         self.handler = handler
         self.inputSignature = Signature(inputs.map(\.type))
         self.outputSignature = Signature(outputs.map(\.type))
+        precondition(inputSignature.text.utf8.count <= Signature.maximumLength
+            && outputSignature.text.utf8.count <= Signature.maximumLength, "method \(name) has a signature over 255 bytes")
     }
 }
 

@@ -95,9 +95,16 @@ public struct Message: Sendable {
         case .methodReturn:
             guard replySerial != nil else { throw .invalidArgs("a method return needs a reply serial") }
         }
-        for value in body { try value.check(against: value.type) }
-        _ = try Signature(validating: signature.text)
+        let types = body.map(\.type)
+        let length = types.reduce(0) { $0 + $1.signatureLength }
+        guard length <= Signature.maximumLength else {
+            throw .invalidArgs("the message body's signature would be \(length) bytes; the limit is \(Signature.maximumLength)")
+        }
+        for (value, type) in zip(body, types) { try value.check(against: type) }
     }
+
+    /// True when the body's types are exactly `types`, in order.
+    func bodyMatches(_ types: [DBusType]) -> Bool { body.matches(types) }
 }
 
 // MARK: - libdbus conversion (bus thread only)
@@ -170,5 +177,12 @@ extension Message {
         message.serial = dbus_message_get_serial(raw)
         message.noReplyExpected = dbus_message_get_no_reply(raw) != 0
         return message
+    }
+}
+
+extension Array where Element == DBusValue {
+    /// True when these values have exactly `types`, in order.
+    func matches(_ types: [DBusType]) -> Bool {
+        count == types.count && zip(self, types).allSatisfy { $0.hasType($1) }
     }
 }

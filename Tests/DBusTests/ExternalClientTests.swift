@@ -35,6 +35,9 @@ struct ExternalClientTests {
             (target + ["\(Fixture.interface).Add", "string:2", "string:40"], DBusError.Name.invalidArgs),
             (target + ["\(Fixture.interface).Add", "int32:2"], DBusError.Name.invalidArgs),
             (target + ["\(Fixture.interface).BadReply"], DBusError.Name.failed),
+            // What the handler produced could not be sent as it was: the caller still gets an answer.
+            (target + ["\(Fixture.interface).NulReply"], DBusError.Name.failed),
+            (target + ["\(Fixture.interface).Fail", "string:not an error name", "string:boom"], DBusError.Name.failed),
         ]
         for (arguments, errorName) in expectations {
             let result = try await run(world, send, arguments)

@@ -46,6 +46,9 @@ enum Fixture {
                 Method("BadReply", out: [Argument("text", "s")]) { _ in
                     [.uint32(1)]
                 },
+                Method("NulReply", out: [Argument("text", "s")]) { _ in
+                    [.string("cut\u{0}here")]
+                },
                 Method("Notify", in: [Argument("note", "s")]) { call in
                     let note: String = try call.argument(0)
                     state.notified.withLock { $0.append(note) }

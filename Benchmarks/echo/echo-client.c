@@ -1,0 +1,114 @@
+/* Drives Echo(s) -> s on one server and prints one JSON line:
+ * sequential round trips (p50, p99) and throughput with WINDOW calls in flight,
+ * plus the server's CPU time per call (all its threads, from /proc).
+ * Usage: echo-client BUS_NAME SERVER_PID PAYLOAD_BYTES SEQUENTIAL_CALLS PIPELINED_CALLS WINDOW */
+#include <dbus/dbus.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+/* Sum of on-CPU nanoseconds over every thread of a process. */
+static unsigned long long cpu_ns(int pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *tasks = opendir(path);
+    if (!tasks) return 0;
+    unsigned long long total = 0;
+    struct dirent *entry;
+    while ((entry = readdir(tasks))) {
+        if (entry->d_name[0] == '.') continue;
+        char stat[320];
+        snprintf(stat, sizeof stat, "/proc/%d/task/%s/schedstat", pid, entry->d_name);
+        FILE *f = fopen(stat, "r");
+        if (!f) continue;
+        unsigned long long ns = 0;
+        if (fscanf(f, "%llu", &ns) == 1) total += ns;
+        fclose(f);
+    }
+    closedir(tasks);
+    return total;
+}
+
+static const char *destination;
+static char *payload;
+
+static DBusMessage *make_call(void) {
+    DBusMessage *m = dbus_message_new_method_call(destination, "/org/baton/Bench", "org.baton.Bench1", "Echo");
+    dbus_message_append_args(m, DBUS_TYPE_STRING, &payload, DBUS_TYPE_INVALID);
+    return m;
+}
+
+static int compare(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static long completed, failed;
+static DBusHandlerResult on_reply(DBusConnection *c, DBusMessage *m, void *d) {
+    (void)c; (void)d;
+    int type = dbus_message_get_type(m);
+    if (type == DBUS_MESSAGE_TYPE_METHOD_RETURN) { completed++; return DBUS_HANDLER_RESULT_HANDLED; }
+    if (type == DBUS_MESSAGE_TYPE_ERROR) { completed++; failed++; return DBUS_HANDLER_RESULT_HANDLED; }
+    return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 7) { fprintf(stderr, "usage: %s BUS_NAME SERVER_PID BYTES SEQUENTIAL PIPELINED WINDOW\n", argv[0]); return 2; }
+    destination = argv[1];
+    int pid = atoi(argv[2]);
+    size_t bytes = strtoul(argv[3], NULL, 10);
+    int sequential = atoi(argv[4]), pipelined = atoi(argv[5]), window = atoi(argv[6]);
+    payload = malloc(bytes + 1);
+    for (size_t i = 0; i < bytes; i++) payload[i] = 'a' + i % 26;
+    payload[bytes] = 0;
+
+    DBusError error;
+    dbus_error_init(&error);
+    DBusConnection *c = dbus_bus_get(DBUS_BUS_SESSION, &error);
+    if (!c) { fprintf(stderr, "connect: %s\n", error.message); return 1; }
+
+    /* Sequential: one call at a time, each timed. A short warm-up first. */
+    double *samples = malloc(sizeof(double) * sequential);
+    for (int i = -sequential / 10; i < sequential; i++) {
+        DBusMessage *m = make_call();
+        double start = now_us();
+        DBusMessage *reply = dbus_connection_send_with_reply_and_block(c, m, 5000, &error);
+        double elapsed = now_us() - start;
+        dbus_message_unref(m);
+        if (!reply) { fprintf(stderr, "call failed: %s\n", error.message); return 1; }
+        dbus_message_unref(reply);
+        if (i >= 0) samples[i] = elapsed;
+    }
+    qsort(samples, sequential, sizeof(double), compare);
+
+    /* Pipelined: keep WINDOW calls in flight until PIPELINED have been answered. */
+    dbus_connection_add_filter(c, on_reply, NULL, NULL);
+    long sent = 0;
+    unsigned long long cpu_before = cpu_ns(pid);
+    double start = now_us();
+    while (completed < pipelined) {
+        while (sent - completed < window && sent < pipelined) {
+            DBusMessage *m = make_call();
+            dbus_connection_send(c, m, NULL);
+            dbus_message_unref(m);
+            sent++;
+        }
+        if (!dbus_connection_read_write_dispatch(c, 5000)) { fprintf(stderr, "disconnected\n"); return 1; }
+    }
+    double elapsed = now_us() - start;
+    unsigned long long cpu_after = cpu_ns(pid);
+
+    printf("{\"server\":\"%s\",\"bytes\":%zu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"calls_per_s\":%.0f,"
+           "\"server_cpu_us_per_call\":%.3f,\"failed\":%ld}\n",
+           destination, bytes, samples[sequential / 2], samples[(int)(sequential * 0.99)],
+           pipelined / (elapsed / 1e6), (cpu_after - cpu_before) / 1e3 / pipelined, failed);
+    return failed ? 1 : 0;
+}
