@@ -32,13 +32,14 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     private var pending: [UInt32: PendingCall] = [:]
     private var subscriptions: [UInt64: SignalSubscription] = [:]
     private var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Incoming method calls not yet taken by the dispatcher, oldest at `inboxHead`.
+    private var inbox: [Message] = []
+    private var inboxHead = 0
+    /// The dispatcher, when it waits for the next call.
+    private var parkedDispatcher: UnsafeContinuation<Void, Never>?
     private var stopping = false
     private var finished = false
 
-    /// Called on the bus thread for each incoming method call, in arrival order.
-    private let onMethodCall: @Sendable (Message) -> Void
-    /// Called on the bus thread once, when the connection is gone.
-    private let onClose: @Sendable () -> Void
 
     struct PendingCall {
         let continuation: CheckedContinuation<Message, any Error>
@@ -54,11 +55,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
 
     /// Opens a private connection to `address` and says Hello, on the calling
     /// thread; the bus thread takes the connection over when `start()` runs.
-    init(
-        address: BusAddress,
-        onMethodCall: @escaping @Sendable (Message) -> Void,
-        onClose: @escaping @Sendable () -> Void
-    ) throws(DBusError) {
+    init(address: BusAddress) throws(DBusError) {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
         defer { dbus_error_free(&error) }
@@ -93,8 +90,6 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         }
         self.connection = opened
         self.wakeFD = fd
-        self.onMethodCall = onMethodCall
-        self.onClose = onClose
 
         // The loop outlives the connection's callbacks: they are cleared in `teardown()`.
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -133,8 +128,9 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         }
         switch wake {
         case nil: ifClosed?()
-        case true?: signalWake()
-        case false?: break
+        // The bus thread drains its queue before it polls again: no wake-up needed.
+        case true? where !isCurrentThread: signalWake()
+        default: break
         }
     }
 
@@ -171,8 +167,12 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         var fds: [pollfd] = []
         var polled: [OpaquePointer?] = []
         while !stopping {
-            runJobs()
-            dispatchIncoming()
+            // Handlers resumed by dispatch queue jobs, and jobs may send and read:
+            // drain both before sleeping in poll().
+            repeat {
+                runJobs()
+                dispatchIncoming()
+            } while !stopping && queue.withLock({ !$0.jobs.isEmpty })
             if stopping { break }
             if dbus_connection_get_is_connected(connection) == 0 {
                 stopping = true
@@ -293,7 +293,8 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         dbus_connection_set_timeout_functions(connection, nil, nil, nil, nil, nil)
         dbus_connection_unref(connection)
         close(wakeFD)
-        onClose()
+        parkedDispatcher?.resume()
+        parkedDispatcher = nil
         for waiter in closeWaiters { waiter.resume() }
         closeWaiters.removeAll()
     }
@@ -336,6 +337,27 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         guard let serial = pending.first(where: { $0.value.cancellation === cancellation })?.key,
               let call = pending.removeValue(forKey: serial) else { return }
         call.continuation.resume(throwing: CancellationError())
+    }
+
+    /// The next incoming method call, in arrival order; nil once the connection is closed.
+    ///
+    /// Only the connection's dispatcher calls this, from a task that prefers this
+    /// loop as its executor, so the inbox is touched on the bus thread alone.
+    nonisolated(nonsending) func nextIncoming() async -> Message? {
+        while true {
+            if finished { return nil }
+            precondition(isCurrentThread, "the dispatcher must run on the bus thread")
+            if inboxHead < inbox.count {
+                let message = inbox[inboxHead]
+                inboxHead += 1
+                if inboxHead == inbox.count {
+                    inbox.removeAll(keepingCapacity: true)
+                    inboxHead = 0
+                }
+                return message
+            }
+            await withUnsafeContinuation { parkedDispatcher = $0 }
+        }
     }
 
     func addSubscription(id: UInt64, _ subscription: SignalSubscription) {
@@ -392,7 +414,11 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
         case DBUS_MESSAGE_TYPE_METHOD_CALL:
             do {
-                onMethodCall(try Message(raw: raw))
+                inbox.append(try Message(raw: raw))
+                if let dispatcher = parkedDispatcher {
+                    parkedDispatcher = nil
+                    dispatcher.resume()
+                }
             } catch {
                 // The body could not be read (a Unix fd, say): answer here, the handlers never see it.
                 let header = Message.headerOnly(raw: raw)

@@ -31,17 +31,13 @@ public final class Connection: Sendable {
         _ address: BusAddress = .session,
         log: @escaping @Sendable (String) -> Void = Connection.logToStandardError
     ) throws(DBusError) {
-        let (calls, callSink) = AsyncStream<Message>.makeStream()
-        loop = try BusLoop(
-            address: address,
-            onMethodCall: { callSink.yield($0) },
-            onClose: { callSink.finish() })
+        loop = try BusLoop(address: address)
         uniqueName = loop.uniqueName
         self.log = log
         loop.start()
         // The dispatcher runs on the bus thread; it keeps the connection alive until it closes.
-        Task(executorPreference: loop) { [self] in
-            for await message in calls {
+        Task(executorPreference: loop) { [self, loop] in
+            while let message = await loop.nextIncoming() {
                 await self.dispatch(message)
             }
         }
@@ -268,7 +264,7 @@ public final class Connection: Sendable {
     // MARK: Dispatch
 
     /// Routes one incoming call (on the bus thread, in arrival order).
-    private func dispatch(_ message: Message) async {
+    private nonisolated(nonsending) func dispatch(_ message: Message) async {
         let route: ObjectRegistry.Route
         do {
             route = try registry.resolve(message)
@@ -288,7 +284,7 @@ public final class Connection: Sendable {
         }
     }
 
-    private func run(_ route: ObjectRegistry.Route, _ call: MethodCall) async {
+    private nonisolated(nonsending) func run(_ route: ObjectRegistry.Route, _ call: MethodCall) async {
         let result: Result<[DBusValue], any Error>
         do {
             switch route {
