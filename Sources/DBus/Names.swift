@@ -1,4 +1,5 @@
 import CDBus
+import Glibc
 
 /// A validated D-Bus object path, such as `/org/baton/Handoff1`.
 public struct ObjectPath: Hashable, Comparable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
@@ -60,6 +61,17 @@ public struct ObjectPath: Hashable, Comparable, Sendable, CustomStringConvertibl
     }
 }
 
+/// True when `text` holds a NUL byte; memchr over native storage, which is what
+/// large payloads have, instead of a byte-by-byte loop.
+func containsNUL(_ text: String) -> Bool {
+    if let found = text.utf8.withContiguousStorageIfAvailable({ buffer in
+        buffer.baseAddress.map { memchr($0, 0, buffer.count) != nil } ?? false
+    }) {
+        return found
+    }
+    return text.utf8.contains(0)
+}
+
 /// Validation of names against the specification before they reach libdbus,
 /// which aborts the process on a malformed one.
 public enum DBusNames {
@@ -116,7 +128,7 @@ public enum DBusNames {
     /// Swift strings are always valid UTF-8 without surrogates, which is all
     /// libdbus 1.14 checks, so NUL is the one thing left to refuse.
     static func validateString(_ text: String) throws(DBusError) {
-        if text.utf8.contains(0) {
+        if containsNUL(text) {
             throw .invalidArgs("string '\(DBusError.printable(text))' contains a NUL byte, which D-Bus strings cannot carry")
         }
     }
