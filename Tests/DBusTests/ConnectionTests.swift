@@ -193,4 +193,26 @@ struct ConnectionTests {
         await #expect(throws: DBusError.self) { try await held.value }
         for await _ in stream { Issue.record("a signal arrived after close") }
     }
+
+    @Test func propertiesAndPeerThroughOurClient() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let properties = "org.freedesktop.DBus.Properties"
+        let changes = try await world.client.signals(matching: MatchRule(interface: properties, member: "PropertiesChanged", path: Fixture.path))
+        #expect(try await world.client.call(Fixture.busName, Fixture.path, properties, "Get", [.string(Fixture.interface), .string("Count")])
+            == [.variant(.uint32(7))])
+        _ = try await world.client.call(Fixture.busName, Fixture.path, properties, "Set", [
+            .string(Fixture.interface), .string("Count"), .variant(.uint32(9)),
+        ])
+        let changed = try await first(of: changes)
+        #expect(changed.body == [.string(Fixture.interface), .record(["Count": .uint32(9)]), .strings([])])
+        #expect(try await world.client.call(Fixture.busName, Fixture.path, properties, "GetAll", [.string(Fixture.interface)])
+            == [.record(["Count": .uint32(9), "Name": .string("fixture")])])
+
+        // libdbus answers Peer itself, on every path.
+        #expect(try await world.client.call(Fixture.busName, Fixture.path, "org.freedesktop.DBus.Peer", "Ping").isEmpty)
+        let machine = try await world.client.call(Fixture.busName, "/", "org.freedesktop.DBus.Peer", "GetMachineId")
+        #expect(machine.first?.stringValue?.count == 32)
+    }
 }
+

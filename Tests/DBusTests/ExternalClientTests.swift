@@ -94,6 +94,9 @@ struct ExternalClientTests {
             signature 'a{sv}', <11>, ['twelve'], {'thirteen': <13>}, (14, 'fifteen', false), [[byte 0x01], []])
             """, "\(echoed)")
 
+        let ping = try await run(world, gdbus, ["call"] + target + ["--method", "org.freedesktop.DBus.Peer.Ping"])
+        #expect(ping.status == 0 && ping.stdout.trimmed == "()", "\(ping)")
+
         let properties = "org.freedesktop.DBus.Properties"
         let set = try await run(world, gdbus, ["call"] + target + ["--method", "\(properties).Set", Fixture.interface, "Count", "<uint32 42>"])
         #expect(set.status == 0, "\(set)")
@@ -201,6 +204,12 @@ struct ExternalClientTests {
                 test.Fail("org.baton.Handoff1.Error.Expired", "too late")
             except dbus.exceptions.DBusException as e:
                 print("error", e.get_dbus_name(), e.get_dbus_message())
+            # A Unix fd is a valid D-Bus value we do not accept: refused, not a crash.
+            try:
+                test.Echo(dbus.types.UnixFd(0, variant_level=1))
+            except dbus.exceptions.DBusException as e:
+                print("fd", e.get_dbus_name(), e.get_dbus_message())
+            print("after", int(test.Add(1, 1)))
             """
         let result = try await run(world, python, ["-"], stdin: script)
         #expect(result.status == 0, "\(result)")
@@ -212,6 +221,8 @@ struct ExternalClientTests {
             changed \(Fixture.interface) {'Count': 5}
             pinged ['after change']
             error org.baton.Handoff1.Error.Expired too late
+            fd org.freedesktop.DBus.Error.InvalidArgs Unix file descriptors (h) are not supported
+            after 2
             """, "\(result)")
     }
 }
