@@ -78,22 +78,13 @@ public indirect enum DBusType: Hashable, Sendable {
         }
     }
 
+    private static let basicTypes: [DBusType] = [
+        .byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .string, .objectPath, .signature,
+    ]
+
+    /// The basic type with this type code, if any.
     static func basic(code: UInt8) -> DBusType? {
-        switch code {
-        case UInt8(ascii: "y"): .byte
-        case UInt8(ascii: "b"): .boolean
-        case UInt8(ascii: "n"): .int16
-        case UInt8(ascii: "q"): .uint16
-        case UInt8(ascii: "i"): .int32
-        case UInt8(ascii: "u"): .uint32
-        case UInt8(ascii: "x"): .int64
-        case UInt8(ascii: "t"): .uint64
-        case UInt8(ascii: "d"): .double
-        case UInt8(ascii: "s"): .string
-        case UInt8(ascii: "o"): .objectPath
-        case UInt8(ascii: "g"): .signature
-        default: nil
-        }
+        basicTypes.first { $0.code == code }
     }
 }
 

@@ -42,9 +42,12 @@ public final class PrivateBus: @unchecked Sendable {
         var pipe: [Int32] = [0, 0]
         guard Glibc.pipe(&pipe) == 0 else { throw TestSupportError("pipe failed: errno \(errno)") }
         defer { close(pipe[0]) }
+        // The daemon's own complaints (it cannot raise its fd limit as a user) go to bus.log.
+        let log = open(directory.appendingPathComponent("bus.log").path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        defer { close(log) }
         do {
             process = try Subprocess(
-                daemon, ["--config-file=\(config.path)", "--nofork", "--print-address=1"], stdout: pipe[1])
+                daemon, ["--config-file=\(config.path)", "--nofork", "--print-address=1"], stdout: pipe[1], stderr: log)
             close(pipe[1])
         } catch {
             close(pipe[1])
