@@ -1,4 +1,5 @@
 import DBus
+import Glibc
 import Testing
 import TestSupport
 
@@ -265,5 +266,49 @@ func first(of stream: AsyncStream<Message>, timeout: Duration = .seconds(5)) asy
         group.cancelAll()
         guard let message else { throw TestSupportError("no signal within \(timeout)") }
         return message
+    }
+}
+
+extension ExternalClientTests {
+    /// dbus-monitor sees every message on the private bus: a call marked
+    /// no-reply-expected gets no reply, and an ordinary call gets exactly one.
+    @Test func repliesAreSentExactlyOnceAndNeverToNoReplyCalls() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let monitorPath = world.bus.directory.appendingPathComponent("monitor.log").path
+        let output = open(monitorPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        defer { close(output) }
+        let monitor = try Subprocess(
+            try Executables.require("dbus-monitor", package: "dbus-bin"), ["--address", world.bus.address],
+            stdout: output)
+        defer { monitor.kill() }
+        // dbus-monitor loses its own name once it has become a monitor.
+        try await eventually("dbus-monitor is monitoring") {
+            ((try? String(contentsOfFile: monitorPath, encoding: .utf8)) ?? "").contains("member=NameLost")
+        }
+
+        try world.client.send(.methodCall(
+            destination: Fixture.busName, path: Fixture.path, interface: Fixture.interface, member: "Notify",
+            body: [.string("quiet")]
+        ).noReply())
+        #expect(try await world.client.fixture("EchoString", [.string("loud")]) == [.string("loud")])
+        try await eventually("the monitor saw the echo's reply") {
+            ((try? String(contentsOfFile: monitorPath, encoding: .utf8)) ?? "").contains("string \"loud\"\n")
+                && world.state.notified.withLock { $0 } == ["quiet"]
+        }
+
+        let lines = try String(contentsOfFile: monitorPath, encoding: .utf8).split(separator: "\n")
+        func serial(ofCallTo member: String) throws -> Substring {
+            let call = try #require(lines.first { $0.hasPrefix("method call") && $0.hasSuffix("member=\(member)") })
+            return try #require(call.split(separator: " ").first { $0.hasPrefix("serial=") }?.dropFirst("serial=".count))
+        }
+        let sender = " destination=\(world.client.uniqueName) "
+        func replies(to serial: Substring) -> Int {
+            lines.filter {
+                ($0.hasPrefix("method return") || $0.hasPrefix("error")) && $0.contains(sender) && $0.hasSuffix(" reply_serial=\(serial)")
+            }.count
+        }
+        #expect(replies(to: try serial(ofCallTo: "Notify")) == 0)
+        #expect(replies(to: try serial(ofCallTo: "EchoString")) == 1)
     }
 }
