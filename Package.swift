@@ -7,6 +7,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "BatonCore", targets: ["BatonCore"]),
     ],
     targets: [
         // libdbus-1 through pkg-config; Debian's package is libdbus-1-dev.
@@ -17,10 +18,13 @@ let package = Package(
         ),
         // A small, safe Swift API over libdbus: one bus thread, typed values, exported objects.
         .target(name: "DBus", dependencies: ["CDBus"]),
+        // The domain: activity types, activities, scenes, storage values, validation, limits. No D-Bus, no SQL.
+        .target(name: "BatonCore"),
 
         // Shared by every test suite: private buses, temp directories, running built binaries.
         .target(name: "TestSupport", dependencies: ["DBus"], path: "Tests/TestSupport"),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
+        .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),
