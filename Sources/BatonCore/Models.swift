@@ -1,0 +1,132 @@
+/// A registered activity type: which app owns it and who continues it.
+public struct ActivityType: Equatable, Sendable {
+    /// Reverse-DNS name, such as `com.raywenderlich.hawknotes.staterestore.characterDetail`.
+    public var type: String
+    /// The app the type belongs to; its activities and scenes are that app's.
+    public var appID: String
+    public var title: String
+    /// The bus name called with `org.baton.Handoff1.Handler.ContinueActivity`, if any.
+    public var handler: String?
+    /// Top-level payload keys every activity of this type must carry (`requiredUserInfoKeys`).
+    public var requiredKeys: [String]
+    /// The Swift (or other) type name the payload encodes, for clients that decode it.
+    public var payloadType: String?
+
+    public init(type: String, appID: String, title: String = "", handler: String? = nil,
+                requiredKeys: [String] = [], payloadType: String? = nil) {
+        self.type = type
+        self.appID = appID
+        self.title = title
+        self.handler = handler
+        self.requiredKeys = requiredKeys
+        self.payloadType = payloadType
+    }
+}
+
+/// What a user is doing, advertised by an app: the Linux `NSUserActivity`.
+public struct Activity: Equatable, Sendable {
+    public var id: String
+    public var type: String
+    public var appID: String
+    public var title: String
+    /// The payload as JSON text, checked by `StrictJSON`.
+    public var payload: String
+    public var payloadType: String?
+    public var targetContentID: String?
+    /// Set when the app wants to delete it later with `DeleteSaved`; such activities survive quota trimming longest.
+    public var persistentID: String?
+    public var keywords: [String]
+    public var webpageURL: String?
+    public var eligibleForHandoff: Bool
+    public var eligibleForSearch: Bool
+    /// The scene whose current activity this is.
+    public var sceneID: String?
+    /// Microseconds since the Unix epoch.
+    public var createdAt: UInt64
+    public var updatedAt: UInt64
+    public var expiresAt: UInt64?
+
+    public init(id: String, type: String, appID: String, title: String, payload: String, payloadType: String? = nil,
+                targetContentID: String? = nil, persistentID: String? = nil, keywords: [String] = [],
+                webpageURL: String? = nil, eligibleForHandoff: Bool = true, eligibleForSearch: Bool = false,
+                sceneID: String? = nil, createdAt: UInt64, updatedAt: UInt64, expiresAt: UInt64? = nil) {
+        self.id = id
+        self.type = type
+        self.appID = appID
+        self.title = title
+        self.payload = payload
+        self.payloadType = payloadType
+        self.targetContentID = targetContentID
+        self.persistentID = persistentID
+        self.keywords = keywords
+        self.webpageURL = webpageURL
+        self.eligibleForHandoff = eligibleForHandoff
+        self.eligibleForSearch = eligibleForSearch
+        self.sceneID = sceneID
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.expiresAt = expiresAt
+    }
+
+    /// True once `now` has reached the expiry time.
+    public func isExpired(at now: UInt64) -> Bool {
+        expiresAt.map { $0 <= now } ?? false
+    }
+}
+
+/// A window session of an app, with its own persisted storage.
+public struct Scene: Equatable, Sendable {
+    public var id: String
+    public var appID: String
+    public var title: String
+    /// The scene's current activity, if any.
+    public var activityID: String?
+    public var createdAt: UInt64
+    public var lastActiveAt: UInt64
+    /// True when the scene came back from storage after a daemon restart.
+    public var restored: Bool
+
+    public init(id: String, appID: String, title: String = "", activityID: String? = nil,
+                createdAt: UInt64, lastActiveAt: UInt64, restored: Bool = false) {
+        self.id = id
+        self.appID = appID
+        self.title = title
+        self.activityID = activityID
+        self.createdAt = createdAt
+        self.lastActiveAt = lastActiveAt
+        self.restored = restored
+    }
+}
+
+/// A value in scene storage: what `@SceneStorage` holds. RawRepresentable and
+/// Codable values travel as strings.
+public enum StorageValue: Equatable, Sendable {
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case bytes([UInt8])
+
+    /// What the value counts against the storage limits.
+    public var byteSize: Int {
+        switch self {
+        case .bool: 1
+        case .int, .double: 8
+        case .string(let text): text.utf8.count
+        case .bytes(let bytes): bytes.count
+        }
+    }
+
+    /// Throws when the value is over the per-value limit or holds text C programs would cut.
+    public func validate(key: String, limits: Limits) throws(BatonError) {
+        guard byteSize <= limits.storageValueBytes else {
+            throw .quotaExceeded("the value of '\(printable(key))' is \(byteSize) bytes; the limit is \(limits.storageValueBytes)")
+        }
+        if case .string(let text) = self, text.utf8.contains(0) {
+            throw .invalidArgument("the value of '\(printable(key))' contains a NUL byte; store bytes instead")
+        }
+        if case .double(let number) = self, !number.isFinite {
+            throw .invalidArgument("the value of '\(printable(key))' is not a finite number")
+        }
+    }
+}

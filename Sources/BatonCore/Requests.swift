@@ -1,0 +1,220 @@
+/// The `a{ss}` option maps of the D-Bus contract, parsed into checked values.
+///
+/// Unknown option names are refused with the list of known ones: a typo must
+/// not be silently ignored.
+struct OptionReader {
+    private var remaining: [String: String]
+    private let method: String
+
+    init(_ options: [String: String], method: String) {
+        remaining = options
+        self.method = method
+    }
+
+    mutating func take(_ key: String) -> String? { remaining.removeValue(forKey: key) }
+
+    mutating func takeBool(_ key: String, default value: Bool) throws(BatonError) -> Bool {
+        guard let text = take(key) else { return value }
+        return try Validate.boolean(text, option: key)
+    }
+
+    /// Comma-separated text: items trimmed, empty items dropped.
+    mutating func takeList(_ key: String) -> [String]? {
+        take(key).map { text in
+            text.split(separator: ",").map { String($0.trimmingSpaces) }.filter { !$0.isEmpty }
+        }
+    }
+
+    /// Throws when options remain that no one asked for.
+    func finish(known: [String]) throws(BatonError) {
+        guard let unknown = remaining.keys.sorted().first else { return }
+        throw .invalidArgument(
+            "\(method) has no option '\(printable(unknown))'; its options are \(known.joined(separator: ", "))")
+    }
+}
+
+extension Substring {
+    var trimmingSpaces: Substring {
+        var text = self
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return text
+    }
+}
+
+extension ActivityType {
+    static let registrationOptions = ["title", "handler", "required_keys", "payload_type"]
+
+    /// A registration from `RegisterActivityType(type, app_id, options)`.
+    public static func registration(
+        type: String, appID: String, options: [String: String], limits: Limits
+    ) throws(BatonError) -> ActivityType {
+        try Validate.reverseDNS(type, what: "activity type", limits: limits)
+        try Validate.reverseDNS(appID, what: "app id", limits: limits)
+        var reader = OptionReader(options, method: "RegisterActivityType")
+        let title = reader.take("title") ?? ""
+        try Validate.text(title, what: "the title", limit: limits.titleBytes)
+        let handler = reader.take("handler").flatMap { $0.isEmpty ? nil : $0 }
+        if let handler { try Validate.text(handler, what: "the handler", limit: limits.nameBytes) }
+        let requiredKeys = reader.takeList("required_keys") ?? []
+        for key in requiredKeys { try Validate.text(key, what: "required key", limit: limits.nameBytes) }
+        let payloadType = reader.take("payload_type").flatMap { $0.isEmpty ? nil : $0 }
+        if let payloadType { try Validate.text(payloadType, what: "payload_type", limit: limits.nameBytes) }
+        try reader.finish(known: registrationOptions)
+        return ActivityType(type: type, appID: appID, title: title, handler: handler,
+                            requiredKeys: requiredKeys, payloadType: payloadType)
+    }
+
+    /// Throws `InvalidPayload` naming the required keys `members` lacks.
+    public func checkRequiredKeys(_ members: [StrictJSON.Member]) throws(BatonError) {
+        let present = Set(members.map(\.key))
+        let missing = requiredKeys.filter { !present.contains($0) }
+        guard missing.isEmpty else {
+            throw .invalidPayload("activities of type \(type) need the payload keys \(missing.joined(separator: ", "))")
+        }
+    }
+}
+
+/// A checked `Advertise(type, title, payload_json, options)` call.
+public struct Advertisement: Equatable, Sendable {
+    public var title: String
+    public var payload: String
+    public var payloadType: String?
+    public var targetContentID: String?
+    public var persistentID: String?
+    public var keywords: [String]
+    public var webpageURL: String?
+    /// Seconds from now.
+    public var expiresIn: UInt64?
+    public var eligibleForHandoff: Bool
+    public var eligibleForSearch: Bool
+    /// The advertising scene, as the caller named it (object path or id); resolved by the service.
+    public var scene: String?
+
+    static let options = [
+        "target_content_id", "persistent_id", "keywords", "webpage_url", "expires_in",
+        "eligible_for_handoff", "eligible_for_search", "scene", "payload_type",
+    ]
+
+    /// Ten years: longer than any desktop session, short enough to stay far from overflow.
+    public static let maximumExpiry: UInt64 = 10 * 365 * 24 * 3600
+
+    public static func parse(
+        type: ActivityType, title: String, payload: String, options: [String: String], limits: Limits
+    ) throws(BatonError) -> Advertisement {
+        try Validate.text(title, what: "the title", limit: limits.titleBytes)
+        let members = try StrictJSON.parseObject(payload, maxBytes: limits.payloadBytes, maxDepth: limits.payloadDepth)
+        try type.checkRequiredKeys(members)
+        var reader = OptionReader(options, method: "Advertise")
+        var advertisement = Advertisement(
+            title: title, payload: payload, payloadType: type.payloadType, keywords: [],
+            eligibleForHandoff: true, eligibleForSearch: false)
+        try advertisement.read(&reader, limits: limits)
+        advertisement.scene = reader.take("scene").flatMap { $0.isEmpty ? nil : $0 }
+        try reader.finish(known: Self.options)
+        return advertisement
+    }
+
+    /// Reads the options Advertise and Update share.
+    mutating func read(_ reader: inout OptionReader, limits: Limits) throws(BatonError) {
+        if let value = reader.take("target_content_id") {
+            try Validate.text(value, what: "target_content_id", limit: limits.nameBytes)
+            targetContentID = value.isEmpty ? nil : value
+        }
+        if let value = reader.take("persistent_id") {
+            try Validate.text(value, what: "persistent_id", limit: limits.nameBytes)
+            persistentID = value.isEmpty ? nil : value
+        }
+        if let value = reader.takeList("keywords") {
+            guard value.count <= limits.keywords else {
+                throw .quotaExceeded("\(value.count) keywords; the limit is \(limits.keywords)")
+            }
+            for keyword in value { try Validate.text(keyword, what: "keyword '\(printable(keyword))'", limit: limits.keywordBytes) }
+            keywords = value
+        }
+        if let value = reader.take("webpage_url") {
+            try Validate.text(value, what: "webpage_url", limit: limits.urlBytes)
+            let lowered = value.lowercased()
+            guard value.isEmpty || lowered.hasPrefix("https://") || lowered.hasPrefix("http://"),
+                  !value.unicodeScalars.contains(where: { $0.value <= 0x20 }) else {
+                throw .invalidArgument("webpage_url must be an http or https URL without spaces, not '\(printable(value))'")
+            }
+            webpageURL = value.isEmpty ? nil : value
+        }
+        if let value = reader.take("expires_in") {
+            guard let seconds = UInt64(value), seconds > 0, seconds <= Self.maximumExpiry else {
+                throw .invalidArgument("expires_in must be a whole number of seconds from 1 to \(Self.maximumExpiry), not '\(printable(value))'")
+            }
+            expiresIn = seconds
+        }
+        eligibleForHandoff = try reader.takeBool("eligible_for_handoff", default: eligibleForHandoff)
+        eligibleForSearch = try reader.takeBool("eligible_for_search", default: eligibleForSearch)
+        if let value = reader.take("payload_type") {
+            try Validate.text(value, what: "payload_type", limit: limits.nameBytes)
+            payloadType = value.isEmpty ? nil : value
+        }
+    }
+
+    /// The activity this advertisement creates.
+    public func makeActivity(id: String, type: ActivityType, sceneID: String?, now: UInt64) -> Activity {
+        Activity(
+            id: id, type: type.type, appID: type.appID, title: title, payload: payload, payloadType: payloadType,
+            targetContentID: targetContentID, persistentID: persistentID, keywords: keywords, webpageURL: webpageURL,
+            eligibleForHandoff: eligibleForHandoff, eligibleForSearch: eligibleForSearch, sceneID: sceneID,
+            createdAt: now, updatedAt: now, expiresAt: expiresIn.map { now + $0 * 1_000_000 })
+    }
+}
+
+/// A checked `Update(id, payload_json, options)` call: the payload's keys are merged
+/// into the activity's (an empty payload leaves it as it is), options replace fields.
+public struct ActivityUpdate: Sendable {
+    let payloadChanges: [StrictJSON.Member]?
+    let options: [String: String]
+
+    static let options = ["title"] + Advertisement.options.filter { $0 != "scene" }
+
+    public init(payload: String, options: [String: String], limits: Limits) throws(BatonError) {
+        payloadChanges = payload.isEmpty
+            ? nil : try StrictJSON.parseObject(payload, maxBytes: limits.payloadBytes, maxDepth: limits.payloadDepth)
+        self.options = options
+    }
+
+    /// The activity after this update, checked against its type and the limits.
+    public func apply(to activity: Activity, type: ActivityType, now: UInt64, limits: Limits) throws(BatonError) -> Activity {
+        var reader = OptionReader(options, method: "Update")
+        var fields = Advertisement(
+            title: activity.title, payload: activity.payload, payloadType: activity.payloadType,
+            targetContentID: activity.targetContentID, persistentID: activity.persistentID,
+            keywords: activity.keywords, webpageURL: activity.webpageURL, expiresIn: nil,
+            eligibleForHandoff: activity.eligibleForHandoff, eligibleForSearch: activity.eligibleForSearch)
+        if let title = reader.take("title") {
+            try Validate.text(title, what: "the title", limit: limits.titleBytes)
+            fields.title = title
+        }
+        try fields.read(&reader, limits: limits)
+        try reader.finish(known: Self.options)
+
+        var updated = activity
+        if let payloadChanges {
+            let current = try StrictJSON.parseObject(activity.payload, maxBytes: .max, maxDepth: .max)
+            let merged = StrictJSON.merge(current, with: payloadChanges)
+            let size = merged.utf8.count
+            guard size <= limits.payloadBytes else {
+                throw .quotaExceeded("the merged payload would be \(size) bytes; the limit is \(limits.payloadBytes)")
+            }
+            try type.checkRequiredKeys(try StrictJSON.parseObject(merged, maxBytes: .max, maxDepth: limits.payloadDepth))
+            updated.payload = merged
+        }
+        updated.title = fields.title
+        updated.payloadType = fields.payloadType
+        updated.targetContentID = fields.targetContentID
+        updated.persistentID = fields.persistentID
+        updated.keywords = fields.keywords
+        updated.webpageURL = fields.webpageURL
+        updated.eligibleForHandoff = fields.eligibleForHandoff
+        updated.eligibleForSearch = fields.eligibleForSearch
+        if let seconds = fields.expiresIn { updated.expiresAt = now + seconds * 1_000_000 }
+        updated.updatedAt = now
+        return updated
+    }
+}

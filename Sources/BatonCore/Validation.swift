@@ -1,0 +1,109 @@
+import Glibc
+
+/// Identifiers: lowercase random UUIDs (version 4), as the D-Bus contract fixes.
+public enum Identifier {
+    /// A new random identifier.
+    public static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
+        bytes[8] = bytes[8] & 0x3F | 0x80  // RFC 4122 variant
+        let hex = bytes.map { byte -> String in
+            let text = String(byte, radix: 16)
+            return byte < 16 ? "0" + text : text
+        }.joined()
+        let characters = Array(hex)
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+    }
+
+    /// The canonical (lowercase) form of an identifier that came from outside.
+    public static func normalize(_ text: String, what: String = "id") throws(BatonError) -> String {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else {
+            throw .invalidArgument("\(what) '\(printable(text))' is not an id: ids look like 3f2a9c1e-…, 36 characters")
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(index) {
+                guard byte == UInt8(ascii: "-") else { throw .invalidArgument("\(what) '\(printable(text))' is not an id") }
+                out.append(byte)
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): out.append(byte)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): out.append(byte + 32)
+            default: throw .invalidArgument("\(what) '\(printable(text))' is not an id")
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Wall-clock time in the contract's unit: microseconds since the Unix epoch.
+public enum WallClock {
+    public static func nowMicroseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
+    }
+}
+
+/// Checks on the names and texts callers send.
+public enum Validate {
+    /// Activity types and app ids are reverse-DNS names: `com.raywenderlich.hawknotes`.
+    public static func reverseDNS(_ text: String, what: String, limits: Limits) throws(BatonError) {
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty else { throw .invalidArgument("\(what) is empty") }
+        guard bytes.count <= limits.nameBytes else {
+            throw .invalidArgument("\(what) is \(bytes.count) bytes; the limit is \(limits.nameBytes)")
+        }
+        let elements = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        let allowed: (UInt8) -> Bool = { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"): true
+            default: false
+            }
+        }
+        guard elements.count >= 2, elements.allSatisfy({ !$0.isEmpty && $0.allSatisfy(allowed) }) else {
+            throw .invalidArgument(
+                "\(what) '\(printable(text))' is not a reverse-DNS name like com.example.app (letters, digits, '-', '_', dots between)")
+        }
+    }
+
+    /// Text that travels to other programs: no NUL, within `limit` bytes.
+    public static func text(_ text: String, what: String, limit: Int) throws(BatonError) {
+        if text.utf8.contains(0) { throw .invalidArgument("\(what) contains a NUL byte") }
+        let size = text.utf8.count
+        if size > limit { throw .quotaExceeded("\(what) is \(size) bytes; the limit is \(limit)") }
+    }
+
+    /// A scene storage key: non-empty text within the name limit.
+    public static func storageKey(_ key: String, limits: Limits) throws(BatonError) {
+        guard !key.isEmpty else { throw .invalidArgument("a storage key cannot be empty") }
+        try text(key, what: "storage key '\(printable(key))'", limit: limits.nameBytes)
+    }
+
+    /// `true` or `false`, nothing else.
+    public static func boolean(_ text: String, option: String) throws(BatonError) -> Bool {
+        switch text {
+        case "true": return true
+        case "false": return false
+        default: throw .invalidArgument("option \(option) must be true or false, not '\(printable(text))'")
+        }
+    }
+}
+
+/// Text safe to quote in an error message: no control characters, at most 80 characters.
+public func printable(_ text: String) -> String {
+    var out = ""
+    for scalar in text.unicodeScalars.prefix(80) {
+        if scalar.value < 0x20 || scalar.value == 0x7F {
+            out += "\\u{\(String(scalar.value, radix: 16))}"
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    return text.unicodeScalars.count > 80 ? out + "…" : out
+}
