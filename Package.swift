@@ -9,6 +9,9 @@ let package = Package(
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BatonCore", targets: ["BatonCore"]),
     ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
     targets: [
         // libdbus-1 through pkg-config; Debian's package is libdbus-1-dev.
         .systemLibrary(
@@ -20,11 +23,14 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus"]),
         // The domain: activity types, activities, scenes, storage values, validation, limits. No D-Bus, no SQL.
         .target(name: "BatonCore"),
+        // Persistence of the domain in SQLite (WAL) through GRDB, with migrations.
+        .target(name: "BatonStore", dependencies: ["BatonCore", .product(name: "GRDB", package: "GRDB.swift")]),
 
         // Shared by every test suite: private buses, temp directories, running built binaries.
         .target(name: "TestSupport", dependencies: ["DBus"], path: "Tests/TestSupport"),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
+        .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport"]),
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),

@@ -57,7 +57,10 @@ extension ActivityType {
         let handler = reader.take("handler").flatMap { $0.isEmpty ? nil : $0 }
         if let handler { try Validate.text(handler, what: "the handler", limit: limits.nameBytes) }
         let requiredKeys = reader.takeList("required_keys") ?? []
-        for key in requiredKeys { try Validate.text(key, what: "required key", limit: limits.nameBytes) }
+        for key in requiredKeys {
+            try Validate.text(key, what: "required key", limit: limits.nameBytes)
+            try Validate.noControlCharacters(key, what: "required key '\(printable(key))'")
+        }
         let payloadType = reader.take("payload_type").flatMap { $0.isEmpty ? nil : $0 }
         if let payloadType { try Validate.text(payloadType, what: "payload_type", limit: limits.nameBytes) }
         try reader.finish(known: registrationOptions)
@@ -129,7 +132,10 @@ public struct Advertisement: Equatable, Sendable {
             guard value.count <= limits.keywords else {
                 throw .quotaExceeded("\(value.count) keywords; the limit is \(limits.keywords)")
             }
-            for keyword in value { try Validate.text(keyword, what: "keyword '\(printable(keyword))'", limit: limits.keywordBytes) }
+            for keyword in value {
+                try Validate.text(keyword, what: "keyword '\(printable(keyword))'", limit: limits.keywordBytes)
+                try Validate.noControlCharacters(keyword, what: "keyword '\(printable(keyword))'")
+            }
             keywords = value
         }
         if let value = reader.take("webpage_url") {

@@ -79,6 +79,13 @@ public enum Validate {
         if size > limit { throw .quotaExceeded("\(what) is \(size) bytes; the limit is \(limit)") }
     }
 
+    /// Words and keys that are stored joined by a control character must not hold one.
+    public static func noControlCharacters(_ text: String, what: String) throws(BatonError) {
+        if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw .invalidArgument("\(what) contains a control character")
+        }
+    }
+
     /// A scene storage key: non-empty text within the name limit.
     public static func storageKey(_ key: String, limits: Limits) throws(BatonError) {
         guard !key.isEmpty else { throw .invalidArgument("a storage key cannot be empty") }

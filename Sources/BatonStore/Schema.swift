@@ -1,0 +1,80 @@
+import GRDB
+
+/// The database schema, one migration per version; never edit a shipped migration.
+enum Schema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE activity_type (
+                    type TEXT PRIMARY KEY NOT NULL,
+                    app_id TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    handler TEXT,
+                    required_keys TEXT NOT NULL,       -- unit-separator (U+001F) joined
+                    payload_type TEXT
+                );
+
+                CREATE TABLE scene (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    app_id TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    activity_id TEXT,
+                    created_at INTEGER NOT NULL,
+                    last_active_at INTEGER NOT NULL
+                );
+                CREATE INDEX scene_app ON scene(app_id, created_at);
+
+                -- seq keeps insertion order and is the stable rowid the search index refers to.
+                CREATE TABLE activity (
+                    seq INTEGER PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    type TEXT NOT NULL REFERENCES activity_type(type) ON DELETE CASCADE,
+                    app_id TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    payload_type TEXT,
+                    target_content_id TEXT,
+                    persistent_id TEXT,
+                    keywords TEXT NOT NULL,            -- unit-separator (U+001F) joined
+                    webpage_url TEXT,
+                    eligible_for_handoff INTEGER NOT NULL,
+                    eligible_for_search INTEGER NOT NULL,
+                    scene_id TEXT REFERENCES scene(id) ON DELETE SET NULL,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    expires_at INTEGER
+                );
+                CREATE INDEX activity_app ON activity(app_id, seq);
+                CREATE INDEX activity_type_index ON activity(type);
+                CREATE INDEX activity_scene ON activity(scene_id) WHERE scene_id IS NOT NULL;
+                CREATE INDEX activity_persistent ON activity(persistent_id) WHERE persistent_id IS NOT NULL;
+                CREATE INDEX activity_expiry ON activity(expires_at) WHERE expires_at IS NOT NULL;
+
+                CREATE VIRTUAL TABLE activity_search USING fts5(
+                    title, keywords, content='activity', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
+                );
+                CREATE TRIGGER activity_search_insert AFTER INSERT ON activity BEGIN
+                    INSERT INTO activity_search(rowid, title, keywords) VALUES (new.seq, new.title, new.keywords);
+                END;
+                CREATE TRIGGER activity_search_delete AFTER DELETE ON activity BEGIN
+                    INSERT INTO activity_search(activity_search, rowid, title, keywords) VALUES ('delete', old.seq, old.title, old.keywords);
+                END;
+                CREATE TRIGGER activity_search_update AFTER UPDATE OF title, keywords ON activity BEGIN
+                    INSERT INTO activity_search(activity_search, rowid, title, keywords) VALUES ('delete', old.seq, old.title, old.keywords);
+                    INSERT INTO activity_search(rowid, title, keywords) VALUES (new.seq, new.title, new.keywords);
+                END;
+
+                CREATE TABLE scene_storage (
+                    scene_id TEXT NOT NULL REFERENCES scene(id) ON DELETE CASCADE,
+                    key TEXT NOT NULL,
+                    kind INTEGER NOT NULL,             -- StorageKind
+                    value ANY,
+                    size INTEGER NOT NULL,             -- bytes of key and value, for the per-scene limit
+                    PRIMARY KEY (scene_id, key)
+                ) WITHOUT ROWID;
+                """)
+        }
+        return migrator
+    }
+}

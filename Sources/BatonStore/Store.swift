@@ -1,0 +1,460 @@
+import BatonCore
+import Foundation
+import Glibc
+import GRDB
+
+/// Baton's persistent state in one SQLite database (WAL), through one
+/// `DatabasePool` for the whole process.
+///
+/// Every write method returns only after its transaction has committed, so a
+/// caller that replies afterwards never acknowledges a write that `kill -9`
+/// could lose. Hot paths use cached statements: GRDB's record API rebuilds SQL
+/// on each call (shared/FIELD-NOTES.md).
+public final class Store: Sendable {
+    private let pool: DatabasePool
+    public let limits: Limits
+    /// The database file.
+    public let path: String
+
+    /// Opens (creating if needed) the database at `path`, applying migrations.
+    ///
+    /// The file is created 0600. Its directory must already be safe; see `prepareDirectory`.
+    public init(path: String, limits: Limits = .default) throws {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw StoreError.cannotOpen(path, errno: errno) }
+        close(fd)
+        var configuration = Configuration()
+        configuration.label = "baton"
+        configuration.busyMode = .timeout(5)
+        pool = try DatabasePool(path: path, configuration: configuration)
+        try Schema.migrator.migrate(pool)
+        self.limits = limits
+        self.path = path
+    }
+
+    /// The default database path: `$XDG_STATE_HOME/baton/baton.sqlite`, or
+    /// `~/.local/state/baton/baton.sqlite`.
+    public static func defaultPath(environment: [String: String]) -> String? {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return state + "/baton/baton.sqlite"
+        }
+        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
+        return home + "/.local/state/baton/baton.sqlite"
+    }
+
+    /// Creates the database's directory 0700 (and missing parents), or checks that an
+    /// existing one belongs to this user and is closed to others.
+    public static func prepareDirectory(_ directory: String) throws {
+        var parents: [String] = []
+        var current = directory
+        while !current.isEmpty, current != "/", access(current, F_OK) != 0 {
+            parents.append(current)
+            current = String(current[..<(current.lastIndex(of: "/") ?? current.startIndex)])
+        }
+        for path in parents.reversed() where mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw StoreError.cannotCreateDirectory(path, errno: errno)
+        }
+        var info = stat()
+        guard lstat(directory, &info) == 0 else { throw StoreError.cannotCreateDirectory(directory, errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw StoreError.unsafeDirectory(directory, "it is not a directory (or is a symbolic link)") }
+        guard info.st_uid == getuid() else {
+            throw StoreError.unsafeDirectory(directory, "it belongs to user \(info.st_uid), not to you (\(getuid()))")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw StoreError.unsafeDirectory(
+                directory, "other users have access (mode \(String(info.st_mode & 0o777, radix: 8))); run: chmod 700 \(directory)")
+        }
+    }
+
+    // MARK: Activity types
+
+    /// Adds or replaces a registration.
+    public func register(_ type: ActivityType) throws {
+        try pool.write { db in
+            try db.cachedStatement(sql: """
+                INSERT INTO activity_type (type, app_id, title, handler, required_keys, payload_type)
+                VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT(type) DO UPDATE SET app_id = excluded.app_id, title = excluded.title,
+                    handler = excluded.handler, required_keys = excluded.required_keys, payload_type = excluded.payload_type
+                """).execute(arguments: [
+                    type.type, type.appID, type.title, type.handler, Self.join(type.requiredKeys), type.payloadType,
+                ])
+        }
+    }
+
+    /// Removes a registration and, with it, the type's activities. Returns the removed activities' ids.
+    public func unregister(type: String) throws -> [String]? {
+        try pool.write { db in
+            let ids = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE type = ?"), arguments: [type])
+            try db.cachedStatement(sql: "DELETE FROM activity_type WHERE type = ?").execute(arguments: [type])
+            return db.changesCount == 0 ? nil : ids
+        }
+    }
+
+    public func activityType(_ type: String) throws -> ActivityType? {
+        try pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM activity_type WHERE type = ?"), arguments: [type])
+                .map(Self.activityType(from:))
+        }
+    }
+
+    public func activityTypes() throws -> [ActivityType] {
+        try pool.read { db in
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM activity_type ORDER BY type")).map(Self.activityType(from:))
+        }
+    }
+
+    // MARK: Activities
+
+    /// Stores a new activity. When its app is at the live-activity limit, its oldest
+    /// non-persistent activities are removed first (their ids are returned); when
+    /// every one is persistent, the insert is refused with `QuotaExceeded`.
+    public func insert(_ activity: Activity) throws -> [String] {
+        try pool.write { db in
+            let live = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT COUNT(*) FROM activity WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
+            var trimmed: [String] = []
+            if live >= limits.liveActivitiesPerApp {
+                trimmed = try String.fetchAll(db.cachedStatement(sql: """
+                    SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL ORDER BY seq LIMIT ?
+                    """), arguments: [activity.appID, live - limits.liveActivitiesPerApp + 1])
+                guard live - trimmed.count < limits.liveActivitiesPerApp else {
+                    throw BatonError.quotaExceeded(
+                        "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
+                }
+                for id in trimmed {
+                    try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
+                }
+            }
+            try db.cachedStatement(sql: """
+                INSERT INTO activity (id, type, app_id, title, payload, payload_type, target_content_id, persistent_id,
+                    keywords, webpage_url, eligible_for_handoff, eligible_for_search, scene_id, created_at, updated_at, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """).execute(arguments: Self.arguments(activity, idFirst: true))
+            if let scene = activity.sceneID {
+                try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
+                    .execute(arguments: [activity.id, activity.updatedAt, scene])
+            }
+            return trimmed
+        }
+    }
+
+    /// Replaces every field of a stored activity.
+    public func update(_ activity: Activity) throws {
+        try pool.write { db in
+            var arguments = Self.arguments(activity, idFirst: false)
+            arguments += [activity.id]
+            try db.cachedStatement(sql: """
+                UPDATE activity SET type = ?, app_id = ?, title = ?, payload = ?, payload_type = ?, target_content_id = ?,
+                    persistent_id = ?, keywords = ?, webpage_url = ?, eligible_for_handoff = ?, eligible_for_search = ?,
+                    scene_id = ?, created_at = ?, updated_at = ?, expires_at = ?
+                WHERE id = ?
+                """).execute(arguments: arguments)
+            if db.changesCount == 0 { throw BatonError.notFound("no activity \(activity.id)") }
+        }
+    }
+
+    /// The activity with `id`, unless it is missing or expired at `now`.
+    public func activity(id: String, now: UInt64) throws -> Activity? {
+        try pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: """
+                SELECT * FROM activity WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)
+                """), arguments: [id, now]).map(Self.activity(from:))
+        }
+    }
+
+    /// Which activities `List` returns: every field is an exact match when set.
+    public struct ActivityFilter: Sendable {
+        public var type: String?
+        public var appID: String?
+        public var sceneID: String?
+        public var persistentID: String?
+        public var targetContentID: String?
+        public var limit: Int?
+        public init(type: String? = nil, appID: String? = nil, sceneID: String? = nil, persistentID: String? = nil,
+                    targetContentID: String? = nil, limit: Int? = nil) {
+            self.type = type
+            self.appID = appID
+            self.sceneID = sceneID
+            self.persistentID = persistentID
+            self.targetContentID = targetContentID
+            self.limit = limit
+        }
+    }
+
+    /// Live activities matching `filter`, newest first.
+    public func activities(_ filter: ActivityFilter, now: UInt64) throws -> [Activity] {
+        var conditions = ["(expires_at IS NULL OR expires_at > ?)"]
+        var arguments: StatementArguments = [now]
+        for (column, value) in [("type", filter.type), ("app_id", filter.appID), ("scene_id", filter.sceneID),
+                                ("persistent_id", filter.persistentID), ("target_content_id", filter.targetContentID)] {
+            if let value {
+                conditions.append("\(column) = ?")
+                arguments += [value]
+            }
+        }
+        var sql = "SELECT * FROM activity WHERE " + conditions.joined(separator: " AND ") + " ORDER BY seq DESC"
+        if let limit = filter.limit {
+            sql += " LIMIT ?"
+            arguments += [limit]
+        }
+        return try pool.read { db in
+            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map(Self.activity(from:))
+        }
+    }
+
+    /// Search-eligible live activities whose title or keywords match every word of
+    /// `query` (as a prefix), best match first.
+    public func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
+        guard let match = Self.ftsQuery(query) else { return [] }
+        return try pool.read { db in
+            try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT activity.* FROM activity_search JOIN activity ON activity.seq = activity_search.rowid
+                WHERE activity_search MATCH ? AND activity.eligible_for_search = 1
+                    AND (activity.expires_at IS NULL OR activity.expires_at > ?)
+                ORDER BY bm25(activity_search), activity.seq DESC LIMIT ?
+                """), arguments: [match, now, limit]).map(Self.activity(from:))
+        }
+    }
+
+    /// Each word quoted (so FTS5 syntax in it means nothing) and matched as a prefix.
+    static func ftsQuery(_ query: String) -> String? {
+        let words = query.split(whereSeparator: { $0.isWhitespace || $0.isPunctuation })
+        guard !words.isEmpty else { return nil }
+        return words.map { "\"" + $0.replacing("\"", with: "\"\"") + "\"*" }.joined(separator: " ")
+    }
+
+    /// Deletes activities; returns the ids that were removed.
+    public func deleteActivities(ids: [String]) throws -> [String] {
+        try pool.write { db in
+            var removed: [String] = []
+            for id in ids {
+                try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
+                if db.changesCount > 0 { removed.append(id) }
+            }
+            return removed
+        }
+    }
+
+    /// Deletes every activity carrying one of `persistentIDs`; returns their ids.
+    public func deleteSaved(persistentIDs: [String]) throws -> [String] {
+        try pool.write { db in
+            var removed: [String] = []
+            for persistentID in persistentIDs {
+                removed += try String.fetchAll(
+                    db.cachedStatement(sql: "DELETE FROM activity WHERE persistent_id = ? RETURNING id"), arguments: [persistentID])
+            }
+            return removed
+        }
+    }
+
+    /// Deletes every activity of an app; returns their ids.
+    public func deleteAll(appID: String) throws -> [String] {
+        try pool.write { db in
+            try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ? RETURNING id"), arguments: [appID])
+        }
+    }
+
+    /// Deletes activities that expired before `now`; returns their ids.
+    public func purgeExpired(now: UInt64) throws -> [String] {
+        try pool.write { db in
+            try String.fetchAll(
+                db.cachedStatement(sql: "DELETE FROM activity WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING id"),
+                arguments: [now])
+        }
+    }
+
+    /// The earliest expiry still ahead, to schedule the next purge.
+    public func nextExpiry() throws -> UInt64? {
+        try pool.read { db in
+            try UInt64.fetchOne(db.cachedStatement(sql: "SELECT MIN(expires_at) FROM activity WHERE expires_at IS NOT NULL"))
+        }
+    }
+
+    /// Counts for status reports.
+    public func counts() throws -> (types: Int, activities: Int, scenes: Int) {
+        try pool.read { db in
+            (try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM activity_type") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM activity") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM scene") ?? 0)
+        }
+    }
+
+    // MARK: Scenes
+
+    public func insert(_ scene: Scene) throws {
+        try pool.write { db in
+            try db.cachedStatement(sql: """
+                INSERT INTO scene (id, app_id, title, activity_id, created_at, last_active_at) VALUES (?, ?, ?, ?, ?, ?)
+                """).execute(arguments: [scene.id, scene.appID, scene.title, scene.activityID, scene.createdAt, scene.lastActiveAt])
+        }
+    }
+
+    /// Updates a scene's title, current activity and last-active time.
+    public func update(_ scene: Scene) throws {
+        try pool.write { db in
+            try db.cachedStatement(sql: "UPDATE scene SET title = ?, activity_id = ?, last_active_at = ? WHERE id = ?")
+                .execute(arguments: [scene.title, scene.activityID, scene.lastActiveAt, scene.id])
+            if db.changesCount == 0 { throw BatonError.notFound("no scene \(scene.id)") }
+        }
+    }
+
+    /// Removes a scene with its storage. Returns false when there was none.
+    public func deleteScene(id: String) throws -> Bool {
+        try pool.write { db in
+            try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
+    public func scene(id: String) throws -> Scene? {
+        try pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM scene WHERE id = ?"), arguments: [id]).map(Self.scene(from:))
+        }
+    }
+
+    /// Scenes, oldest first; all apps' when `appID` is nil.
+    public func scenes(appID: String? = nil) throws -> [Scene] {
+        try pool.read { db in
+            if let appID {
+                return try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM scene WHERE app_id = ? ORDER BY created_at, id"),
+                                        arguments: [appID]).map(Self.scene(from:))
+            }
+            return try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM scene ORDER BY created_at, id")).map(Self.scene(from:))
+        }
+    }
+
+    // MARK: Scene storage
+
+    /// Every stored value of a scene, by key.
+    public func storage(sceneID: String) throws -> [String: StorageValue] {
+        try pool.read { db in
+            var values: [String: StorageValue] = [:]
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT key, kind, value FROM scene_storage WHERE scene_id = ?"),
+                                        arguments: [sceneID]) {
+                if let value = Self.storageValue(kind: row[1], value: row[2]) { values[row[0]] = value }
+            }
+            return values
+        }
+    }
+
+    /// One stored value, or nil.
+    public func storageValue(sceneID: String, key: String) throws -> StorageValue? {
+        try pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT kind, value FROM scene_storage WHERE scene_id = ? AND key = ?"),
+                             arguments: [sceneID, key]).flatMap { Self.storageValue(kind: $0[0], value: $0[1]) }
+        }
+    }
+
+    /// Sets and removes values of a scene in one transaction: all or nothing, and
+    /// refused with `QuotaExceeded` if the scene's storage would pass its limit.
+    /// Returns the keys that were actually removed.
+    @discardableResult
+    public func changeStorage(sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
+        for (key, value) in values {
+            try Validate.storageKey(key, limits: limits)
+            try value.validate(key: key, limits: limits)
+        }
+        return try pool.write { db in
+            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM scene WHERE id = ?"), arguments: [sceneID]) == true else {
+                throw BatonError.notFound("no scene \(sceneID)")
+            }
+            var removed: [String] = []
+            for key in keys {
+                try db.cachedStatement(sql: "DELETE FROM scene_storage WHERE scene_id = ? AND key = ?").execute(arguments: [sceneID, key])
+                if db.changesCount > 0 { removed.append(key) }
+            }
+            for (key, value) in values {
+                let (kind, stored) = Self.stored(value)
+                try db.cachedStatement(sql: """
+                    INSERT INTO scene_storage (scene_id, key, kind, value, size) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT(scene_id, key) DO UPDATE SET kind = excluded.kind, value = excluded.value, size = excluded.size
+                    """).execute(arguments: [sceneID, key, kind, stored, key.utf8.count + value.byteSize])
+            }
+            let total = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT COALESCE(SUM(size), 0) FROM scene_storage WHERE scene_id = ?"), arguments: [sceneID]) ?? 0
+            guard total <= limits.sceneStorageBytes else {
+                // Throwing rolls the whole transaction back: nothing of this change is kept.
+                throw BatonError.quotaExceeded(
+                    "the scene's storage would be \(total) bytes; the limit is \(limits.sceneStorageBytes)")
+            }
+            return removed
+        }
+    }
+
+    // MARK: Row mapping
+
+    static let separator: Character = "\u{1F}"
+
+    static func join(_ items: [String]) -> String { items.joined(separator: String(separator)) }
+    static func split(_ text: String) -> [String] { text.isEmpty ? [] : text.split(separator: separator).map(String.init) }
+
+    private static func arguments(_ activity: Activity, idFirst: Bool) -> StatementArguments {
+        let fields: [(any DatabaseValueConvertible)?] = [
+            activity.type, activity.appID, activity.title, activity.payload, activity.payloadType,
+            activity.targetContentID, activity.persistentID, join(activity.keywords), activity.webpageURL,
+            activity.eligibleForHandoff, activity.eligibleForSearch, activity.sceneID,
+            activity.createdAt, activity.updatedAt, activity.expiresAt,
+        ]
+        return StatementArguments(idFirst ? [activity.id] + fields : fields)
+    }
+
+    private static func activityType(from row: Row) -> ActivityType {
+        ActivityType(type: row["type"], appID: row["app_id"], title: row["title"], handler: row["handler"],
+                     requiredKeys: split(row["required_keys"]), payloadType: row["payload_type"])
+    }
+
+    private static func activity(from row: Row) -> Activity {
+        Activity(
+            id: row["id"], type: row["type"], appID: row["app_id"], title: row["title"], payload: row["payload"],
+            payloadType: row["payload_type"], targetContentID: row["target_content_id"], persistentID: row["persistent_id"],
+            keywords: split(row["keywords"]), webpageURL: row["webpage_url"], eligibleForHandoff: row["eligible_for_handoff"],
+            eligibleForSearch: row["eligible_for_search"], sceneID: row["scene_id"], createdAt: row["created_at"],
+            updatedAt: row["updated_at"], expiresAt: row["expires_at"])
+    }
+
+    private static func scene(from row: Row) -> Scene {
+        Scene(id: row["id"], appID: row["app_id"], title: row["title"], activityID: row["activity_id"],
+              createdAt: row["created_at"], lastActiveAt: row["last_active_at"])
+    }
+
+    /// How a storage value is kept: a kind code and a value SQLite stores natively.
+    private static func stored(_ value: StorageValue) -> (Int, DatabaseValue) {
+        switch value {
+        case .bool(let v): (0, v.databaseValue)
+        case .int(let v): (1, v.databaseValue)
+        case .double(let v): (2, v.databaseValue)
+        case .string(let v): (3, v.databaseValue)
+        case .bytes(let v): (4, Data(v).databaseValue)
+        }
+    }
+
+    private static func storageValue(kind: Int, value: DatabaseValue) -> StorageValue? {
+        switch kind {
+        case 0: Bool.fromDatabaseValue(value).map { .bool($0) }
+        case 1: Int64.fromDatabaseValue(value).map { .int($0) }
+        case 2: Double.fromDatabaseValue(value).map { .double($0) }
+        case 3: String.fromDatabaseValue(value).map { .string($0) }
+        case 4: Data.fromDatabaseValue(value).map { .bytes(Array($0)) }
+        default: nil
+        }
+    }
+}
+
+/// Why the database could not be opened, with what to do about it.
+public enum StoreError: Error, CustomStringConvertible {
+    case cannotOpen(String, errno: Int32)
+    case cannotCreateDirectory(String, errno: Int32)
+    case unsafeDirectory(String, String)
+
+    public var description: String {
+        switch self {
+        case .cannotOpen(let path, let code):
+            "cannot open the database \(path): \(String(cString: strerror(code)))"
+        case .cannotCreateDirectory(let path, let code):
+            "cannot create the state directory \(path): \(String(cString: strerror(code)))"
+        case .unsafeDirectory(let path, let reason):
+            "refusing to use \(path) for Baton's database: \(reason)"
+        }
+    }
+}

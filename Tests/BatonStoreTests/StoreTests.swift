@@ -1,0 +1,147 @@
+import BatonCore
+@testable import BatonStore
+import Foundation
+import Testing
+import TestSupport
+
+/// The store on real SQLite files in a fresh temporary directory per test.
+struct StoreTests {
+    let directory: URL
+    let store: Store
+    let type = ActivityType(type: "com.raywenderlich.hawknotes.staterestore.characterDetail", appID: "com.raywenderlich.hawknotes",
+                            title: "Character", handler: "com.raywenderlich.hawknotes", requiredKeys: ["id"], payloadType: "Character")
+
+    init() throws {
+        directory = try TemporaryDirectory.make(prefix: "baton-store")
+        var limits = Limits()
+        limits.liveActivitiesPerApp = 3
+        limits.sceneStorageBytes = 100
+        store = try Store(path: directory.appendingPathComponent("baton.sqlite").path, limits: limits)
+    }
+
+    func activity(_ title: String, at time: UInt64, persistent: String? = nil, search: Bool = true, keywords: [String] = []) -> Activity {
+        Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title, payload: #"{"id":"x"}"#,
+                 persistentID: persistent, keywords: keywords, eligibleForSearch: search, createdAt: time, updatedAt: time)
+    }
+
+    @Test func typesAndActivitiesPersistAcrossReopening() throws {
+        try store.register(type)
+        let agatha = activity("Agatha", at: 1, keywords: ["witch", "mentor"])
+        #expect(try store.insert(agatha).isEmpty)
+        let reopened = try Store(path: store.path)
+        #expect(try reopened.activityType(type.type) == type)
+        #expect(try reopened.activity(id: agatha.id, now: 2) == agatha)
+        var changed = agatha
+        changed.title = "Agatha the Wise"
+        try reopened.update(changed)
+        #expect(try store.activity(id: agatha.id, now: 2)?.title == "Agatha the Wise")
+        #expect(throws: BatonError.self) { try store.update(activity("ghost", at: 1)) }
+    }
+
+    @Test func filesAreOwnerOnlyAndUnsafeDirectoriesAreRefused() throws {
+        var info = stat()
+        #expect(stat(store.path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let nested = directory.appendingPathComponent("state/baton").path
+        try Store.prepareDirectory(nested)
+        #expect(stat(nested, &info) == 0 && info.st_mode & 0o777 == 0o700)
+        chmod(nested, 0o755)
+        do {
+            try Store.prepareDirectory(nested)
+            Issue.record("an open directory was accepted")
+        } catch {
+            #expect("\(error)".contains("chmod 700"), "\(error)")
+        }
+        #expect(Store.defaultPath(environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"]) == "/s/baton/baton.sqlite")
+        #expect(Store.defaultPath(environment: ["HOME": "/h"]) == "/h/.local/state/baton/baton.sqlite")
+    }
+
+    @Test func expiredActivitiesAreHiddenThenPurged() throws {
+        try store.register(type)
+        var brief = activity("brief", at: 1)
+        brief.expiresAt = 10
+        _ = try store.insert(brief)
+        #expect(try store.activity(id: brief.id, now: 9) != nil)
+        #expect(try store.activity(id: brief.id, now: 10) == nil)
+        #expect(try store.activities(.init(), now: 10).isEmpty)
+        #expect(try store.nextExpiry() == 10)
+        #expect(try store.purgeExpired(now: 10) == [brief.id])
+        #expect(try store.counts().activities == 0)
+    }
+
+    @Test func quotaTrimsOldestNonPersistentFirst() throws {
+        try store.register(type)
+        let kept = activity("kept", at: 1, persistent: "p1")
+        let old = activity("old", at: 2)
+        let middle = activity("middle", at: 3)
+        for item in [kept, old, middle] { _ = try store.insert(item) }
+        #expect(try store.insert(activity("new", at: 4)) == [old.id])
+        #expect(try store.activities(.init(appID: type.appID), now: 5).map(\.title) == ["new", "middle", "kept"])
+
+        // All persistent: refused, nothing written.
+        _ = try store.deleteAll(appID: type.appID)
+        for index in 0..<3 { _ = try store.insert(activity("p\(index)", at: 10, persistent: "p\(index)")) }
+        #expect(throws: BatonError.self) { try store.insert(activity("one too many", at: 11)) }
+        #expect(try store.counts().activities == 3)
+        #expect(try store.deleteSaved(persistentIDs: ["p0", "p2", "nope"]).count == 2)
+    }
+
+    @Test func searchFindsEligibleTitlesAndKeywordsBestFirst() throws {
+        try store.register(type)
+        _ = try store.insert(activity("Agatha", at: 1, keywords: ["witch"]))
+        _ = try store.insert(activity("Jamie", at: 2, keywords: ["boy", "Agatha's friend"]))
+        _ = try store.insert(activity("Agatha hidden", at: 3, search: false))
+        #expect(try store.search("agath", limit: 10, now: 5).map(\.title) == ["Agatha", "Jamie"])
+        #expect(try store.search("WITCH", limit: 10, now: 5).map(\.title) == ["Agatha"])
+        // FTS5 syntax in a query is only text.
+        #expect(try store.search("\"agatha\" OR NEAR(x) *", limit: 10, now: 5).isEmpty)
+        #expect(try store.search("   ", limit: 10, now: 5).isEmpty)
+        #expect(try store.search("agatha", limit: 1, now: 5).count == 1)
+    }
+
+    @Test func unregisteringATypeRemovesItsActivities() throws {
+        try store.register(type)
+        let one = activity("one", at: 1)
+        _ = try store.insert(one)
+        #expect(try store.unregister(type: type.type) == [one.id])
+        #expect(try store.unregister(type: type.type) == nil)
+        #expect(try store.counts().activities == 0)
+    }
+
+    @Test func sceneStorageIsTypedAtomicAndLimited() throws {
+        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
+        try store.insert(scene)
+        try store.changeStorage(sceneID: scene.id, set: [
+            ("ContentView.CurrentTab", .string("b2")), ("flag", .bool(true)), ("count", .int(-3)),
+            ("ratio", .double(0.25)), ("blob", .bytes([0, 255])),
+        ], remove: [])
+        #expect(try store.storage(sceneID: scene.id) == [
+            "ContentView.CurrentTab": .string("b2"), "flag": .bool(true), "count": .int(-3), "ratio": .double(0.25), "blob": .bytes([0, 255]),
+        ])
+        // Over the 100-byte limit: refused, and the removal in the same change is undone too.
+        #expect(throws: BatonError.self) {
+            try store.changeStorage(sceneID: scene.id, set: [("big", .string(String(repeating: "x", count: 90)))], remove: ["flag"])
+        }
+        #expect(try store.storageValue(sceneID: scene.id, key: "flag") == .bool(true))
+        #expect(try store.storageValue(sceneID: scene.id, key: "big") == nil)
+        #expect(try store.changeStorage(sceneID: scene.id, set: [], remove: ["flag", "absent"]) == ["flag"])
+        #expect(throws: BatonError.self) { try store.changeStorage(sceneID: "nope", set: [("a", .int(1))], remove: []) }
+
+        #expect(try store.deleteScene(id: scene.id))
+        #expect(try store.storage(sceneID: scene.id).isEmpty)
+        #expect(try store.deleteScene(id: scene.id) == false)
+    }
+
+    @Test func aScenesCurrentActivityFollowsAdvertising() throws {
+        try store.register(type)
+        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
+        try store.insert(scene)
+        var current = activity("Agatha", at: 5)
+        current.sceneID = scene.id
+        _ = try store.insert(current)
+        #expect(try store.scene(id: scene.id)?.activityID == current.id)
+        #expect(try store.scene(id: scene.id)?.lastActiveAt == 5)
+        #expect(try store.activities(.init(sceneID: scene.id), now: 6).map(\.id) == [current.id])
+        _ = try store.deleteScene(id: scene.id)
+        #expect(try store.activity(id: current.id, now: 6)?.sceneID == nil)
+    }
+}
