@@ -7,17 +7,20 @@ public struct ActivityType: Equatable, Sendable {
     public var title: String
     /// The bus name called with `org.baton.Handoff1.Handler.ContinueActivity`, if any.
     public var handler: String?
+    /// The object path at `handler` that implements the Handler interface.
+    public var handlerPath: String
     /// Top-level payload keys every activity of this type must carry (`requiredUserInfoKeys`).
     public var requiredKeys: [String]
     /// The Swift (or other) type name the payload encodes, for clients that decode it.
     public var payloadType: String?
 
-    public init(type: String, appID: String, title: String = "", handler: String? = nil,
+    public init(type: String, appID: String, title: String = "", handler: String? = nil, handlerPath: String = "/",
                 requiredKeys: [String] = [], payloadType: String? = nil) {
         self.type = type
         self.appID = appID
         self.title = title
         self.handler = handler
+        self.handlerPath = handlerPath
         self.requiredKeys = requiredKeys
         self.payloadType = payloadType
     }

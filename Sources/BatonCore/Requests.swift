@@ -43,7 +43,7 @@ extension Substring {
 }
 
 extension ActivityType {
-    static let registrationOptions = ["title", "handler", "required_keys", "payload_type"]
+    static let registrationOptions = ["title", "handler", "handler_path", "required_keys", "payload_type"]
 
     /// A registration from `RegisterActivityType(type, app_id, options)`.
     public static func registration(
@@ -56,6 +56,8 @@ extension ActivityType {
         try Validate.text(title, what: "the title", limit: limits.titleBytes)
         let handler = reader.take("handler").flatMap { $0.isEmpty ? nil : $0 }
         if let handler { try Validate.text(handler, what: "the handler", limit: limits.nameBytes) }
+        let handlerPath = reader.take("handler_path").flatMap { $0.isEmpty ? nil : $0 } ?? "/"
+        try Validate.text(handlerPath, what: "handler_path", limit: limits.nameBytes)
         let requiredKeys = reader.takeList("required_keys") ?? []
         for key in requiredKeys {
             try Validate.text(key, what: "required key", limit: limits.nameBytes)
@@ -64,7 +66,7 @@ extension ActivityType {
         let payloadType = reader.take("payload_type").flatMap { $0.isEmpty ? nil : $0 }
         if let payloadType { try Validate.text(payloadType, what: "payload_type", limit: limits.nameBytes) }
         try reader.finish(known: registrationOptions)
-        return ActivityType(type: type, appID: appID, title: title, handler: handler,
+        return ActivityType(type: type, appID: appID, title: title, handler: handler, handlerPath: handlerPath,
                             requiredKeys: requiredKeys, payloadType: payloadType)
     }
 

@@ -11,6 +11,7 @@ enum Schema {
                     app_id TEXT NOT NULL,
                     title TEXT NOT NULL,
                     handler TEXT,
+                    handler_path TEXT NOT NULL,
                     required_keys TEXT NOT NULL,       -- unit-separator (U+001F) joined
                     payload_type TEXT
                 );
@@ -63,6 +64,11 @@ enum Schema {
                 CREATE TRIGGER activity_search_update AFTER UPDATE OF title, keywords ON activity BEGIN
                     INSERT INTO activity_search(activity_search, rowid, title, keywords) VALUES ('delete', old.seq, old.title, old.keywords);
                     INSERT INTO activity_search(rowid, title, keywords) VALUES (new.seq, new.title, new.keywords);
+                END;
+
+                -- A scene's current activity goes when the activity does, however it is removed.
+                CREATE TRIGGER activity_clear_scene AFTER DELETE ON activity BEGIN
+                    UPDATE scene SET activity_id = NULL WHERE activity_id = old.id;
                 END;
 
                 CREATE TABLE scene_storage (

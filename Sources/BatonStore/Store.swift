@@ -72,12 +72,12 @@ public final class Store: Sendable {
     public func register(_ type: ActivityType) throws {
         try pool.write { db in
             try db.cachedStatement(sql: """
-                INSERT INTO activity_type (type, app_id, title, handler, required_keys, payload_type)
-                VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT(type) DO UPDATE SET app_id = excluded.app_id, title = excluded.title,
-                    handler = excluded.handler, required_keys = excluded.required_keys, payload_type = excluded.payload_type
+                INSERT INTO activity_type (type, app_id, title, handler, handler_path, required_keys, payload_type)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(type) DO UPDATE SET app_id = excluded.app_id, title = excluded.title, handler = excluded.handler,
+                    handler_path = excluded.handler_path, required_keys = excluded.required_keys, payload_type = excluded.payload_type
                 """).execute(arguments: [
-                    type.type, type.appID, type.title, type.handler, Self.join(type.requiredKeys), type.payloadType,
+                    type.type, type.appID, type.title, type.handler, type.handlerPath, Self.join(type.requiredKeys), type.payloadType,
                 ])
         }
     }
@@ -160,6 +160,13 @@ public final class Store: Sendable {
             try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT * FROM activity WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)
                 """), arguments: [id, now]).map(Self.activity(from:))
+        }
+    }
+
+    /// The activity with `id` even if it has expired (to tell "expired" from "unknown").
+    public func storedActivity(id: String) throws -> Activity? {
+        try pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM activity WHERE id = ?"), arguments: [id]).map(Self.activity(from:))
         }
     }
 
@@ -290,6 +297,29 @@ public final class Store: Sendable {
         }
     }
 
+    /// Creates a scene together with its first storage, in one transaction: a
+    /// continuation either opens a complete scene or none at all.
+    public func insert(_ scene: Scene, storage: [(String, StorageValue)]) throws {
+        try checkStorage(storage)
+        try pool.write { db in
+            try db.cachedStatement(sql: """
+                INSERT INTO scene (id, app_id, title, activity_id, created_at, last_active_at) VALUES (?, ?, ?, ?, ?, ?)
+                """).execute(arguments: [scene.id, scene.appID, scene.title, scene.activityID, scene.createdAt, scene.lastActiveAt])
+            _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
+        }
+    }
+
+    /// Makes `activityID` the current activity of an existing scene and applies storage, in one transaction.
+    public func continueInto(sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64) throws {
+        try checkStorage(storage)
+        try pool.write { db in
+            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
+                .execute(arguments: [activityID, now, sceneID])
+            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
+            _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
+        }
+    }
+
     /// Updates a scene's title, current activity and last-active time.
     public func update(_ scene: Scene) throws {
         try pool.write { db in
@@ -351,35 +381,43 @@ public final class Store: Sendable {
     /// Returns the keys that were actually removed.
     @discardableResult
     public func changeStorage(sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
-        for (key, value) in values {
-            try Validate.storageKey(key, limits: limits)
-            try value.validate(key: key, limits: limits)
-        }
+        try checkStorage(values)
         return try pool.write { db in
             guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM scene WHERE id = ?"), arguments: [sceneID]) == true else {
                 throw BatonError.notFound("no scene \(sceneID)")
             }
-            var removed: [String] = []
-            for key in keys {
-                try db.cachedStatement(sql: "DELETE FROM scene_storage WHERE scene_id = ? AND key = ?").execute(arguments: [sceneID, key])
-                if db.changesCount > 0 { removed.append(key) }
-            }
-            for (key, value) in values {
-                let (kind, stored) = Self.stored(value)
-                try db.cachedStatement(sql: """
-                    INSERT INTO scene_storage (scene_id, key, kind, value, size) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT(scene_id, key) DO UPDATE SET kind = excluded.kind, value = excluded.value, size = excluded.size
-                    """).execute(arguments: [sceneID, key, kind, stored, key.utf8.count + value.byteSize])
-            }
-            let total = try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT COALESCE(SUM(size), 0) FROM scene_storage WHERE scene_id = ?"), arguments: [sceneID]) ?? 0
-            guard total <= limits.sceneStorageBytes else {
-                // Throwing rolls the whole transaction back: nothing of this change is kept.
-                throw BatonError.quotaExceeded(
-                    "the scene's storage would be \(total) bytes; the limit is \(limits.sceneStorageBytes)")
-            }
-            return removed
+            return try applyStorage(db, sceneID: sceneID, set: values, remove: keys)
         }
+    }
+
+    private func checkStorage(_ values: [(String, StorageValue)]) throws {
+        for (key, value) in values {
+            try Validate.storageKey(key, limits: limits)
+            try value.validate(key: key, limits: limits)
+        }
+    }
+
+    /// Writes storage changes inside the caller's transaction and checks the scene's total.
+    private func applyStorage(_ db: Database, sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
+        var removed: [String] = []
+        for key in keys {
+            try db.cachedStatement(sql: "DELETE FROM scene_storage WHERE scene_id = ? AND key = ?").execute(arguments: [sceneID, key])
+            if db.changesCount > 0 { removed.append(key) }
+        }
+        for (key, value) in values {
+            let (kind, stored) = Self.stored(value)
+            try db.cachedStatement(sql: """
+                INSERT INTO scene_storage (scene_id, key, kind, value, size) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(scene_id, key) DO UPDATE SET kind = excluded.kind, value = excluded.value, size = excluded.size
+                """).execute(arguments: [sceneID, key, kind, stored, key.utf8.count + value.byteSize])
+        }
+        let total = try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT COALESCE(SUM(size), 0) FROM scene_storage WHERE scene_id = ?"), arguments: [sceneID]) ?? 0
+        guard total <= limits.sceneStorageBytes else {
+            // Throwing rolls the whole transaction back: nothing of this change is kept.
+            throw BatonError.quotaExceeded("the scene's storage would be \(total) bytes; the limit is \(limits.sceneStorageBytes)")
+        }
+        return removed
     }
 
     // MARK: Row mapping
@@ -401,7 +439,7 @@ public final class Store: Sendable {
 
     private static func activityType(from row: Row) -> ActivityType {
         ActivityType(type: row["type"], appID: row["app_id"], title: row["title"], handler: row["handler"],
-                     requiredKeys: split(row["required_keys"]), payloadType: row["payload_type"])
+                     handlerPath: row["handler_path"], requiredKeys: split(row["required_keys"]), payloadType: row["payload_type"])
     }
 
     private static func activity(from row: Row) -> Activity {

@@ -42,7 +42,7 @@ struct RequestTests {
             Issue.record("a misspelt option was accepted")
         } catch {
             #expect(error.code == .invalidArgument)
-            #expect(error.message == "RegisterActivityType has no option 'handlr'; its options are title, handler, required_keys, payload_type")
+            #expect(error.message == "RegisterActivityType has no option 'handlr'; its options are title, handler, handler_path, required_keys, payload_type")
         }
     }
 

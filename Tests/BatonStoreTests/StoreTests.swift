@@ -145,3 +145,25 @@ struct StoreTests {
         #expect(try store.activity(id: current.id, now: 6)?.sceneID == nil)
     }
 }
+
+extension StoreTests {
+    @Test func aSceneWithTooMuchStorageIsNotCreatedAtAll() throws {
+        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
+        #expect(throws: BatonError.self) { try store.insert(scene, storage: [("big", .string(String(repeating: "x", count: 200)))]) }
+        #expect(try store.scene(id: scene.id) == nil)
+        try store.insert(scene, storage: [("tab", .string("b1"))])
+        #expect(try store.storage(sceneID: scene.id) == ["tab": .string("b1")])
+    }
+
+    @Test func invalidatingTheCurrentActivityClearsItFromTheScene() throws {
+        try store.register(type)
+        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
+        try store.insert(scene)
+        let current = activity("Agatha", at: 5)
+        _ = try store.insert(current)
+        try store.continueInto(sceneID: scene.id, activityID: current.id, storage: [("k", .int(1))], now: 6)
+        #expect(try store.scene(id: scene.id)?.activityID == current.id)
+        #expect(try store.deleteActivities(ids: [current.id]) == [current.id])
+        #expect(try store.scene(id: scene.id)?.activityID == nil)
+    }
+}
