@@ -11,6 +11,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // libdbus-1 through pkg-config; Debian's package is libdbus-1-dev.
@@ -25,12 +26,19 @@ let package = Package(
         .target(name: "BatonCore"),
         // Persistence of the domain in SQLite (WAL) through GRDB, with migrations.
         .target(name: "BatonStore", dependencies: ["BatonCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        // The org.baton.Handoff1 interfaces: D-Bus to domain, handler calls, the daemon's life cycle.
+        .target(name: "BatonService", dependencies: ["DBus", "BatonCore", "BatonStore"]),
+        // The daemon, a thin executable over BatonService.
+        .executableTarget(name: "batond", dependencies: [
+            "BatonService", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
 
         // Shared by every test suite: private buses, temp directories, running built binaries.
         .target(name: "TestSupport", dependencies: ["DBus"], path: "Tests/TestSupport"),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport"]),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond"]),
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),

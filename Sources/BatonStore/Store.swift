@@ -22,7 +22,7 @@ public final class Store: Sendable {
     public init(path: String, limits: Limits = .default) throws {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw StoreError.cannotOpen(path, errno: errno) }
-        close(fd)
+        Glibc.close(fd)
         var configuration = Configuration()
         configuration.label = "baton"
         configuration.busyMode = .timeout(5)
@@ -30,6 +30,12 @@ public final class Store: Sendable {
         try Schema.migrator.migrate(pool)
         self.limits = limits
         self.path = path
+    }
+
+    /// Checkpoints the WAL into the database file and closes every connection.
+    /// Nothing may use the store afterwards.
+    public func close() throws {
+        try pool.close()
     }
 
     /// The default database path: `$XDG_STATE_HOME/baton/baton.sqlite`, or

@@ -21,6 +21,7 @@ public final class Connection: Sendable {
     private let nextSubscriptionID = Atomic<UInt64>(1)
     private let uidCache = Mutex<[String: UInt32]>([:])
     private let log: @Sendable (String) -> Void
+    private let accessCheck = Mutex<(@Sendable (MethodCall) async throws -> Void)?>(nil)
 
     /// The unique name the bus assigned, such as `:1.42`.
     public let uniqueName: String
@@ -256,6 +257,12 @@ public final class Connection: Sendable {
         }
     }
 
+    /// Runs `check` before every incoming call (standard interfaces included, except
+    /// `Peer`, which libdbus answers); what it throws is the reply. Set it before exporting.
+    public func setAccessCheck(_ check: @escaping @Sendable (MethodCall) async throws -> Void) {
+        accessCheck.withLock { $0 = check }
+    }
+
     /// The introspection XML this connection serves for `path`.
     public func introspectionXML(for path: ObjectPath) -> String {
         registry.introspect(path)
@@ -276,6 +283,13 @@ public final class Connection: Sendable {
             return reply(to: message, with: .failure(error))
         }
         let call = MethodCall(message: message, connection: self)
+        if let check = accessCheck.withLock({ $0 }) {
+            do {
+                try await check(call)
+            } catch {
+                return reply(to: message, with: .failure(error))
+            }
+        }
         switch route.ordering {
         case .inOrder:
             await run(route, call)

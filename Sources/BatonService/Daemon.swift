@@ -1,0 +1,105 @@
+import BatonCore
+import BatonStore
+import DBus
+import Dispatch
+import Glibc
+
+/// Everything `batond` needs to run, as its command line sets it.
+public struct DaemonOptions: Sendable {
+    /// The database file; nil for `$XDG_STATE_HOME/baton/baton.sqlite`.
+    public var database: String?
+    /// The bus; `.session` unless given.
+    public var bus: BusAddress = .session
+    public var verbose = false
+    /// How long `Continue` waits for an app's handler.
+    public var handlerTimeout: Duration = .seconds(10)
+    /// How often expired activities are purged (they are hidden at once regardless).
+    public var purgeInterval: Duration = .seconds(30)
+    public var limits = Limits()
+
+    public init() {}
+}
+
+/// The daemon's life: open the database, serve the bus, stop cleanly on SIGTERM/SIGINT.
+public enum Daemon {
+    /// Runs until a signal or the loss of the bus; returns the exit status.
+    public static func run(_ options: DaemonOptions, environment: [String: String]) async -> Int32 {
+        let log = Log(verbose: options.verbose)
+        let store: Store
+        do {
+            guard let path = options.database ?? Store.defaultPath(environment: environment) else {
+                log.error("neither XDG_STATE_HOME nor HOME is set; pass --database PATH")
+                return 1
+            }
+            if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+                try Store.prepareDirectory(String(path[..<slash]))
+            }
+            store = try Store(path: path, limits: options.limits)
+        } catch {
+            log.error("\(error)")
+            return 1
+        }
+
+        let connection: Connection
+        do {
+            connection = try Connection(options.bus) { log.error($0) }
+        } catch {
+            log.error("cannot connect to the session bus: \(error.message)")
+            return 1
+        }
+        let service = HandoffService(connection: connection, store: store, log: log, handlerTimeout: options.handlerTimeout)
+        do {
+            try await service.start()
+        } catch {
+            log.error("cannot start: \(error)")
+            connection.close()
+            return 1
+        }
+
+        let purger = Task {
+            while !Task.isCancelled {
+                service.purgeExpired()
+                try? await Task.sleep(for: options.purgeInterval)
+            }
+        }
+        let signal = await firstSignal(of: [SIGTERM, SIGINT], orClosing: connection)
+        purger.cancel()
+        if let signal {
+            log.info("received signal \(signal); finishing calls in flight")
+            await service.stop()
+        } else {
+            log.warning("the bus connection closed; stopping")
+        }
+        connection.close()
+        await connection.waitUntilClosed()
+        do {
+            try store.close()
+        } catch {
+            log.error("closing the database: \(error)")
+        }
+        log.info("stopped")
+        return 0
+    }
+
+    /// Waits for one of `signals` (returned) or for the connection to close (nil).
+    private static func firstSignal(of signals: [Int32], orClosing connection: Connection) async -> Int32? {
+        let (stream, continuation) = AsyncStream<Int32?>.makeStream()
+        var sources: [any DispatchSourceSignal] = []
+        for number in signals {
+            Glibc.signal(number, SIG_IGN)  // Dispatch sees it; the default action would kill us first.
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            sources.append(source)
+        }
+        let watcher = Task {
+            await connection.waitUntilClosed()
+            continuation.yield(nil)
+        }
+        var iterator = stream.makeAsyncIterator()
+        let first = await iterator.next() ?? nil
+        watcher.cancel()
+        for source in sources { source.cancel() }
+        return first
+    }
+}

@@ -1,0 +1,444 @@
+import BatonCore
+import BatonStore
+import DBus
+import Glibc
+import Synchronization
+
+/// `org.baton.Handoff1` on a bus connection: the Registry, Activities and Scenes
+/// interfaces on the root object, one Scene object per scene, their signals.
+///
+/// Every write goes to the store, and is committed, before its reply is sent.
+/// Handlers run in arrival order on the connection's bus thread, except
+/// `Continue`, which waits on the app's handler and so lets others through.
+public final class HandoffService: Sendable {
+    public static let busName = "org.baton.Handoff1"
+    public static let rootPath: ObjectPath = "/org/baton/Handoff1"
+    public static let registry = "org.baton.Handoff1.Registry"
+    public static let activities = "org.baton.Handoff1.Activities"
+    public static let scenes = "org.baton.Handoff1.Scenes"
+    public static let scene = "org.baton.Handoff1.Scene"
+    public static let handler = "org.baton.Handoff1.Handler"
+
+    let connection: Connection
+    let store: Store
+    let log: Log
+    let handlerTimeout: Duration
+    private var limits: Limits { store.limits }
+    /// Scenes that came back from the database when the daemon started.
+    private let restoredScenes = Mutex<Set<String>>([])
+    /// Continue calls still waiting on a handler, so shutdown can let them finish.
+    private let continuing = Mutex(0)
+
+    public init(connection: Connection, store: Store, log: Log, handlerTimeout: Duration = .seconds(10)) {
+        self.connection = connection
+        self.store = store
+        self.log = log
+        self.handlerTimeout = handlerTimeout
+    }
+
+    /// Exports every object (scenes from the database marked restored), then owns the bus name.
+    public func start() async throws {
+        let ownUser = getuid()
+        connection.setAccessCheck { call in
+            guard let sender = call.sender, try await call.connection.unixUser(of: sender) == ownUser else {
+                throw BatonError.accessDenied("batond serves only its own user (uid \(ownUser))")
+            }
+        }
+        try await connection.export(Self.rootPath, [registryInterface, activitiesInterface, scenesInterface], objectManager: true)
+        let scenes = try store.scenes()
+        restoredScenes.withLock { $0 = Set(scenes.map(\.id)) }
+        for scene in scenes {
+            try await connection.export(Records.scenePath(scene.id), [sceneInterface])
+        }
+        try await connection.requestName(Self.busName)
+        log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
+    }
+
+    /// Releases the name and waits (up to `grace`) for continuations still in flight.
+    public func stop(grace: Duration = .seconds(5)) async {
+        try? await connection.releaseName(Self.busName)
+        let clock = ContinuousClock()
+        let deadline = clock.now + grace
+        while continuing.withLock({ $0 }) > 0, clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Deletes expired activities and announces them; returns how many went.
+    @discardableResult
+    public func purgeExpired() -> Int {
+        do {
+            let purged = try store.purgeExpired(now: WallClock.nowMicroseconds())
+            for id in purged { emitActivities("Invalidated", [.string(id)]) }
+            if !purged.isEmpty { log.debug("purged \(purged.count) expired activities") }
+            return purged.count
+        } catch {
+            log.error("purging expired activities failed: \(error)")
+            return 0
+        }
+    }
+
+    // MARK: Registry
+
+    var registryInterface: Interface {
+        Interface(Self.registry, methods: [
+            Method("RegisterActivityType",
+                   in: [Argument("type", "s"), Argument("app_id", "s"), Argument("options", "a{ss}")]) { call in
+                let type = try ActivityType.registration(
+                    type: try call.argument(0), appID: try call.argument(1), options: try call.argument(2), limits: self.limits)
+                if let handler = type.handler, !DBusNames.isValid(handler, as: .busName) {
+                    throw BatonError.invalidArgument("handler '\(printable(handler))' is not a bus name, like com.example.App")
+                }
+                guard DBusNames.isValid(type.handlerPath, as: .objectPath) else {
+                    throw BatonError.invalidArgument("handler_path '\(printable(type.handlerPath))' is not an object path")
+                }
+                try self.store.register(type)
+                self.log.debug("registered \(type.type) for \(type.appID)")
+                return []
+            },
+            Method("UnregisterActivityType", in: [Argument("type", "s")]) { call in
+                let type: String = try call.argument(0)
+                guard let removed = try self.store.unregister(type: type) else {
+                    throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
+                }
+                for id in removed { self.emitActivities("Invalidated", [.string(id)]) }
+                return []
+            },
+            Method("ListActivityTypes", out: [Argument("types", "aa{sv}")]) { _ in
+                [.array(.dictionary(key: .string, value: .variant), try self.store.activityTypes().map(Records.record))]
+            },
+        ])
+    }
+
+    // MARK: Activities
+
+    var activitiesInterface: Interface {
+        Interface(Self.activities, methods: [
+            Method("Advertise", in: [Argument("type", "s"), Argument("title", "s"), Argument("payload_json", "s"),
+                                     Argument("options", "a{ss}")], out: [Argument("id", "s")]) { call in
+                [.string(try self.advertise(call))]
+            },
+            Method("Update", in: [Argument("id", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")]) { call in
+                let now = WallClock.nowMicroseconds()
+                let activity = try self.liveActivity(try call.argument(0), now: now)
+                guard let type = try self.store.activityType(activity.type) else {
+                    throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
+                }
+                let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: self.limits)
+                try self.store.update(try update.apply(to: activity, type: type, now: now, limits: self.limits))
+                return []
+            },
+            Method("Invalidate", in: [Argument("id", "s")]) { call in
+                let id = try Identifier.normalize(try call.argument(0))
+                let activity = try self.store.storedActivity(id: id)
+                guard try !self.store.deleteActivities(ids: [id]).isEmpty else {
+                    throw BatonError.notFound("no activity \(id)")
+                }
+                self.emitActivities("Invalidated", [.string(id)])
+                if let scene = activity?.sceneID { self.emitSceneChanged(scene) }
+                return []
+            },
+            Method("Get", in: [Argument("id", "s")], out: [Argument("activity", "a{sv}")]) { call in
+                [Records.record(try self.liveActivity(try call.argument(0), now: WallClock.nowMicroseconds()))]
+            },
+            Method("List", in: [Argument("filter", "a{ss}")], out: [Argument("activities", "aa{sv}")]) { call in
+                [Records.records(try self.store.activities(try self.filter(try call.argument(0)), now: WallClock.nowMicroseconds()))]
+            },
+            Method("Search", in: [Argument("query", "s"), Argument("limit", "u")], out: [Argument("activities", "aa{sv}")]) { call in
+                let requested: UInt32 = try call.argument(1)
+                let limit = requested == 0 ? 50 : Int(min(requested, 1000))
+                return [Records.records(try self.store.search(try call.argument(0), limit: limit, now: WallClock.nowMicroseconds()))]
+            },
+            Method("DeleteSaved", in: [Argument("persistent_ids", "as")], out: [Argument("deleted", "u")]) { call in
+                let removed = try self.store.deleteSaved(persistentIDs: try call.argument(0))
+                for id in removed { self.emitActivities("Invalidated", [.string(id)]) }
+                return [.uint32(UInt32(removed.count))]
+            },
+            Method("DeleteAllSaved", in: [Argument("app_id", "s")], out: [Argument("deleted", "u")]) { call in
+                let removed = try self.store.deleteAll(appID: try call.argument(0))
+                for id in removed { self.emitActivities("Invalidated", [.string(id)]) }
+                return [.uint32(UInt32(removed.count))]
+            },
+            Method("Continue", in: [Argument("id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")],
+                   ordering: .concurrent) { call in
+                self.continuing.withLock { $0 += 1 }
+                defer { self.continuing.withLock { $0 -= 1 } }
+                return [.objectPath(try await self.continueActivity(call))]
+            },
+        ], signals: [
+            Signal("Advertised", [Argument("id", "s"), Argument("type", "s"), Argument("title", "s")]),
+            Signal("Invalidated", [Argument("id", "s")]),
+            Signal("Continued", [Argument("id", "s"), Argument("scene", "o")]),
+        ])
+    }
+
+    private func advertise(_ call: MethodCall) throws -> String {
+        let typeName: String = try call.argument(0)
+        guard let type = try store.activityType(typeName) else {
+            throw BatonError.unknownActivityType(
+                "no activity type \(printable(typeName)) is registered; register it with RegisterActivityType first")
+        }
+        let advertisement = try Advertisement.parse(
+            type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
+        var sceneID: String?
+        if let named = advertisement.scene {
+            let id = try Records.sceneID(from: named)
+            guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
+            guard scene.appID == type.appID else {
+                throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(type.appID)")
+            }
+            sceneID = id
+        }
+        let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
+        let trimmed = try store.insert(activity)
+        for id in trimmed { emitActivities("Invalidated", [.string(id)]) }
+        emitActivities("Advertised", [.string(activity.id), .string(activity.type), .string(activity.title)])
+        if let sceneID { emitSceneChanged(sceneID) }
+        return activity.id
+    }
+
+    /// The activity `id` names, or `NotFound`/`Expired`.
+    private func liveActivity(_ text: String, now: UInt64) throws -> Activity {
+        let id = try Identifier.normalize(text)
+        guard let activity = try store.storedActivity(id: id) else { throw BatonError.notFound("no activity \(id)") }
+        guard !activity.isExpired(at: now) else { throw BatonError.expired("activity \(id) has expired") }
+        return activity
+    }
+
+    private func filter(_ options: [String: String]) throws(BatonError) -> Store.ActivityFilter {
+        var filter = Store.ActivityFilter()
+        for (key, value) in options {
+            switch key {
+            case "type": filter.type = value
+            case "app_id": filter.appID = value
+            case "scene": filter.sceneID = try Records.sceneID(from: value)
+            case "persistent_id": filter.persistentID = value
+            case "target_content_id": filter.targetContentID = value
+            case "limit":
+                guard let limit = Int(value), limit > 0 else { throw .invalidArgument("limit must be a positive number, not '\(printable(value))'") }
+                filter.limit = limit
+            default:
+                throw .invalidArgument(
+                    "List has no filter '\(printable(key))'; its filters are type, app_id, scene, persistent_id, target_content_id, limit")
+            }
+        }
+        return filter
+    }
+
+    // MARK: Continue
+
+    /// Opens (or continues into) a scene for the activity's app, asks the type's
+    /// handler for the scene's storage, and only then creates anything: a handler
+    /// that fails or times out leaves no scene behind.
+    private func continueActivity(_ call: MethodCall) async throws -> ObjectPath {
+        let now = WallClock.nowMicroseconds()
+        let activity = try liveActivity(try call.argument(0), now: now)
+        let options: [String: String] = try call.argument(1)
+        if let unknown = options.keys.first(where: { $0 != "scene" }) {
+            throw BatonError.invalidArgument("Continue has no option '\(printable(unknown))'; its option is scene")
+        }
+        guard let type = try store.activityType(activity.type) else {
+            throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
+        }
+        var existing: Scene?
+        if let named = options["scene"] {
+            let id = try Records.sceneID(from: named)
+            guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
+            guard scene.appID == activity.appID else {
+                throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(activity.appID)")
+            }
+            existing = scene
+        }
+        let sceneID = existing?.id ?? Identifier.make()
+        let path = Records.scenePath(sceneID)
+
+        var storage: [(String, StorageValue)] = []
+        if let handler = type.handler {
+            storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
+        }
+        if let existing {
+            try store.continueInto(sceneID: existing.id, activityID: activity.id, storage: storage, now: now)
+            emitSceneChanged(existing.id)
+            emitStorageChanged(existing.id, changed: storage, removed: [])
+        } else {
+            let scene = Scene(id: sceneID, appID: activity.appID, title: activity.title, activityID: activity.id,
+                              createdAt: now, lastActiveAt: now)
+            try store.insert(scene, storage: storage)
+            try await connection.export(path, [sceneInterface])
+        }
+        emitActivities("Continued", [.string(activity.id), .objectPath(path)])
+        log.debug("continued \(activity.id) into \(path)")
+        return path
+    }
+
+    private func askHandler(
+        _ handler: String, at pathText: String, scene: ObjectPath, activity: Activity
+    ) async throws -> [(String, StorageValue)] {
+        let reply: [DBusValue]
+        do {
+            let path = try ObjectPath(validating: pathText)
+            reply = try await connection.call(
+                handler, path, Self.handler, "ContinueActivity", [.objectPath(scene), Records.record(activity)],
+                timeout: handlerTimeout)
+        } catch let error as DBusError {
+            throw BatonError.handlerFailed("\(handler) could not continue the activity: \(error.name): \(error.message)")
+        }
+        guard reply.count == 1, let entries = reply[0].dictionaryEntries, reply[0].type == .dictionary(key: .string, value: .variant) else {
+            throw BatonError.handlerFailed(
+                "\(handler) replied '\(Signature(reply.map(\.type)))' to ContinueActivity; the handler must return a{sv}")
+        }
+        var storage: [(String, StorageValue)] = []
+        for entry in entries {
+            guard let key = entry.key.stringValue else { continue }
+            do {
+                try Validate.storageKey(key, limits: limits)
+                let value = try Records.storageValue(entry.value, key: key)
+                try value.validate(key: key, limits: limits)
+                storage.append((key, value))
+            } catch {
+                throw BatonError.handlerFailed("\(handler) returned storage the scene cannot hold: \(error.message)")
+            }
+        }
+        return storage
+    }
+
+    // MARK: Scenes
+
+    var scenesInterface: Interface {
+        Interface(Self.scenes, methods: [
+            Method("OpenScene", in: [Argument("app_id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")]) { call in
+                let appID: String = try call.argument(0)
+                try Validate.reverseDNS(appID, what: "app id", limits: self.limits)
+                let options: [String: String] = try call.argument(1)
+                if let unknown = options.keys.first(where: { $0 != "title" }) {
+                    throw BatonError.invalidArgument("OpenScene has no option '\(printable(unknown))'; its option is title")
+                }
+                let title = options["title"] ?? ""
+                try Validate.text(title, what: "the title", limit: self.limits.titleBytes)
+                let now = WallClock.nowMicroseconds()
+                let scene = Scene(id: Identifier.make(), appID: appID, title: title, createdAt: now, lastActiveAt: now)
+                try self.store.insert(scene)
+                let path = Records.scenePath(scene.id)
+                try await self.connection.export(path, [self.sceneInterface])
+                return [.objectPath(path)]
+            },
+            Method("ListScenes", in: [Argument("app_id", "s")], out: [Argument("scenes", "ao")]) { call in
+                let appID: String = try call.argument(0)
+                let scenes = try self.store.scenes(appID: appID.isEmpty ? nil : appID)
+                return [.array(.objectPath, scenes.map { .objectPath(Records.scenePath($0.id)) })]
+            },
+            Method("CloseScene", in: [Argument("scene", "o")]) { call in
+                try self.closeScene(try Records.sceneID(from: try call.argument(0, as: ObjectPath.self).text))
+                return []
+            },
+        ])
+    }
+
+    private func closeScene(_ id: String) throws {
+        guard try store.deleteScene(id: id) else { throw BatonError.notFound("no scene \(id)") }
+        restoredScenes.withLock { _ = $0.remove(id) }
+        connection.unexport(Records.scenePath(id))
+    }
+
+    /// The scene a Scene-interface call is addressed to.
+    private func scene(at path: ObjectPath) throws -> Scene {
+        let id = try Records.sceneID(from: path.text)
+        guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
+        return scene
+    }
+
+    var sceneInterface: Interface {
+        Interface(Self.scene, methods: [
+            Method("Get", in: [Argument("key", "s")], out: [Argument("value", "v")]) { call in
+                let id = try self.scene(at: call.path).id
+                let key: String = try call.argument(0)
+                guard let value = try self.store.storageValue(sceneID: id, key: key) else {
+                    throw BatonError.notFound("scene \(id) has no value for '\(printable(key))'")
+                }
+                return [.variant(Records.value(value))]
+            },
+            Method("Set", in: [Argument("key", "s"), Argument("value", "v")]) { call in
+                let id = try self.scene(at: call.path).id
+                let key: String = try call.argument(0)
+                let value = try Records.storageValue(try call.argument(1), key: key)
+                try self.store.changeStorage(sceneID: id, set: [(key, value)], remove: [])
+                self.emitStorageChanged(id, changed: [(key, value)], removed: [])
+                return []
+            },
+            Method("SetMany", in: [Argument("values", "a{sv}")]) { call in
+                let id = try self.scene(at: call.path).id
+                let values: [String: DBusValue] = try call.argument(0)
+                var changes: [(String, StorageValue)] = []
+                for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+                    changes.append((key, try Records.storageValue(value, key: key)))
+                }
+                try self.store.changeStorage(sceneID: id, set: changes, remove: [])
+                self.emitStorageChanged(id, changed: changes, removed: [])
+                return []
+            },
+            Method("Remove", in: [Argument("key", "s")]) { call in
+                let id = try self.scene(at: call.path).id
+                let removed = try self.store.changeStorage(sceneID: id, set: [], remove: [try call.argument(0)])
+                if !removed.isEmpty { self.emitStorageChanged(id, changed: [], removed: removed) }
+                return []
+            },
+            Method("GetAll", out: [Argument("values", "a{sv}")]) { call in
+                [Records.storageRecord(try self.store.storage(sceneID: try self.scene(at: call.path).id))]
+            },
+            Method("Close") { call in
+                try self.closeScene(try self.scene(at: call.path).id)
+                return []
+            },
+        ], properties: [
+            Property("Id", "s", changeSignal: .const) { path in .string(try self.scene(at: path).id) },
+            Property("AppId", "s", changeSignal: .const) { path in .string(try self.scene(at: path).appID) },
+            Property("Title", "s", get: { path in .string(try self.scene(at: path).title) }, set: { path, value in
+                var scene = try self.scene(at: path)
+                let title = value.stringValue ?? ""
+                try Validate.text(title, what: "the title", limit: self.limits.titleBytes)
+                scene.title = title
+                try self.store.update(scene)
+            }),
+            Property("ActivityId", "s") { path in .string(try self.scene(at: path).activityID ?? "") },
+            Property("CreatedAt", "t", changeSignal: .const) { path in .uint64(try self.scene(at: path).createdAt) },
+            Property("LastActiveAt", "t") { path in .uint64(try self.scene(at: path).lastActiveAt) },
+            Property("Restored", "b", changeSignal: .const) { path in
+                let id = try self.scene(at: path).id
+                return .boolean(self.restoredScenes.withLock { $0.contains(id) })
+            },
+        ], signals: [
+            Signal("StorageChanged", [Argument("changed", "a{sv}"), Argument("removed", "as")]),
+        ])
+    }
+
+    // MARK: Signals
+
+    private func emitActivities(_ member: String, _ body: [DBusValue]) {
+        do {
+            try connection.emit(path: Self.rootPath, interface: Self.activities, member: member, body)
+        } catch {
+            log.error("could not emit \(member): \(error)")
+        }
+    }
+
+    /// Announces a scene's current activity and last-active time after they changed.
+    private func emitSceneChanged(_ id: String) {
+        guard let scene = try? store.scene(id: id) else { return }
+        connection.emitPropertiesChanged(path: Records.scenePath(id), interface: Self.scene, changed: [
+            "ActivityId": .string(scene.activityID ?? ""), "LastActiveAt": .uint64(scene.lastActiveAt),
+        ])
+    }
+
+    private func emitStorageChanged(_ id: String, changed: [(String, StorageValue)], removed: [String]) {
+        guard !changed.isEmpty || !removed.isEmpty else { return }
+        var values: [String: StorageValue] = [:]
+        for (key, value) in changed { values[key] = value }
+        do {
+            try connection.emit(path: Records.scenePath(id), interface: Self.scene, member: "StorageChanged", [
+                Records.storageRecord(values), .strings(removed),
+            ])
+        } catch {
+            log.error("could not emit StorageChanged: \(error)")
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import ArgumentParser
+import BatonService
+import DBus
+import Glibc
+
+/// `batond`: the Baton daemon. All logic lives in BatonService; this parses options.
+@main
+struct Batond: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "batond",
+        abstract: "Serve org.baton.Handoff1: user activities and scene restoration on the D-Bus session bus.",
+        discussion: """
+            Normally started by systemd (systemctl --user start batond) or by D-Bus activation.
+            State lives in $XDG_STATE_HOME/baton/baton.sqlite (~/.local/state/baton/ by default);
+            every acknowledged write is committed first. Logs go to stderr with journald priorities.
+            SIGTERM or SIGINT finish calls in flight and stop cleanly.
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("The SQLite database file.", valueName: "path"))
+    var database: String?
+
+    @Option(name: .long, help: ArgumentHelp("A bus address to use instead of the session bus.", valueName: "address"))
+    var address: String?
+
+    @Option(name: .long, help: ArgumentHelp("Seconds Continue waits for an app's handler.", valueName: "seconds"))
+    var handlerTimeout: Double = 10
+
+    @Flag(name: .long, help: "Log each registration, continuation and purge.")
+    var verbose = false
+
+    func validate() throws {
+        guard handlerTimeout > 0, handlerTimeout <= 600 else {
+            throw ValidationError("--handler-timeout must be between 0 and 600 seconds")
+        }
+    }
+
+    func run() async throws {
+        var options = DaemonOptions()
+        options.database = database
+        if let address { options.bus = .address(address) }
+        options.verbose = verbose
+        options.handlerTimeout = .milliseconds(Int(handlerTimeout * 1000))
+        let status = await Daemon.run(options, environment: currentEnvironment())
+        if status != 0 { throw ExitCode(status) }
+    }
+}
+
+/// The process environment, without Foundation.
+func currentEnvironment() -> [String: String] {
+    var result: [String: String] = [:]
+    var entry = environ
+    while let pointer = entry.pointee {
+        let text = String(cString: pointer)
+        if let equals = text.firstIndex(of: "=") {
+            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        entry += 1
+    }
+    return result
+}
