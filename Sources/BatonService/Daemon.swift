@@ -3,6 +3,7 @@ import BatonStore
 import DBus
 import Dispatch
 import Glibc
+import Synchronization
 
 /// Everything `batond` needs to run, as its command line sets it.
 public struct DaemonOptions: Sendable {
@@ -25,6 +26,9 @@ public enum Daemon {
     /// Runs until a signal or the loss of the bus; returns the exit status.
     public static func run(_ options: DaemonOptions, environment: [String: String]) async -> Int32 {
         let log = Log(verbose: options.verbose)
+        // Before anything can make us visible: a SIGTERM that arrives once the name is
+        // owned must stop us cleanly, not by the default action.
+        let stopSignals = SignalWatcher([SIGTERM, SIGINT])
         let store: Store
         do {
             guard let path = options.database ?? Store.defaultPath(environment: environment) else {
@@ -62,7 +66,7 @@ public enum Daemon {
                 try? await Task.sleep(for: options.purgeInterval)
             }
         }
-        let signal = await firstSignal(of: [SIGTERM, SIGINT], orClosing: connection)
+        let signal = await stopSignals.first(orClosing: connection)
         purger.cancel()
         if let signal {
             log.info("received signal \(signal); finishing calls in flight")
@@ -81,25 +85,39 @@ public enum Daemon {
         return 0
     }
 
-    /// Waits for one of `signals` (returned) or for the connection to close (nil).
-    private static func firstSignal(of signals: [Int32], orClosing connection: Connection) async -> Int32? {
-        let (stream, continuation) = AsyncStream<Int32?>.makeStream()
+}
+
+/// Turns stop signals into an awaitable event, from the moment it is created.
+final class SignalWatcher: Sendable {
+    private let stream: AsyncStream<Int32?>
+    private let continuation: AsyncStream<Int32?>.Continuation
+    private let sources: Mutex<[any DispatchSourceSignal]>
+
+    init(_ signals: [Int32]) {
+        (stream, continuation) = AsyncStream<Int32?>.makeStream()
         var sources: [any DispatchSourceSignal] = []
         for number in signals {
             Glibc.signal(number, SIG_IGN)  // Dispatch sees it; the default action would kill us first.
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(number) }
+            source.setEventHandler { [continuation] in continuation.yield(number) }
             source.resume()
             sources.append(source)
         }
-        let watcher = Task {
+        self.sources = Mutex(sources)
+    }
+
+    /// The first signal received, or nil if the connection closes first.
+    func first(orClosing connection: Connection) async -> Int32? {
+        let watcher = Task { [continuation] in
             await connection.waitUntilClosed()
             continuation.yield(nil)
         }
         var iterator = stream.makeAsyncIterator()
         let first = await iterator.next() ?? nil
         watcher.cancel()
-        for source in sources { source.cancel() }
+        sources.withLock { sources in
+            for source in sources { source.cancel() }
+        }
         return first
     }
 }

@@ -35,6 +35,9 @@ public final class Store: Sendable {
     /// Checkpoints the WAL into the database file and closes every connection.
     /// Nothing may use the store afterwards.
     public func close() throws {
+        // The pool's last connection to close is a read-only reader, which cannot
+        // checkpoint: do it explicitly so the WAL is merged and emptied.
+        _ = try pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }
         try pool.close()
     }
 
