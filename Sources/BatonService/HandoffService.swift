@@ -174,6 +174,7 @@ public final class HandoffService: Sendable {
 
     private func advertise(_ call: MethodCall) throws -> String {
         let typeName: String = try call.argument(0)
+        try Validate.reverseDNS(typeName, what: "activity type", limits: limits)
         guard let type = try store.activityType(typeName) else {
             throw BatonError.unknownActivityType(
                 "no activity type \(printable(typeName)) is registered; register it with RegisterActivityType first")

@@ -24,6 +24,17 @@ public enum Executables {
         return nil
     }
 
+    /// The path of an executable this package builds, next to the running test binary.
+    public static func built(_ name: String) throws -> String {
+        let testBinary = CommandLine.arguments[0]
+        let directory = testBinary.contains("/") ? String(testBinary[..<(testBinary.lastIndex(of: "/") ?? testBinary.endIndex)]) : "."
+        let path = directory + "/" + name
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw TestSupportError("\(path) is not built; run swift build --build-tests first")
+        }
+        return path
+    }
+
     /// Throws naming the Debian package to install when a client is missing.
     public static func require(_ name: String, package: String) throws -> String {
         guard let path = find(name) else {

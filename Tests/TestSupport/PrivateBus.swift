@@ -16,7 +16,8 @@ public final class PrivateBus: @unchecked Sendable {
     public let serviceDirectory: URL
     private let process: Subprocess
 
-    public init() throws {
+    /// With `allowOtherUsers`, processes of any Unix user may connect (to test refusals).
+    public init(allowOtherUsers: Bool = false) throws {
         directory = try TemporaryDirectory.make(prefix: "baton-bus")
         serviceDirectory = directory.appendingPathComponent("services")
         try FileManager.default.createDirectory(at: serviceDirectory, withIntermediateDirectories: true)
@@ -29,6 +30,7 @@ public final class PrivateBus: @unchecked Sendable {
               <listen>unix:path=\(directory.path)/bus</listen>
               <servicedir>\(serviceDirectory.path)</servicedir>
               <policy context="default">
+                \(allowOtherUsers ? "<allow user=\"*\"/>" : "")
                 <allow send_destination="*" eavesdrop="true"/>
                 <allow eavesdrop="true"/>
                 <allow own="*"/>
