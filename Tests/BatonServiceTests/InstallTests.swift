@@ -1,0 +1,76 @@
+import DBus
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// The files that make batond a user service: the unit, D-Bus activation, the installer.
+@Suite(.serialized)
+struct InstallTests {
+    static let repository = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func theUnitVerifiesSilently() async throws {
+        let analyze = try Executables.require("systemd-analyze", package: "systemd")
+        let home = try TemporaryDirectory.make(prefix: "baton-home")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let runtime = home.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: home.appendingPathComponent(".local/bin"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.copyItem(atPath: try Executables.built("batond"), toPath: home.appendingPathComponent(".local/bin/batond").path)
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home.path
+        environment["XDG_RUNTIME_DIR"] = runtime.path
+        let result = try await Executables.run(analyze, ["verify", "--user", Self.repository.appendingPathComponent("systemd/batond.service").path],
+                                               environment: environment)
+        // systemd-analyze exits 0 even for unknown keys: its output must be empty too.
+        #expect(result.status == 0 && result.stdout.isEmpty && result.stderr.isEmpty, "\(result)")
+    }
+
+    @Test func theBusStartsBatondOnFirstUse() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let state = bus.directory.appendingPathComponent("state")
+        let template = try String(contentsOf: Self.repository.appendingPathComponent("dbus/org.baton.Handoff1.service"), encoding: .utf8)
+        let binary = try Executables.built("batond")
+        let directory = String(binary[..<(binary.lastIndex(of: "/") ?? binary.endIndex)])
+        // As scripts/install writes it, plus a private database for this test.
+        let service = template.replacing("@BINDIR@", with: directory)
+            .replacing("Exec=\(directory)/batond", with: "Exec=\(directory)/batond --database \(state.path)/baton.sqlite")
+        try service.write(to: bus.serviceDirectory.appendingPathComponent("org.baton.Handoff1.service"), atomically: true, encoding: .utf8)
+
+        let client = try bus.connect()
+        defer { client.close() }
+        #expect(try await client.nameOwner("org.baton.Handoff1") == nil)
+        let types = try await client.call("org.baton.Handoff1", "/org/baton/Handoff1", "org.baton.Handoff1.Registry", "ListActivityTypes")
+        #expect(types == [.array(.dictionary(key: .string, value: .variant), [])])
+        #expect(try await client.nameOwner("org.baton.Handoff1") != nil)
+        #expect(FileManager.default.fileExists(atPath: state.appendingPathComponent("baton.sqlite").path))
+        // Stop the activated daemon: it is the bus's child, gone with the bus, but say so.
+        if let owner = try await client.nameOwner("org.baton.Handoff1") {
+            let pid = try await client.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                            "GetConnectionUnixProcessID", [.string(owner)]).first?.uint32Value
+            if let pid { kill(pid_t(pid), SIGTERM) }
+        }
+    }
+
+    @Test func theInstallerPutsEverythingInTheUsersHome() async throws {
+        let home = try TemporaryDirectory.make(prefix: "baton-home")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let binary = try Executables.built("batond")
+        let builtDirectory = String(binary[..<(binary.lastIndex(of: "/") ?? binary.endIndex)])
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home.path
+        for key in ["XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "BINDIR"] { environment[key] = nil }
+        let result = try await Executables.run(Self.repository.appendingPathComponent("scripts/install").path, ["--from", builtDirectory],
+                                               environment: environment, timeout: .seconds(120))
+        #expect(result.status == 0, "\(result)")
+        let fm = FileManager.default
+        #expect(fm.isExecutableFile(atPath: home.appendingPathComponent(".local/bin/batond").path))
+        #expect(fm.fileExists(atPath: home.appendingPathComponent(".config/systemd/user/batond.service").path))
+        let service = try String(contentsOf: home.appendingPathComponent(".local/share/dbus-1/services/org.baton.Handoff1.service"), encoding: .utf8)
+        #expect(service.contains("Exec=\(home.path)/.local/bin/batond\n"))
+        var info = stat()
+        #expect(stat(home.appendingPathComponent(".local/state/baton").path, &info) == 0 && info.st_mode & 0o777 == 0o700)
+    }
+}
