@@ -1,0 +1,174 @@
+import BatonCore
+import DBus
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// Each remaining method of the contract, its success and its errors, and the signals it emits.
+@Suite(.serialized)
+struct MethodTests {
+    static let registry = "org.baton.Handoff1.Registry"
+    static let activities = "org.baton.Handoff1.Activities"
+    static let scenes = "org.baton.Handoff1.Scenes"
+    static let scene = "org.baton.Handoff1.Scene"
+
+    func record(_ world: DaemonWorld, _ id: String) async throws -> [String: DBusValue] {
+        try #require(try await world.call(Self.activities, "Get", [.string(id)]).first?.stringKeyedValue).mapValues(\.unwrapped)
+    }
+
+    @Test func updateMergesAndSearchRanks() async throws {
+        let world = try DaemonWorld()
+        defer { Task { await world.stop() } }
+        try await world.startDaemon()
+        try await world.register()
+        let agatha = try await world.advertise("Agatha", payload: #"{"id":"a","name":"Agatha"}"#,
+                                               options: ["keywords": "witch,mentor", "eligible_for_search": "true"])
+        _ = try await world.advertise("Jamie", options: ["keywords": "boy", "eligible_for_search": "true"])
+        _ = try await world.advertise("Agatha (private)", options: ["eligible_for_search": "false"])
+
+        _ = try await world.call(Self.activities, "Update", [.string(agatha), .string(#"{"name":"Agatha the Wise","book":1}"#),
+                                                             .stringMap(["title": "Agatha the Wise", "persistent_id": "p-agatha"])])
+        let updated = try await record(world, agatha)
+        #expect(updated["payload"] == .string(#"{"id":"a","name":"Agatha the Wise","book":1}"#))
+        #expect(updated["title"] == .string("Agatha the Wise") && updated["persistent_id"] == .string("p-agatha"))
+        #expect(updated["keywords"] == .strings(["witch", "mentor"]))
+        let bad = await errorName { try await world.call(Self.activities, "Update", [.string(agatha), .string(#"{"id":null,"id":1}"#), .stringMap([:])]) }
+        #expect(bad == "org.baton.Handoff1.Error.InvalidPayload")
+        #expect(await errorName { try await world.call(Self.activities, "Update", [.string(Identifier.make()), .string(""), .stringMap([:])]) }
+            == "org.baton.Handoff1.Error.NotFound")
+
+        func titles(_ query: String) async throws -> [String] {
+            try await world.call(Self.activities, "Search", [.string(query), .uint32(0)]).first?.arrayValue?
+                .compactMap { $0.stringKeyedValue?["title"]?.unwrapped.stringValue } ?? []
+        }
+        #expect(try await titles("wise") == ["Agatha the Wise"])
+        #expect(try await titles("agath") == ["Agatha the Wise"], "ineligible activities stay out of search")
+        #expect(try await titles("boy") == ["Jamie"])
+        #expect(try await titles("") == [])
+        let gdbus = try await world.run(try Executables.require("gdbus", package: "libglib2.0-bin"), [
+            "call", "--session", "--dest", "org.baton.Handoff1", "--object-path", "/org/baton/Handoff1",
+            "--method", "\(Self.activities).Search", "mentor", "5",
+        ])
+        #expect(gdbus.status == 0 && gdbus.stdout.contains("'title': <'Agatha the Wise'>"), "\(gdbus)")
+    }
+
+    @Test func deletionsAndUnregisteringAnnounceWhatWent() async throws {
+        let world = try DaemonWorld()
+        defer { Task { await world.stop() } }
+        try await world.startDaemon()
+        try await world.register()
+        let gone = try await world.client.signals(matching: MatchRule(interface: Self.activities, member: "Invalidated"))
+        var invalidated = gone.makeAsyncIterator()
+        let one = try await world.advertise("one", options: ["persistent_id": "p1"])
+        _ = try await world.advertise("two", options: ["persistent_id": "p2"])
+        _ = try await world.advertise("three")
+        #expect(try await world.call(Self.activities, "DeleteSaved", [.strings(["p1", "nope"])]) == [.uint32(1)])
+        #expect(await invalidated.next()?.body == [.string(one)])
+        #expect(try await world.call(Self.activities, "DeleteAllSaved", [.string("com.example.other")]) == [.uint32(0)])
+        #expect(try await world.call(Self.activities, "DeleteAllSaved", [.string(DaemonWorld.app)]) == [.uint32(2)])
+        #expect(try await world.activityCount() == 0)
+
+        let kept = try await world.advertise("kept")
+        _ = try await world.call(Self.registry, "UnregisterActivityType", [.string(DaemonWorld.type)])
+        var seen: [DBusValue] = []
+        while seen.count < 3, let signal = await invalidated.next() { seen += signal.body }
+        #expect(seen.last == .string(kept))
+        #expect(try await world.call(Self.registry, "ListActivityTypes") == [.array(.dictionary(key: .string, value: .variant), [])])
+        #expect(await errorName { try await world.call(Self.registry, "UnregisterActivityType", [.string(DaemonWorld.type)]) }
+            == "org.baton.Handoff1.Error.UnknownActivityType")
+        #expect(await errorName { try await world.advertise("after") } == "org.baton.Handoff1.Error.UnknownActivityType")
+        let badHandler = await errorName {
+            try await world.call(Self.registry, "RegisterActivityType", [.string(DaemonWorld.type), .string(DaemonWorld.app),
+                                                                         .stringMap(["handler": "not a bus name"])])
+        }
+        #expect(badHandler == "org.baton.Handoff1.Error.InvalidArgument")
+    }
+
+    @Test func expiredActivitiesVanishAtOnceAndArePurged() async throws {
+        let world = try DaemonWorld()
+        defer { Task { await world.stop() } }
+        try await world.startDaemon()
+        try await world.register()
+        let brief = try await world.advertise("brief", options: ["expires_in": "1"])
+        let invalidated = try await world.client.signals(matching: MatchRule(interface: Self.activities, member: "Invalidated"))
+        #expect(try await record(world, brief)["expires_at"] != nil)
+        try await eventually("the activity expired", timeout: .seconds(5)) {
+            await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.Expired"
+        }
+        #expect(try await world.activityCount() == 0, "expired activities are hidden from List at once")
+        #expect(await errorName { try await world.call(Self.activities, "Continue", [.string(brief), .stringMap([:])]) }
+            == "org.baton.Handoff1.Error.Expired")
+        // The purge runs at start-up and then periodically: a restart purges now.
+        #expect(await world.stopDaemon() == 0)
+        try await world.startDaemon()
+        #expect(try await first(of: invalidated, timeout: .seconds(5)).body == [.string(brief)])
+        #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.NotFound")
+    }
+
+    @Test func scenesAnnounceThemselvesAndTheirChanges() async throws {
+        let world = try DaemonWorld()
+        defer { Task { await world.stop() } }
+        try await world.startDaemon()
+        try await world.register()
+        let managed = try await world.client.signals(matching: MatchRule(interface: "org.freedesktop.DBus.ObjectManager"))
+        var objects = managed.makeAsyncIterator()
+        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap(["title": "One"])]).first?.objectPathValue)
+        let added = await objects.next()
+        #expect(added?.member == "InterfacesAdded" && added?.body.first == .objectPath(scene))
+        let all = try await world.call("org.freedesktop.DBus.ObjectManager", "GetManagedObjects")
+        #expect(all.first?.dictionaryEntries?.map(\.key) == [.objectPath(scene)])
+
+        let changes = try await world.client.signals(matching: MatchRule(path: scene))
+        var changed = changes.makeAsyncIterator()
+        _ = try await world.call(Self.scene, "Set", [.string("ContentView.CurrentTab"), .variant(.string("b2"))], path: scene)
+        #expect(await changed.next()?.body == [.record(["ContentView.CurrentTab": .string("b2")]), .strings([])])
+        _ = try await world.call(Self.scene, "Remove", [.string("ContentView.CurrentTab")], path: scene)
+        #expect(await changed.next()?.body == [.record([:]), .strings(["ContentView.CurrentTab"])])
+        let id = try await world.advertise("Agatha", options: ["scene": scene.text])
+        let properties = await changed.next()
+        #expect(properties?.member == "PropertiesChanged")
+        #expect(properties?.body.dropFirst().first?.stringKeyedValue?["ActivityId"] == .variant(.string(id)))
+
+        // dbus-send sets a value as the field notes say: variant:string:…
+        let send = try await world.run(try Executables.require("dbus-send", package: "dbus-bin"), [
+            "--session", "--print-reply", "--dest=org.baton.Handoff1", scene.text, "\(Self.scene).Set",
+            "string:BookView.newNote", "variant:string:a draft",
+        ])
+        #expect(send.status == 0, "\(send)")
+        #expect(try await world.call(Self.scene, "Get", [.string("BookView.newNote")], path: scene) == [.variant(.string("a draft"))])
+        #expect(await errorName { try await world.call(Self.scene, "Get", [.string("absent")], path: scene) } == "org.baton.Handoff1.Error.NotFound")
+
+        _ = try await world.call(Self.scenes, "CloseScene", [.objectPath(scene)])
+        var removed: Message?
+        while let next = await objects.next() {
+            if next.member == "InterfacesRemoved" { removed = next; break }
+        }
+        #expect(removed?.body.first == .objectPath(scene))
+    }
+
+    @Test func sigtermLetsAContinuationInFlightFinish() async throws {
+        let world = try DaemonWorld()
+        defer { Task { await world.stop() } }
+        try await world.startDaemon()
+        let app = try world.bus.connect()
+        defer { app.close() }
+        let entered = AcknowledgedIDs()
+        try await app.export("/", [Interface("org.baton.Handoff1.Handler", methods: [
+            Method("ContinueActivity", in: [Argument("scene", "o"), Argument("activity", "a{sv}")],
+                   out: [Argument("storage", "a{sv}")], ordering: .concurrent) { _ in
+                entered.add("in")
+                try await Task.sleep(for: .milliseconds(300))
+                return [.record(["late": .boolean(true)])]
+            },
+        ])])
+        try await app.requestName("org.baton.SlowApp")
+        try await world.register(handler: "org.baton.SlowApp")
+        let id = try await world.advertise("slow")
+        let pending = Task { try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])]) }
+        try await eventually("the handler was called") { entered.count == 1 }
+        #expect(await world.stopDaemon(SIGTERM) == 0)
+        let scene = try await pending.value
+        #expect(scene.first?.objectPathValue != nil, "the continuation in flight was answered before the daemon stopped")
+    }
+}
