@@ -36,7 +36,13 @@ public enum Daemon {
                 return 1
             }
             if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
-                try Store.prepareDirectory(String(path[..<slash]))
+                let directory = String(path[..<slash])
+                if options.database == nil {
+                    // The default location is ours to create and to keep private.
+                    try Store.prepareDirectory(directory)
+                } else if access(directory, F_OK) != 0 {
+                    try Store.prepareDirectory(directory)
+                }
             }
             store = try Store(path: path, limits: options.limits)
         } catch {

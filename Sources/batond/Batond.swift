@@ -10,13 +10,17 @@ struct Batond: AsyncParsableCommand {
         commandName: "batond",
         abstract: "Serve org.baton.Handoff1: user activities and scene restoration on the D-Bus session bus.",
         discussion: """
-            Normally started by systemd (systemctl --user start batond) or by D-Bus activation.
-            State lives in $XDG_STATE_HOME/baton/baton.sqlite (~/.local/state/baton/ by default);
-            every acknowledged write is committed first. Logs go to stderr with journald priorities.
-            SIGTERM or SIGINT finish calls in flight and stop cleanly.
+            Normally started by systemd (systemctl --user start batond) or by D-Bus activation. \
+            State lives in $XDG_STATE_HOME/baton/baton.sqlite (~/.local/state/baton/ by default), \
+            which batond creates with mode 0700 and refuses if other users can reach it. \
+            Every acknowledged write is committed first.
+
+            Logs go to stderr with journald priorities. SIGTERM or SIGINT let calls in flight \
+            finish, then batond stops cleanly.
             """)
 
-    @Option(name: .long, help: ArgumentHelp("The SQLite database file.", valueName: "path"))
+    @Option(name: .long, help: ArgumentHelp(
+        "The SQLite database file, instead of the default; created 0600.", valueName: "path"))
     var database: String?
 
     @Option(name: .long, help: ArgumentHelp("A bus address to use instead of the session bus.", valueName: "address"))

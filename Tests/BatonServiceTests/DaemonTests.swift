@@ -216,3 +216,31 @@ func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: @
     }
     throw TestSupportError("timed out waiting for: \(what)")
 }
+
+extension DaemonTests {
+    @Test func theDefaultStateDirectoryIsCreatedPrivateAndAnOpenOneRefused() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let state = bus.directory.appendingPathComponent("xdg-state")
+        var environment = bus.environment
+        environment["XDG_STATE_HOME"] = state.path
+        let batond = try Executables.built("batond")
+
+        // First start: batond creates $XDG_STATE_HOME/baton 0700 and its database 0600.
+        let first = try Subprocess(batond, [], environment: environment)
+        let client = try bus.connect()
+        defer { client.close() }
+        try await client.waitForName("org.baton.Handoff1")
+        first.kill()
+        #expect(await first.wait() == 0)
+        var info = stat()
+        #expect(stat(state.appendingPathComponent("baton").path, &info) == 0 && info.st_mode & 0o777 == 0o700)
+        #expect(stat(state.appendingPathComponent("baton/baton.sqlite").path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+
+        // Opened to others: refused with the fix in the message, nothing served.
+        chmod(state.appendingPathComponent("baton").path, 0o755)
+        let refused = try await Executables.run(batond, [], environment: environment)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("run: chmod 700 \(state.path)/baton"), "\(refused)")
+    }
+}
