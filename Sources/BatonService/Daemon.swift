@@ -66,12 +66,7 @@ public enum Daemon {
             return 1
         }
 
-        let purger = Task {
-            while !Task.isCancelled {
-                service.purgeExpired()
-                try? await Task.sleep(for: options.purgeInterval)
-            }
-        }
+        let purger = Task { await service.runExpiryPurge(interval: options.purgeInterval) }
         let signal = await stopSignals.first(orClosing: connection)
         purger.cancel()
         if let signal {

@@ -28,12 +28,16 @@ public final class HandoffService: Sendable {
     private let restoredScenes = Mutex<Set<String>>([])
     /// Continue calls still waiting on a handler, so shutdown can let them finish.
     private let continuing = Mutex(0)
+    /// Wakes the purge loop when an activity with an expiry is stored.
+    private let expiryAdded: AsyncStream<Void>.Continuation
+    private let expiryAddedStream: AsyncStream<Void>
 
     public init(connection: Connection, store: Store, log: Log, handlerTimeout: Duration = .seconds(10)) {
         self.connection = connection
         self.store = store
         self.log = log
         self.handlerTimeout = handlerTimeout
+        (expiryAddedStream, expiryAdded) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Exports every object (scenes from the database marked restored), then owns the bus name.
@@ -64,11 +68,42 @@ public final class HandoffService: Sendable {
         }
     }
 
+    /// How long an expired activity is kept (hidden) before it is purged, so that a
+    /// caller who just missed it hears `Expired` rather than `NotFound`.
+    public static let expiredGrace: UInt64 = 2_000_000
+
+    /// Purges expired activities shortly after they expire (and at least every
+    /// `interval`) until the task is cancelled. Expired activities are hidden from
+    /// every call at once; this reclaims their space and announces them.
+    public func runExpiryPurge(interval: Duration) async {
+        while !Task.isCancelled {
+            purgeExpired()
+            var wait = interval
+            if let next = try? store.nextExpiry() {
+                let purgeAt = next + Self.expiredGrace
+                let now = WallClock.nowMicroseconds()
+                let untilNext = Duration.microseconds(Int64(clamping: purgeAt > now ? purgeAt - now : 0)) + .milliseconds(5)
+                wait = min(wait, untilNext)
+            }
+            // Whichever comes first: the next expiry, or a new activity that may expire sooner.
+            let delay = wait
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { try? await Task.sleep(for: delay) }
+                group.addTask { [expiryAddedStream] in
+                    var iterator = expiryAddedStream.makeAsyncIterator()
+                    _ = await iterator.next()
+                }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
     /// Deletes expired activities and announces them; returns how many went.
     @discardableResult
     public func purgeExpired() -> Int {
         do {
-            let purged = try store.purgeExpired(now: WallClock.nowMicroseconds())
+            let purged = try store.purgeExpired(now: WallClock.nowMicroseconds() - Self.expiredGrace)
             for id in purged { emitActivities("Invalidated", [.string(id)]) }
             if !purged.isEmpty { log.debug("purged \(purged.count) expired activities") }
             return purged.count
@@ -125,7 +160,9 @@ public final class HandoffService: Sendable {
                     throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
                 }
                 let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: self.limits)
-                try self.store.update(try update.apply(to: activity, type: type, now: now, limits: self.limits))
+                let updated = try update.apply(to: activity, type: type, now: now, limits: self.limits)
+                try self.store.update(updated)
+                if updated.expiresAt != activity.expiresAt { self.expiryAdded.yield() }
                 return []
             },
             Method("Invalidate", in: [Argument("id", "s")]) { call in
@@ -193,6 +230,7 @@ public final class HandoffService: Sendable {
         let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
         let trimmed = try store.insert(activity)
         for id in trimmed { emitActivities("Invalidated", [.string(id)]) }
+        if activity.expiresAt != nil { expiryAdded.yield() }
         emitActivities("Advertised", [.string(activity.id), .string(activity.type), .string(activity.title)])
         if let sceneID { emitSceneChanged(sceneID) }
         return activity.id
