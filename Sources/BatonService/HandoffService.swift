@@ -48,12 +48,14 @@ public final class HandoffService: Sendable {
                 throw BatonError.accessDenied("batond serves only its own user (uid \(ownUser))")
             }
         }
-        try await connection.export(Self.rootPath, [registryInterface, activitiesInterface, scenesInterface], objectManager: true)
         let scenes = try store.scenes()
         restoredScenes.withLock { $0 = Set(scenes.map(\.id)) }
+        // Scenes first: with no manager above them yet, restoring them announces nothing
+        // (no one can be listening before the name is owned) and reads no properties.
         for scene in scenes {
             try await connection.export(Records.scenePath(scene.id), [sceneInterface])
         }
+        try await connection.export(Self.rootPath, [registryInterface, activitiesInterface, scenesInterface], objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
     }
