@@ -8,6 +8,7 @@ let package = Package(
     products: [
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BatonCore", targets: ["BatonCore"]),
+        .library(name: "BatonKit", targets: ["BatonKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -28,6 +29,8 @@ let package = Package(
         .target(name: "BatonStore", dependencies: ["BatonCore", .product(name: "GRDB", package: "GRDB.swift")]),
         // The org.baton.Handoff1 interfaces: D-Bus to domain, handler calls, the daemon's life cycle.
         .target(name: "BatonService", dependencies: ["DBus", "BatonCore", "BatonStore"]),
+        // The Swift client library for apps: UserActivity, scenes and their storage.
+        .target(name: "BatonKit", dependencies: ["DBus", "BatonCore"]),
         // The daemon, a thin executable over BatonService.
         .executableTarget(name: "batond", dependencies: [
             "BatonService", .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -39,6 +42,7 @@ let package = Package(
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport"]),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond"]),
+        .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),

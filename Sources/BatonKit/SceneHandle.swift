@@ -1,0 +1,160 @@
+import BatonCore
+import DBus
+import Foundation
+
+/// One scene of the daemon: a window session with its own persisted storage.
+public struct SceneHandle: Sendable, Hashable {
+    let client: BatonClient
+    /// The scene's object path, `/org/baton/Handoff1/scene/<id with _>`.
+    public let path: ObjectPath
+
+    init(client: BatonClient, path: ObjectPath) {
+        self.client = client
+        self.path = path
+    }
+
+    /// The scene's id.
+    public var id: String { String(path.elements.last ?? "").replacing("_", with: "-") }
+
+    public static func == (lhs: SceneHandle, rhs: SceneHandle) -> Bool { lhs.path == rhs.path }
+    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
+
+    func call(_ member: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
+        try await client.call("Scene", member, arguments, path: path)
+    }
+
+    private func property(_ name: String) async throws -> DBusValue? {
+        try await client.connection.call(
+            BatonClient.busName, path, "org.freedesktop.DBus.Properties", "Get",
+            [.string("org.baton.Handoff1.Scene"), .string(name)]).first?.unwrapped
+    }
+
+    /// The id of the scene's current activity, if any.
+    public func activityID() async throws -> String? {
+        let id = try await property("ActivityId")?.stringValue ?? ""
+        return id.isEmpty ? nil : id
+    }
+
+    /// True when the scene came back from storage after a daemon restart.
+    public func isRestored() async throws -> Bool { try await property("Restored")?.boolValue ?? false }
+
+    /// The scene's storage, whole or narrowed to a scope.
+    public var storage: SceneStorage { SceneStorage(scene: self, prefix: "") }
+
+    /// Discards the scene and its storage, as closing a window does.
+    public func close() async throws { _ = try await call("Close") }
+}
+
+/// Typed access to a scene's storage: the values `@SceneStorage` accepts.
+///
+/// Keys can be scoped below the scene (`storage.scoped("BookView", id: book.id)`), so
+/// that a per-tab value is stored per tab. The Hawk Notes tutorial's bug, every tab
+/// restoring the same draft and the same character, comes from sharing one key.
+public struct SceneStorage: Sendable {
+    let scene: SceneHandle
+    let prefix: String
+
+    /// Storage whose keys live under `name[id].` — one namespace per tab, document or item.
+    public func scoped(_ name: String, id: String? = nil) -> SceneStorage {
+        SceneStorage(scene: scene, prefix: prefix + name + (id.map { "[\($0)]" } ?? "") + ".")
+    }
+
+    /// The full key a name is stored under.
+    public func key(_ name: String) -> String { prefix + name }
+
+    // MARK: Raw values
+
+    func rawValue(_ name: String) async throws -> StorageValue? {
+        do {
+            guard let value = try await scene.call("Get", [.string(key(name))]).first?.unwrapped else { return nil }
+            switch value {
+            case .boolean(let v): return .bool(v)
+            case .int64(let v): return .int(v)
+            case .double(let v): return .double(v)
+            case .string(let v): return .string(v)
+            case .array(.byte, let bytes): return .bytes(bytes.compactMap(\.byteValue))
+            default: return nil
+            }
+        } catch let error as BatonError where error.code == .notFound {
+            // A missing key is the everyday case; a missing scene is not.
+            if error.message.contains("has no value") { return nil }
+            throw error
+        }
+    }
+
+    func setRaw(_ name: String, _ value: StorageValue) async throws {
+        let wire: DBusValue = switch value {
+        case .bool(let v): .boolean(v)
+        case .int(let v): .int64(v)
+        case .double(let v): .double(v)
+        case .string(let v): .string(v)
+        case .bytes(let v): .array(.byte, v.map { .byte($0) })
+        }
+        _ = try await scene.call("Set", [.string(key(name)), .variant(wire)])
+    }
+
+    /// Removes a value; nothing happens if there is none.
+    public func remove(_ name: String) async throws {
+        _ = try await scene.call("Remove", [.string(key(name))])
+    }
+
+    // MARK: Typed values
+
+    public func bool(_ name: String) async throws -> Bool? {
+        if case .bool(let v)? = try await rawValue(name) { return v }
+        return nil
+    }
+    public func int(_ name: String) async throws -> Int? {
+        if case .int(let v)? = try await rawValue(name) { return Int(exactly: v) }
+        return nil
+    }
+    public func double(_ name: String) async throws -> Double? {
+        if case .double(let v)? = try await rawValue(name) { return v }
+        return nil
+    }
+    public func string(_ name: String) async throws -> String? {
+        if case .string(let v)? = try await rawValue(name) { return v }
+        return nil
+    }
+    public func url(_ name: String) async throws -> URL? {
+        try await string(name).flatMap { URL(string: $0) }
+    }
+    public func data(_ name: String) async throws -> Data? {
+        if case .bytes(let v)? = try await rawValue(name) { return Data(v) }
+        return nil
+    }
+    /// A RawRepresentable value stored as its string raw value.
+    public func value<T: RawRepresentable>(_ name: String, as type: T.Type = T.self) async throws -> T? where T.RawValue == String {
+        try await string(name).flatMap(T.init(rawValue:))
+    }
+    /// A RawRepresentable value stored as its integer raw value.
+    public func value<T: RawRepresentable>(_ name: String, as type: T.Type = T.self) async throws -> T? where T.RawValue == Int {
+        try await int(name).flatMap(T.init(rawValue:))
+    }
+    /// A Codable value stored as a JSON string.
+    public func codable<T: Decodable>(_ name: String, as type: T.Type = T.self) async throws -> T? {
+        guard let text = try await string(name) else { return nil }
+        return try JSONDecoder().decode(T.self, from: Data(text.utf8))
+    }
+
+    public func set(_ name: String, _ value: Bool) async throws { try await setRaw(name, .bool(value)) }
+    public func set(_ name: String, _ value: Int) async throws { try await setRaw(name, .int(Int64(value))) }
+    public func set(_ name: String, _ value: Double) async throws { try await setRaw(name, .double(value)) }
+    public func set(_ name: String, _ value: String) async throws { try await setRaw(name, .string(value)) }
+    public func set(_ name: String, _ value: URL) async throws { try await setRaw(name, .string(value.absoluteString)) }
+    public func set(_ name: String, _ value: Data) async throws { try await setRaw(name, .bytes(Array(value))) }
+    /// Stores a RawRepresentable by its raw value. Chosen over the Codable overload for
+    /// types that are both, which is where a naive implementation recurses forever.
+    public func set<T: RawRepresentable>(_ name: String, _ value: T) async throws where T.RawValue == String {
+        try await setRaw(name, .string(value.rawValue))
+    }
+    public func set<T: RawRepresentable>(_ name: String, _ value: T) async throws where T.RawValue == Int {
+        try await setRaw(name, .int(Int64(value.rawValue)))
+    }
+    /// Stores a Codable value as a JSON string.
+    public func setCodable<T: Encodable>(_ name: String, _ value: T) async throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        try await setRaw(name, .string(String(decoding: try encoder.encode(value), as: UTF8.self)))
+    }
+}

@@ -1,0 +1,207 @@
+import BatonCore
+import Foundation
+import Synchronization
+
+/// What the user is doing, in `NSUserActivity`'s vocabulary, advertised through `batond`.
+///
+/// Set the fields, `setTypedPayload(_:)`, then `becomeCurrent(in:)`; later changes are
+/// pushed with `save()` (which calls `willSave` first, like `userActivityWillSave`).
+public final class UserActivity: Sendable {
+    /// The reverse-DNS type, registered by the app beforehand.
+    public let activityType: String
+    private let client: BatonClient
+    private let state: Mutex<State>
+
+    struct State {
+        var title = ""
+        var payload = "{}"
+        var payloadType: String?
+        var targetContentIdentifier: String?
+        var persistentIdentifier: String?
+        var keywords: Set<String> = []
+        var webpageURL: URL?
+        var expirationDate: Date?
+        var isEligibleForHandoff = true
+        var isEligibleForSearch = false
+        var requiredUserInfoKeys: Set<String> = []
+        var needsSave = false
+        var id: String?
+        var isCurrent = false
+        var willSave: (@Sendable (UserActivity) -> Void)?
+    }
+
+    public init(activityType: String, client: BatonClient) {
+        self.activityType = activityType
+        self.client = client
+        self.state = Mutex(State())
+    }
+
+    /// An activity read back from the daemon (from `List`, `Search` or a continuation).
+    public init(_ activity: Activity, client: BatonClient) {
+        activityType = activity.type
+        self.client = client
+        var state = State()
+        state.title = activity.title
+        state.payload = activity.payload
+        state.payloadType = activity.payloadType
+        state.targetContentIdentifier = activity.targetContentID
+        state.persistentIdentifier = activity.persistentID
+        state.keywords = Set(activity.keywords)
+        state.webpageURL = activity.webpageURL.flatMap(URL.init(string:))
+        state.expirationDate = activity.expiresAt.map { Date(timeIntervalSince1970: Double($0) / 1_000_000) }
+        state.isEligibleForHandoff = activity.eligibleForHandoff
+        state.isEligibleForSearch = activity.eligibleForSearch
+        state.id = activity.id
+        self.state = Mutex(state)
+    }
+
+    private func field<T: Sendable>(_ keyPath: WritableKeyPath<State, T>) -> T { state.withLock { $0[keyPath: keyPath] } }
+    private func setField<T: Sendable>(_ keyPath: WritableKeyPath<State, T>, _ value: T) {
+        state.withLock {
+            $0[keyPath: keyPath] = value
+            $0.needsSave = true
+        }
+    }
+
+    public var title: String { get { field(\.title) } set { setField(\.title, newValue) } }
+    public var targetContentIdentifier: String? { get { field(\.targetContentIdentifier) } set { setField(\.targetContentIdentifier, newValue) } }
+    public var persistentIdentifier: String? { get { field(\.persistentIdentifier) } set { setField(\.persistentIdentifier, newValue) } }
+    public var keywords: Set<String> { get { field(\.keywords) } set { setField(\.keywords, newValue) } }
+    public var webpageURL: URL? { get { field(\.webpageURL) } set { setField(\.webpageURL, newValue) } }
+    public var expirationDate: Date? { get { field(\.expirationDate) } set { setField(\.expirationDate, newValue) } }
+    public var isEligibleForHandoff: Bool { get { field(\.isEligibleForHandoff) } set { setField(\.isEligibleForHandoff, newValue) } }
+    public var isEligibleForSearch: Bool { get { field(\.isEligibleForSearch) } set { setField(\.isEligibleForSearch, newValue) } }
+    public var requiredUserInfoKeys: Set<String> { get { field(\.requiredUserInfoKeys) } set { setField(\.requiredUserInfoKeys, newValue) } }
+    /// True when a field changed since the activity was last sent to the daemon.
+    public var needsSave: Bool { get { field(\.needsSave) } set { state.withLock { $0.needsSave = newValue } } }
+    /// Called before the activity is sent, to bring its payload up to date.
+    public var willSave: (@Sendable (UserActivity) -> Void)? { get { field(\.willSave) } set { state.withLock { $0.willSave = newValue } } }
+    /// The daemon's id, once advertised.
+    public var id: String? { field(\.id) }
+    public var isCurrent: Bool { field(\.isCurrent) }
+    /// The payload as JSON text.
+    public var payloadJSON: String { field(\.payload) }
+
+    // MARK: Typed payloads
+
+    /// Encodes `payload` (which must encode as a JSON object) as this activity's payload.
+    public func setTypedPayload<T: Encodable>(_ payload: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let data = try encoder.encode(payload)
+        guard data.first == UInt8(ascii: "{") else {
+            throw PayloadError.notAnObject(String(describing: T.self))
+        }
+        state.withLock {
+            $0.payload = String(decoding: data, as: UTF8.self)
+            $0.payloadType = String(describing: T.self)
+            $0.needsSave = true
+        }
+    }
+
+    /// Decodes the payload as `T`, or says what did not decode.
+    public func typedPayload<T: Decodable>(_ type: T.Type) throws(PayloadError) -> T {
+        let text = payloadJSON
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(text.utf8))
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw .missingKey(path(context.codingPath + [key]), type: String(describing: T.self))
+        } catch let DecodingError.typeMismatch(expected, context) {
+            throw .wrongType(path(context.codingPath), expected: String(describing: expected), type: String(describing: T.self))
+        } catch let DecodingError.valueNotFound(expected, context) {
+            throw .wrongType(path(context.codingPath), expected: String(describing: expected), type: String(describing: T.self))
+        } catch let DecodingError.dataCorrupted(context) {
+            throw .corrupted(path(context.codingPath), context.debugDescription)
+        } catch {
+            throw .corrupted("", "\(error)")
+        }
+    }
+
+    private func path(_ keys: [any CodingKey]) -> String {
+        keys.map { $0.intValue.map { "[\($0)]" } ?? "." + $0.stringValue }.joined().trimmingPrefix(".").description
+    }
+
+    // MARK: Life cycle
+
+    /// Advertises the activity (or saves it, if already advertised) as the current one of `scene`.
+    public func becomeCurrent(in scene: SceneHandle? = nil) async throws {
+        if id == nil {
+            willSave?(self)
+            let (title, payload, options) = state.withLock { state -> (String, String, [String: String]) in
+                var options = Self.options(state)
+                if let scene { options["scene"] = scene.path.text }
+                return (state.title, state.payload, options)
+            }
+            let id = try await client.advertise(type: activityType, title: title, payload: payload, options: options)
+            state.withLock {
+                $0.id = id
+                $0.needsSave = false
+                $0.isCurrent = true
+            }
+        } else {
+            try await save()
+            state.withLock { $0.isCurrent = true }
+        }
+    }
+
+    /// Marks the activity as no longer current; it stays advertised until invalidated or expired.
+    public func resignCurrent() {
+        state.withLock { $0.isCurrent = false }
+    }
+
+    /// Sends changed fields to the daemon (after `willSave`), if anything changed.
+    public func save() async throws {
+        guard let id, needsSave else { return }
+        willSave?(self)
+        let (payload, options) = state.withLock { state -> (String, [String: String]) in
+            var options = Self.options(state)
+            options["title"] = state.title
+            return (state.payload, options)
+        }
+        try await client.update(id: id, payload: payload, options: options)
+        state.withLock { $0.needsSave = false }
+    }
+
+    /// Removes the activity from the daemon; it cannot be used afterwards.
+    public func invalidate() async throws {
+        guard let id else { return }
+        try await client.invalidate(id: id)
+        state.withLock {
+            $0.id = nil
+            $0.isCurrent = false
+        }
+    }
+
+    private static func options(_ state: State) -> [String: String] {
+        var options: [String: String] = [
+            "eligible_for_handoff": state.isEligibleForHandoff ? "true" : "false",
+            "eligible_for_search": state.isEligibleForSearch ? "true" : "false",
+            "keywords": state.keywords.sorted().joined(separator: ","),
+        ]
+        if let value = state.targetContentIdentifier { options["target_content_id"] = value }
+        if let value = state.persistentIdentifier { options["persistent_id"] = value }
+        if let value = state.webpageURL { options["webpage_url"] = value.absoluteString }
+        if let value = state.payloadType { options["payload_type"] = value }
+        if let date = state.expirationDate {
+            options["expires_in"] = String(max(1, Int(date.timeIntervalSinceNow.rounded(.up))))
+        }
+        return options
+    }
+}
+
+/// Why a payload could not be set or read as the type asked for.
+public enum PayloadError: Error, Equatable, CustomStringConvertible {
+    case notAnObject(String)
+    case missingKey(String, type: String)
+    case wrongType(String, expected: String, type: String)
+    case corrupted(String, String)
+
+    public var description: String {
+        switch self {
+        case .notAnObject(let type): "\(type) does not encode as a JSON object; payloads are objects"
+        case .missingKey(let key, let type): "the payload has no '\(key)', which \(type) needs"
+        case .wrongType(let key, let expected, let type): "'\(key)' in the payload is not a \(expected), as \(type) needs"
+        case .corrupted(let key, let detail): "the payload does not decode\(key.isEmpty ? "" : " at '\(key)'"): \(detail)"
+        }
+    }
+}

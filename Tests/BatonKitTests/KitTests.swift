@@ -1,0 +1,143 @@
+import BatonCore
+@testable import BatonKit
+import DBus
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+/// BatonKit against the real batond on a private bus.
+@Suite(.serialized)
+struct KitTests {
+    static let type = "com.raywenderlich.hawknotes.staterestore.characterDetail"
+    static let app = "com.raywenderlich.hawknotes"
+
+    struct Character: Codable, Equatable {
+        var id: UUID
+        var name: String
+        var book: Int
+    }
+
+    final class World: Sendable {
+        let bus: PrivateBus
+        let daemon: RunningBatond
+        let client: BatonClient
+        init() async throws {
+            bus = try PrivateBus()
+            daemon = try await RunningBatond(on: bus)
+            client = try BatonClient(.address(bus.address))
+            try await client.register(ActivityType(type: KitTests.type, appID: KitTests.app, title: "Character", requiredKeys: ["id"]))
+        }
+        func stop() async {
+            client.close()
+            await daemon.stop()
+            bus.stop()
+        }
+    }
+
+    @Test func typedPayloadsRoundTripThroughTheDaemon() async throws {
+        let world = try await World()
+        let agatha = Character(id: UUID(), name: "Agatha", book: 1)
+        let scene = try await world.client.openScene(appID: Self.app, title: "Window")
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        activity.title = "Agatha"
+        activity.targetContentIdentifier = agatha.id.uuidString
+        activity.keywords = ["witch", "mentor"]
+        activity.isEligibleForSearch = true
+        try activity.setTypedPayload(agatha)
+        try await activity.becomeCurrent(in: scene)
+        let id = try #require(activity.id)
+        #expect(try await scene.activityID() == id)
+
+        let stored = try await world.client.activity(id: id)
+        #expect(stored.payloadType == "Character" && stored.keywords.sorted() == ["mentor", "witch"])
+        #expect(try UserActivity(stored, client: world.client).typedPayload(Character.self) == agatha)
+        #expect(try await world.client.search("witch").map(\.id) == [id])
+        await world.stop()
+    }
+
+    @Test func payloadErrorsSayWhatDidNotDecode() async throws {
+        let world = try await World()
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        struct Partial: Encodable { var id = UUID(); var book = "one" }
+        try activity.setTypedPayload(Partial())
+        #expect(throws: PayloadError.missingKey("name", type: "Character")) { try activity.typedPayload(Character.self) }
+        struct Named: Decodable { var id: UUID; var book: Int }
+        #expect(throws: PayloadError.wrongType("book", expected: "Int", type: "Named")) { try activity.typedPayload(Named.self) }
+        #expect(throws: PayloadError.notAnObject("Array<Int>")) { try activity.setTypedPayload([1, 2]) }
+        // The type's required keys are the daemon's to enforce, with its named error.
+        struct NoID: Encodable { var name = "Agatha" }
+        try activity.setTypedPayload(NoID())
+        await #expect(throws: BatonError.self) { try await activity.becomeCurrent() }
+        await world.stop()
+    }
+
+    @Test func savingCallsWillSaveAndInvalidateRemoves() async throws {
+        let world = try await World()
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        try activity.setTypedPayload(Character(id: UUID(), name: "Jamie", book: 1))
+        try await activity.becomeCurrent()
+        #expect(!activity.needsSave)
+        let calls = Mutex(0)
+        activity.willSave = { activity in
+            calls.withLock { $0 += 1 }
+            activity.title = "Jamie, saved"
+        }
+        activity.title = "Jamie"
+        #expect(activity.needsSave)
+        try await activity.save()
+        let id = try #require(activity.id)
+        #expect(try await world.client.activity(id: id).title == "Jamie, saved")
+        #expect(calls.withLock { $0 } == 1)
+        try await activity.invalidate()
+        await #expect(throws: BatonError.notFound("no activity \(id)")) { try await world.client.activity(id: id) }
+        await world.stop()
+    }
+
+    enum Tab: String, Codable { case goodHawk = "b1", brokenRaven = "b2" }
+    enum Level: Int { case low = 1, high = 2 }
+    struct Draft: Codable, Equatable { var text: String; var words: Int }
+
+    @Test func sceneStorageHoldsWhatSceneStorageHolds() async throws {
+        let world = try await World()
+        let scene = try await world.client.openScene(appID: Self.app)
+        let storage = scene.storage
+        try await storage.set("flag", true)
+        try await storage.set("count", 42)
+        try await storage.set("ratio", 0.25)
+        try await storage.set("name", "Agatha")
+        try await storage.set("page", URL(string: "https://example.org/hawk")!)
+        try await storage.set("blob", Data([0, 1, 255]))
+        try await storage.set("tab", Tab.brokenRaven)  // Codable and RawRepresentable: stored by raw value
+        try await storage.set("level", Level.high)
+        try await storage.setCodable("draft", Draft(text: "notes", words: 1))
+        #expect(try await storage.bool("flag") == true)
+        #expect(try await storage.int("count") == 42)
+        #expect(try await storage.double("ratio") == 0.25)
+        #expect(try await storage.string("name") == "Agatha")
+        #expect(try await storage.url("page") == URL(string: "https://example.org/hawk"))
+        #expect(try await storage.data("blob") == Data([0, 1, 255]))
+        #expect(try await storage.string("tab") == "b2")
+        #expect(try await storage.value("tab", as: Tab.self) == .brokenRaven)
+        #expect(try await storage.value("level", as: Level.self) == .high)
+        #expect(try await storage.codable("draft", as: Draft.self) == Draft(text: "notes", words: 1))
+        #expect(try await storage.string("absent") == nil)
+        #expect(try await storage.int("name") == nil, "a value of another type reads as nil")
+
+        // One draft per book tab: scoped keys never collide.
+        let goodHawk = storage.scoped("BookView", id: "b1")
+        let brokenRaven = storage.scoped("BookView", id: "b2")
+        try await goodHawk.set("newNote", "about Agatha")
+        try await brokenRaven.set("newNote", "about Sigrid")
+        #expect(try await goodHawk.string("newNote") == "about Agatha")
+        #expect(try await brokenRaven.string("newNote") == "about Sigrid")
+        #expect(goodHawk.key("newNote") == "BookView[b1].newNote")
+        try await goodHawk.remove("newNote")
+        #expect(try await goodHawk.string("newNote") == nil)
+        #expect(try await brokenRaven.string("newNote") == "about Sigrid")
+
+        try await scene.close()
+        await #expect(throws: (any Error).self) { try await storage.string("name") }
+        await world.stop()
+    }
+}
