@@ -50,7 +50,7 @@ public struct SceneHandle: Sendable, Hashable {
 /// Keys can be scoped below the scene (`storage.scoped("BookView", id: book.id)`), so
 /// that a per-tab value is stored per tab. The Hawk Notes tutorial's bug, every tab
 /// restoring the same draft and the same character, comes from sharing one key.
-public struct SceneStorage: Sendable {
+public struct SceneStorage: StorageWriter {
     let scene: SceneHandle
     let prefix: String
 
@@ -82,7 +82,7 @@ public struct SceneStorage: Sendable {
         }
     }
 
-    func setRaw(_ name: String, _ value: StorageValue) async throws {
+    public func setRaw(_ name: String, _ value: StorageValue) async throws {
         let wire: DBusValue = switch value {
         case .bool(let v): .boolean(v)
         case .int(let v): .int64(v)
@@ -136,7 +136,18 @@ public struct SceneStorage: Sendable {
         guard let text = try await string(name) else { return nil }
         return try JSONDecoder().decode(T.self, from: Data(text.utf8))
     }
+}
 
+/// Where typed values are written: a live scene (`SceneStorage`) or the storage a
+/// continuation handler gives a new scene (`InitialStorage`). Keys can be scoped the same way.
+public protocol StorageWriter: Sendable {
+    /// The full key a name is stored under.
+    func key(_ name: String) -> String
+    /// Stores one value under `key(name)`.
+    func setRaw(_ name: String, _ value: StorageValue) async throws
+}
+
+extension StorageWriter {
     public func set(_ name: String, _ value: Bool) async throws { try await setRaw(name, .bool(value)) }
     public func set(_ name: String, _ value: Int) async throws { try await setRaw(name, .int(Int64(value))) }
     public func set(_ name: String, _ value: Double) async throws { try await setRaw(name, .double(value)) }

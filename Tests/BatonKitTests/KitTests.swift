@@ -141,3 +141,47 @@ struct KitTests {
         await world.stop()
     }
 }
+
+extension KitTests {
+    @Test func continuationHandlersFillTheNewScene() async throws {
+        let world = try await World()
+        let appClient = try BatonClient(.address(world.bus.address))
+        defer { appClient.close() }
+        let continuation = ActivityContinuation(client: appClient, appID: Self.app, busName: "org.baton.KitApp")
+        continuation.onContinue(Self.type, title: "Character", requiredKeys: ["id"], payloadType: "Character") { continued in
+            let character = try continued.typedPayload(Character.self)
+            try await continued.storage.set("ContentView.CurrentTab", "b\(character.book)")
+            try await continued.storage.scoped("BookView", id: "b\(character.book)")
+                .set("SelectedCharacter", "b|b\(character.book)::c|\(character.id.uuidString.lowercased())")
+        }
+        try await continuation.start()
+        #expect(try await world.client.activityTypes().first?.handler == "org.baton.KitApp")
+
+        let agatha = Character(id: UUID(), name: "Agatha", book: 1)
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        try activity.setTypedPayload(agatha)
+        try await activity.becomeCurrent()
+        let scene = try await world.client.continueActivity(id: try #require(activity.id))
+        #expect(try await scene.storage.string("ContentView.CurrentTab") == "b1")
+        #expect(try await scene.storage.scoped("BookView", id: "b1").string("SelectedCharacter")
+            == "b|b1::c|\(agatha.id.uuidString.lowercased())")
+        #expect(try await scene.storage.scoped("BookView", id: "b2").string("SelectedCharacter") == nil)
+        #expect(try await scene.activityID() == activity.id)
+
+        // A payload the handler cannot decode: the daemon says why, and opens nothing.
+        let before = try await world.client.scenes().count
+        struct Broken: Encodable { var id = "not a uuid" }
+        let broken = UserActivity(activityType: Self.type, client: world.client)
+        try broken.setTypedPayload(Broken())
+        try await broken.becomeCurrent()
+        do {
+            _ = try await world.client.continueActivity(id: try #require(broken.id))
+            Issue.record("a payload that does not decode was continued")
+        } catch let error as BatonError {
+            #expect(error.code == .handlerFailed)
+            #expect(error.message.contains("org.baton.Handoff1.Error.InvalidPayload"), "\(error.message)")
+        }
+        #expect(try await world.client.scenes().count == before)
+        await world.stop()
+    }
+}
