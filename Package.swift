@@ -31,6 +31,8 @@ let package = Package(
         .target(name: "BatonService", dependencies: ["DBus", "BatonCore", "BatonStore"]),
         // The Swift client library for apps: UserActivity, scenes and their storage.
         .target(name: "BatonKit", dependencies: ["DBus", "BatonCore"]),
+        // The reference app's model (books, characters, notes, paths) and its scenes.
+        .target(name: "HawkNotes", dependencies: ["BatonKit"]),
         // The daemon, a thin executable over BatonService.
         .executableTarget(name: "batond", dependencies: [
             "BatonService", .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -43,6 +45,7 @@ let package = Package(
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport"]),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond"]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
+        .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes"]),
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),
