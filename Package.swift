@@ -45,10 +45,14 @@ let package = Package(
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport"]),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond"]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
-        .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes"]),
+        .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes", "TestSupport", "batond", "hawk-notes"]),
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),
+        // The reference app: serve (handler and library), books, show SCENE.
+        .executableTarget(name: "hawk-notes", dependencies: [
+            "HawkNotes", "BatonKit", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -97,9 +97,10 @@ public final class ActivityContinuation: Sendable {
         handlers.withLock { $0[type] = (registration, handler) }
     }
 
-    /// Serves the handler, takes the bus name, and registers every declared type with the daemon.
-    public func start() async throws {
-        try await client.connection.export(path, [handlerInterface])
+    /// Serves the handler (with the app's other interfaces at the same path), takes the
+    /// bus name, and registers every declared type with the daemon.
+    public func start(alongside interfaces: [Interface] = []) async throws {
+        try await client.connection.export(path, interfaces + [handlerInterface])
         try await client.connection.requestName(busName)
         for (registration, _) in handlers.withLock({ Array($0.values) }) {
             try await client.register(registration)

@@ -115,6 +115,19 @@ public final class BatonClient: Sendable {
         return SceneHandle(client: self, path: path)
     }
 
+    /// The scene a person named, by object path or by id (it need not exist yet).
+    public func scene(named text: String) throws -> SceneHandle {
+        if text.hasPrefix("/") {
+            let path = try ObjectPath(validating: text)
+            guard path.isDescendant(of: "/org/baton/Handoff1/scene") else {
+                throw BatonError.invalidArgument("'\(text)' is not a scene path; scenes live under /org/baton/Handoff1/scene/")
+            }
+            return SceneHandle(client: self, path: path)
+        }
+        let id = try Identifier.normalize(text, what: "scene")
+        return SceneHandle(client: self, path: try ObjectPath(validating: "/org/baton/Handoff1/scene/" + id.replacing("-", with: "_")))
+    }
+
     /// The app's scenes (every app's for nil), oldest first.
     public func scenes(appID: String? = nil) async throws -> [SceneHandle] {
         try await call("Scenes", "ListScenes", [.string(appID ?? "")]).first?.arrayValue?

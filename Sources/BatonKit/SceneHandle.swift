@@ -19,7 +19,7 @@ public struct SceneHandle: Sendable, Hashable {
     public static func == (lhs: SceneHandle, rhs: SceneHandle) -> Bool { lhs.path == rhs.path }
     public func hash(into hasher: inout Hasher) { hasher.combine(path) }
 
-    func call(_ member: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
+    public func call(_ member: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
         try await client.call("Scene", member, arguments, path: path)
     }
 

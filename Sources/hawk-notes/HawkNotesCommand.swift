@@ -1,0 +1,70 @@
+import ArgumentParser
+import BatonCore
+import BatonKit
+import DBus
+import Foundation
+import HawkNotes
+
+/// `hawk-notes`: the reference app of Baton, headless.
+@main
+struct HawkNotesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hawk-notes",
+        abstract: "Study notes for the Shadow Skye trilogy, restored and continued through Baton.",
+        subcommands: [Serve.self, Books.self, Show.self])
+
+    struct BusOptions: ParsableArguments {
+        @Option(name: .long, help: ArgumentHelp("A bus address to use instead of the session bus.", valueName: "address"))
+        var address: String?
+
+        func client() throws -> BatonClient {
+            try BatonClient(address.map { .address($0) } ?? .session)
+        }
+    }
+
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Own com.raywenderlich.hawknotes: continue characterDetail activities and list the books.",
+            discussion: "Registers its activity type with batond on start; the bus can then start it on demand.")
+        @OptionGroup var bus: BusOptions
+
+        func run() async throws {
+            let client = try bus.client()
+            try await HawkNotesApp.serve(client: client)
+            print("serving \(HawkNotesApp.busName)")
+            await client.connection.waitUntilClosed()
+        }
+    }
+
+    struct Books: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the catalog: books, taglines and characters with their ids.")
+
+        func run() {
+            for book in Catalog.books {
+                print("\(book.title)  \(book.id.uuidString.lowercased())")
+                print("  \(book.tagline)")
+                for character in book.characters {
+                    print("  - \(character.name)  \(character.id.uuidString.lowercased())")
+                }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a scene as its window would look.")
+        @ArgumentParser.Argument(help: "The scene's object path or id.") var scene: String
+        @OptionGroup var bus: BusOptions
+
+        func run() async throws {
+            let client = try bus.client()
+            defer { client.close() }
+            do {
+                print(try await HawkNotesScene(scene: try client.scene(named: scene), client: client).render())
+            } catch let error as BatonError {
+                throw ValidationError(error.message)
+            } catch let error as DBusError where error.name == DBusError.Name.unknownObject || error.name == DBusError.Name.serviceUnknown {
+                throw ValidationError("no such scene, or batond is not running: \(error.message)")
+            }
+        }
+    }
+}

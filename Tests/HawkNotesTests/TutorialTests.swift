@@ -1,0 +1,128 @@
+import BatonCore
+import BatonKit
+import DBus
+import Foundation
+import Glibc
+@testable import HawkNotes
+import Testing
+import TestSupport
+
+/// The state-restoration tutorial, played end to end with the real batond and the
+/// real hawk-notes on a private bus.
+@Suite(.serialized)
+struct TutorialTests {
+    final class HawkNotesProcess: Sendable {
+        let process: Subprocess
+        init(bus: PrivateBus) async throws {
+            process = try Subprocess(try Executables.built("hawk-notes"), ["serve"], environment: bus.environment)
+            let watcher = try bus.connect()
+            defer { watcher.close() }
+            try await watcher.waitForName(HawkNotesApp.busName, timeout: .seconds(15))
+        }
+        func stop() async { process.kill(); await process.wait() }
+    }
+
+    func show(_ scene: SceneHandle, on bus: PrivateBus) async throws -> String {
+        let result = try await Executables.run(try Executables.built("hawk-notes"), ["show", scene.path.text], environment: bus.environment)
+        #expect(result.status == 0, "\(result)")
+        return result.stdout
+    }
+
+    @Test func selectRestartRestoreAndContinue() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        var daemon = try await RunningBatond(on: bus)
+        var app = try await HawkNotesProcess(bus: bus)
+        var client = try BatonClient(.address(bus.address))
+
+        // A window: Agatha opened in the first tab with a note on her, then the third tab
+        // selected with a book draft and the shop page showing.
+        let window = try await client.openScene(appID: HawkNotesApp.appID, title: "Window 1")
+        let notes = HawkNotesScene(scene: window, client: client)
+        try await notes.select(Catalog.goodHawk)
+        let agatha = try await notes.open(Catalog.agatha, in: Catalog.goodHawk)
+        try await notes.writeDraft("Agatha knows more than she says", on: Catalog.agatha)
+        try await notes.select(Catalog.burningSwift)
+        try await notes.writeDraft("Who can Lady Beatrice trust?", in: Catalog.burningSwift)
+        try await notes.showShop(true, in: Catalog.burningSwift)
+        let before = try await window.call("GetAll")
+
+        // Cold launch: both processes stop and start again.
+        client.close()
+        await app.stop()
+        #expect(await daemon.stop() == 0)
+        daemon = try await RunningBatond(on: bus)
+        app = try await HawkNotesProcess(bus: bus)
+        client = try BatonClient(.address(bus.address))
+        let restored = try client.scene(named: window.path.text)
+        #expect(try await restored.isRestored())
+        #expect(try await restored.call("GetAll") == before)
+        #expect(try await restored.activityID() == agatha.id)
+
+        let shown = try await show(restored, on: bus)
+        #expect(shown.contains("(restored)"))
+        #expect(shown.contains("[ The Burning Swift ]"))
+        #expect(shown.contains("Book draft: “Who can Lady Beatrice trust?”"))
+        #expect(shown.contains("Shop page: open"))
+        #expect(!shown.contains("› Agatha"), "Agatha shows only in her own book's tab:\n\(shown)")
+        // Her tab still has her; the other tabs never had her.
+        let tabs = restored.storage
+        #expect(try await tabs.scoped("BookView", id: Catalog.goodHawk.id.uuidString.lowercased()).string("SelectedCharacter")
+            == CharacterPath(book: Catalog.goodHawk, character: Catalog.agatha).description)
+        for book in [Catalog.brokenRaven, Catalog.burningSwift] {
+            #expect(try await tabs.scoped("BookView", id: book.id.uuidString.lowercased()).string("SelectedCharacter") == nil)
+        }
+
+        // Continue her activity: a new window on The Good Hawk showing Agatha; the first is untouched.
+        let continued = try await client.continueActivity(id: try #require(agatha.id))
+        #expect(continued != restored)
+        let newWindow = try await show(continued, on: bus)
+        #expect(newWindow.contains("[ The Good Hawk ]"))
+        #expect(newWindow.contains("The Good Hawk › Agatha"))
+        #expect(newWindow.contains("Draft note: —"), "drafts belong to the first window:\n\(newWindow)")
+        #expect(try await restored.call("GetAll") == before)
+
+        // Hawk Notes not running: the bus starts it from its service file to continue.
+        await app.stop()
+        let hawkNotes = try Executables.built("hawk-notes")
+        try bus.installService(name: HawkNotesApp.busName, exec: "\(hawkNotes) serve")
+        let watcher = try bus.connect()
+        defer { watcher.close() }
+        #expect(try await watcher.nameOwner(HawkNotesApp.busName) == nil)
+        let activated = try await client.continueActivity(id: try #require(agatha.id))
+        #expect(try await show(activated, on: bus).contains("The Good Hawk › Agatha"))
+        #expect(try await watcher.nameOwner(HawkNotesApp.busName) != nil)
+
+        // A shell user's minimal payload continues just as well.
+        let minimal = try await client.advertise(type: HawkNotesApp.characterDetail, title: "Sigrid",
+                                                 payload: #"{"id": "\#(Catalog.sigrid.id.uuidString.lowercased())", "name": "Sigrid"}"#)
+        let sigrid = try await show(try await client.continueActivity(id: minimal), on: bus)
+        #expect(sigrid.contains("[ The Broken Raven ]") && sigrid.contains("The Broken Raven › Sigrid"), "\(sigrid)")
+
+        // The activated app is the bus's child; stop it with everything else.
+        if let owner = try await watcher.nameOwner(HawkNotesApp.busName),
+           let pid = try await watcher.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                            "GetConnectionUnixProcessID", [.string(owner)]).first?.uint32Value {
+            kill(pid_t(pid), SIGTERM)
+        }
+        client.close()
+        await daemon.stop()
+    }
+
+    @Test func libraryListsTheBooksOverTheBus() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let daemon = try await RunningBatond(on: bus)
+        let app = try await HawkNotesProcess(bus: bus)
+        let gdbus = try await Executables.run(try Executables.require("gdbus", package: "libglib2.0-bin"), [
+            "call", "--session", "--dest", HawkNotesApp.busName, "--object-path", HawkNotesApp.path.text,
+            "--method", "com.raywenderlich.hawknotes.Library.ListBooks",
+        ], environment: bus.environment)
+        #expect(gdbus.status == 0, "\(gdbus)")
+        #expect(gdbus.stdout.contains("'title': <'The Good Hawk'>") && gdbus.stdout.contains("'name': <'Lady Beatrice'>"))
+        let unknown = try await Executables.run(try Executables.built("hawk-notes"), ["show", "not-a-scene"], environment: bus.environment)
+        #expect(unknown.status != 0 && unknown.stderr.contains("is not an id"), "\(unknown)")
+        await app.stop()
+        await daemon.stop()
+    }
+}
