@@ -43,7 +43,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport"]),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond"]),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond", "hawk-notes"]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
         .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes", "TestSupport", "batond", "hawk-notes"]),
 

@@ -67,6 +67,9 @@ struct InstallTests {
         #expect(result.status == 0, "\(result)")
         let fm = FileManager.default
         #expect(fm.isExecutableFile(atPath: home.appendingPathComponent(".local/bin/batond").path))
+        #expect(fm.isExecutableFile(atPath: home.appendingPathComponent(".local/bin/hawk-notes").path))
+        let hawkNotes = try String(contentsOf: home.appendingPathComponent(".local/share/dbus-1/services/com.raywenderlich.hawknotes.service"), encoding: .utf8)
+        #expect(hawkNotes.contains("Exec=\(home.path)/.local/bin/hawk-notes serve\n"))
         #expect(fm.fileExists(atPath: home.appendingPathComponent(".config/systemd/user/batond.service").path))
         let service = try String(contentsOf: home.appendingPathComponent(".local/share/dbus-1/services/org.baton.Handoff1.service"), encoding: .utf8)
         #expect(service.contains("Exec=\(home.path)/.local/bin/batond\n"))
