@@ -41,8 +41,32 @@ public struct SceneHandle: Sendable, Hashable {
     /// The scene's storage, whole or narrowed to a scope.
     public var storage: SceneStorage { SceneStorage(scene: self, prefix: "") }
 
+    /// Storage changes of this scene as they happen (from any client), until the
+    /// stream is dropped. Subscribed before it returns: no later change is missed.
+    public func changes() async throws -> AsyncStream<StorageChange> {
+        let signals = try await client.connection.signals(matching: MatchRule(
+            sender: BatonClient.busName, interface: "org.baton.Handoff1.Scene", member: "StorageChanged", path: path))
+        let (stream, continuation) = AsyncStream<StorageChange>.makeStream()
+        let forwarder = Task {
+            for await signal in signals {
+                guard signal.body.count == 2, let changed = signal.body[0].stringKeyedValue,
+                      let removed = [String](dbusValue: signal.body[1]) else { continue }
+                continuation.yield(StorageChange(changed: Set(changed.keys), removed: Set(removed)))
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in forwarder.cancel() }
+        return stream
+    }
+
     /// Discards the scene and its storage, as closing a window does.
     public func close() async throws { _ = try await call("Close") }
+}
+
+/// Which keys of a scene's storage changed: set (read their new values) or removed.
+public struct StorageChange: Sendable, Equatable {
+    public let changed: Set<String>
+    public let removed: Set<String>
 }
 
 /// Typed access to a scene's storage: the values `@SceneStorage` accepts.

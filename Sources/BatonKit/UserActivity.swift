@@ -123,10 +123,29 @@ public final class UserActivity: Sendable {
 
     // MARK: Life cycle
 
+    /// Throws `missingKey` when the payload lacks one of `requiredUserInfoKeys`.
+    func checkRequiredKeys() throws(PayloadError) {
+        let (payload, required) = state.withLock { ($0.payload, $0.requiredUserInfoKeys) }
+        guard !required.isEmpty else { return }
+        let present: Set<String>
+        do {
+            present = Set(try StrictJSON.parseObject(payload, maxBytes: .max, maxDepth: .max).map(\.key))
+        } catch {
+            throw .corrupted("", error.message)
+        }
+        if let missing = required.subtracting(present).sorted().first {
+            throw .missingKey(missing, type: payloadType ?? activityType)
+        }
+    }
+
+    /// The name of the payload's type, when it was set with `setTypedPayload(_:)`.
+    public var payloadType: String? { field(\.payloadType) }
+
     /// Advertises the activity (or saves it, if already advertised) as the current one of `scene`.
     public func becomeCurrent(in scene: SceneHandle? = nil) async throws {
         if id == nil {
             willSave?(self)
+            try checkRequiredKeys()
             let (title, payload, options) = state.withLock { state -> (String, String, [String: String]) in
                 var options = Self.options(state)
                 if let scene { options["scene"] = scene.path.text }
@@ -153,6 +172,7 @@ public final class UserActivity: Sendable {
     public func save() async throws {
         guard let id, needsSave else { return }
         willSave?(self)
+        try checkRequiredKeys()
         let (payload, options) = state.withLock { state -> (String, [String: String]) in
             var options = Self.options(state)
             options["title"] = state.title

@@ -185,3 +185,28 @@ extension KitTests {
         await world.stop()
     }
 }
+
+extension KitTests {
+    @Test func storageChangesArriveAndRequiredKeysAreCheckedFirst() async throws {
+        let world = try await World()
+        let scene = try await world.client.openScene(appID: Self.app)
+        let changes = try await scene.changes()
+        var iterator = changes.makeAsyncIterator()
+        // Another client (another window of the app) writes.
+        let other = try BatonClient(.address(world.bus.address))
+        defer { other.close() }
+        try await other.scene(named: scene.path.text).storage.set("ContentView.CurrentTab", "b2")
+        #expect(await iterator.next() == StorageChange(changed: ["ContentView.CurrentTab"], removed: []))
+        try await other.scene(named: scene.id).storage.remove("ContentView.CurrentTab")
+        #expect(await iterator.next() == StorageChange(changed: [], removed: ["ContentView.CurrentTab"]))
+
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        activity.requiredUserInfoKeys = ["id", "name"]
+        struct OnlyID: Encodable { var id = UUID() }
+        try activity.setTypedPayload(OnlyID())
+        await #expect(throws: PayloadError.missingKey("name", type: "OnlyID")) { try await activity.becomeCurrent() }
+        #expect(activity.id == nil, "nothing was advertised")
+        #expect(throws: BatonError.self) { try world.client.scene(named: "/org/baton/Handoff1/other") }
+        await world.stop()
+    }
+}
