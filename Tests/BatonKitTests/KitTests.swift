@@ -210,3 +210,31 @@ extension KitTests {
         await world.stop()
     }
 }
+
+extension KitTests {
+    @Test func everyUserActivityFieldReachesTheDaemon() async throws {
+        let world = try await World()
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        activity.title = "Jamie"
+        activity.persistentIdentifier = "jamie-notes"
+        activity.webpageURL = URL(string: "https://example.org/jamie")
+        activity.expirationDate = Date().addingTimeInterval(3600)
+        activity.isEligibleForHandoff = false
+        activity.isEligibleForSearch = true
+        try activity.setTypedPayload(Character(id: UUID(), name: "Jamie", book: 1))
+        try await activity.becomeCurrent()
+        #expect(activity.isCurrent)
+        let stored = try await world.client.activity(id: try #require(activity.id))
+        #expect(stored.persistentID == "jamie-notes")
+        #expect(stored.webpageURL == "https://example.org/jamie")
+        let expiresIn = Double(try #require(stored.expiresAt)) / 1_000_000 - Date().timeIntervalSince1970
+        #expect(expiresIn > 3500 && expiresIn <= 3601)
+        #expect(!stored.eligibleForHandoff && stored.eligibleForSearch)
+        activity.resignCurrent()
+        #expect(!activity.isCurrent)
+        // deleteSavedUserActivities(withPersistentIdentifiers:)
+        #expect(try await world.client.deleteSaved(persistentIDs: ["jamie-notes"]) == 1)
+        await #expect(throws: BatonError.self) { try await world.client.activity(id: try #require(activity.id)) }
+        await world.stop()
+    }
+}
