@@ -75,7 +75,7 @@ enum Schema {
                     scene_id TEXT NOT NULL REFERENCES scene(id) ON DELETE CASCADE,
                     key TEXT NOT NULL,
                     kind INTEGER NOT NULL,             -- StorageKind
-                    value ANY,
+                    value,                             -- no declared type: no affinity, so "42" stays text
                     size INTEGER NOT NULL,             -- bytes of key and value, for the per-scene limit
                     PRIMARY KEY (scene_id, key)
                 ) WITHOUT ROWID;

@@ -131,6 +131,17 @@ struct StoreTests {
         #expect(try store.deleteScene(id: scene.id) == false)
     }
 
+    @Test func textThatLooksLikeANumberStaysText() throws {
+        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
+        try store.insert(scene)
+        let texts = ["42", "1.5", "007", " 42 ", "1e3", "-0"]
+        try store.changeStorage(sceneID: scene.id, set: texts.enumerated().map { ("k\($0.offset)", .string($0.element)) }, remove: [])
+        let stored = try store.storage(sceneID: scene.id)
+        for (index, text) in texts.enumerated() {
+            #expect(stored["k\(index)"] == .string(text), "\(text) came back as \(String(describing: stored["k\(index)"]))")
+        }
+    }
+
     @Test func aScenesCurrentActivityFollowsAdvertising() throws {
         try store.register(type)
         let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
