@@ -45,10 +45,18 @@ let package = Package(
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport"]),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond", "hawk-notes"]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
+        .testTarget(name: "BatonCLITests", dependencies: ["TestSupport", "baton", "batond"]),
         .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes", "TestSupport", "batond", "hawk-notes"]),
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),
+        // The companion CLI: commands over the bus, tables or JSON. No Foundation, for a fast start.
+        .target(name: "BatonCLI", dependencies: [
+            "DBus", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .executableTarget(name: "baton", dependencies: [
+            "BatonCLI", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         // The reference app: serve (handler and library), books, show SCENE.
         .executableTarget(name: "hawk-notes", dependencies: [
             "HawkNotes", "BatonKit", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),

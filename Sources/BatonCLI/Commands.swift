@@ -1,0 +1,302 @@
+import ArgumentParser
+import BatonCore
+import DBus
+import Glibc
+
+/// `baton`: every capability of batond from a shell.
+public struct BatonCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "baton",
+        abstract: "Advertise, find and continue user activities; read and write scene storage.",
+        discussion: """
+            baton talks to batond (org.baton.Handoff1) on the session bus; the bus starts batond if it is \
+            installed. Tables are for people; add --json for scripts. Payloads are JSON objects, given \
+            inline, as @FILE, or as - for standard input.
+
+            Exit status: 0 success; 1 other failure; 2 not found or expired; 3 invalid input (bad \
+            payload, unknown type, over a limit); 4 batond unreachable; 5 access denied; 6 the app's \
+            handler failed; 64 wrong usage.
+            """,
+        version: "baton 1 (contract org.baton.Handoff1 version 1)",
+        subcommands: [Types.self, Activities.self, Scenes.self, Status.self])
+
+    public init() {}
+}
+
+/// Runs a command body, turning failures into a sentence on stderr and an exit status.
+func perform(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as CLIError {
+        printError("baton: \(error.description)")
+        throw ExitCode(error.status)
+    } catch let error as DBusError {
+        printError("baton: \(error.message)")
+        throw ExitCode(ExitStatus.invalidInput)
+    }
+}
+
+/// One line on stderr.
+func printError(_ line: String) {
+    (line + "\n").utf8CString.withUnsafeBufferPointer { _ = write(2, $0.baseAddress, $0.count - 1) }
+}
+
+func printRecords(_ records: [DBusValue], _ output: Output, headers: [String], row: ([String: DBusValue]) -> [String]) {
+    if output.json {
+        print("[" + records.map { JSONText.value($0) }.joined(separator: ",") + "]")
+        return
+    }
+    let rows = records.compactMap { $0.stringKeyedValue?.mapValues(\.unwrapped) }.map(row)
+    if rows.isEmpty { print(output.dim("(none)")) } else { output.table(headers, rows) }
+}
+
+extension Dictionary where Key == String, Value == DBusValue {
+    func text(_ key: String) -> String { self[key]?.stringValue ?? "" }
+}
+
+// MARK: - types
+
+struct Types: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "types", abstract: "List, register and unregister activity types.",
+        subcommands: [List.self, Register.self, Unregister.self], defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List registered activity types.")
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let records = try await global.daemon().call("Registry", "ListActivityTypes").first?.arrayValue ?? []
+                printRecords(records, global.output, headers: ["TYPE", "APP", "HANDLER", "REQUIRED KEYS"]) { r in
+                    [r.text("type"), r.text("app_id"), r.text("handler").isEmpty ? "-" : r.text("handler"),
+                     ([String](dbusValue: r["required_keys"] ?? .strings([])) ?? []).joined(separator: ",")]
+                }
+            }
+        }
+    }
+
+    struct Register: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register (or replace) an activity type.",
+            discussion: "Example: baton types register com.example.notes.document --app com.example.notes --required-keys id")
+        @ArgumentParser.Argument(help: "The reverse-DNS type, like com.example.notes.document.") var type: String
+        @Option(help: "The app the type belongs to (reverse-DNS).") var app: String
+        @Option(help: "A human title for the type.") var title: String?
+        @Option(help: "The bus name batond calls to continue activities of this type.") var handler: String?
+        @Option(help: "The object path of the handler (default /).") var handlerPath: String?
+        @Option(help: "Comma-separated payload keys every activity must carry.") var requiredKeys: String?
+        @Option(help: "The name of the payload's type, for apps that decode it.") var payloadType: String?
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                var options: [String: String] = [:]
+                options["title"] = title
+                options["handler"] = handler
+                options["handler_path"] = handlerPath
+                options["required_keys"] = requiredKeys
+                options["payload_type"] = payloadType
+                _ = try await global.daemon().call("Registry", "RegisterActivityType", [.string(type), .string(app), .stringMap(options)])
+                if global.json { print("{\"registered\":\(StrictJSON.quote(type))}") } else { print("registered \(type) for \(app)") }
+            }
+        }
+    }
+
+    struct Unregister: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Unregister a type; its activities are removed too.")
+        @ArgumentParser.Argument(help: "The type to remove.") var type: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                _ = try await global.daemon().call("Registry", "UnregisterActivityType", [.string(type)])
+                if !global.json { print("unregistered \(type)") }
+            }
+        }
+    }
+}
+
+// MARK: - activities
+
+struct Activities: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "activities", abstract: "Advertise, list, search, continue and remove activities.",
+        subcommands: [List.self, Show.self, Advertise.self, Update.self, Invalidate.self, Search.self, Continue.self, DeleteSaved.self],
+        defaultSubcommand: List.self)
+
+    static let headers = ["ID", "TYPE", "TITLE", "UPDATED"]
+    static func row(_ r: [String: DBusValue]) -> [String] {
+        [r.text("id"), r.text("type"), r.text("title"), r["updated_at"]?.uint64Value.map { relativeTime($0) } ?? ""]
+    }
+
+    struct AdvertiseOptions: ParsableArguments {
+        @Option(help: "What the activity shows, for matching a continuation to content.") var targetContentId: String?
+        @Option(help: "An id to delete it by later (delete-saved).") var persistentId: String?
+        @Option(name: .customLong("keyword"), help: "A search keyword; repeat for more.") var keywords: [String] = []
+        @Option(help: "An http(s) URL where the activity can be continued in a browser.") var webpageUrl: String?
+        @Option(help: "Seconds until the activity expires.") var expiresIn: UInt64?
+        @Flag(inversion: .prefixedNo, help: "Whether the activity can be continued (default: yes).") var handoff = true
+        @Flag(help: "Let Search find it by title and keywords.") var searchable = false
+        @Option(help: "The payload's type name.") var payloadType: String?
+
+        func options(keepDefaults: Bool) -> [String: String] {
+            var options: [String: String] = [:]
+            options["target_content_id"] = targetContentId
+            options["persistent_id"] = persistentId
+            if !keywords.isEmpty { options["keywords"] = keywords.joined(separator: ",") }
+            options["webpage_url"] = webpageUrl
+            options["expires_in"] = expiresIn.map(String.init)
+            if keepDefaults || !handoff { options["eligible_for_handoff"] = handoff ? "true" : "false" }
+            if keepDefaults || searchable { options["eligible_for_search"] = searchable ? "true" : "false" }
+            options["payload_type"] = payloadType
+            return options
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List live activities, newest first.")
+        @Option(help: "Only this type.") var type: String?
+        @Option(help: "Only this app's.") var app: String?
+        @Option(help: "Only the current activity of this scene (path or id).") var scene: String?
+        @Option(help: "Only those with this persistent id.") var persistentId: String?
+        @Option(help: "At most this many.") var limit: Int?
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                var filter: [String: String] = [:]
+                filter["type"] = type
+                filter["app_id"] = app
+                filter["scene"] = try scene.map { try Daemon.scenePath($0).text }
+                filter["persistent_id"] = persistentId
+                filter["limit"] = limit.map(String.init)
+                let records = try await global.daemon().call("Activities", "List", [.stringMap(filter)]).first?.arrayValue ?? []
+                printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one activity with its payload.")
+        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                guard let record = try await global.daemon().call("Activities", "Get", [.string(id)]).first else { return }
+                if global.json { return print(JSONText.value(record)) }
+                let r = record.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
+                let output = global.output
+                for key in ["id", "type", "app_id", "title", "target_content_id", "persistent_id", "webpage_url", "scene", "payload_type"] {
+                    if let value = r[key]?.stringValue, !value.isEmpty { print(output.bold(key.padding(20)) + value) }
+                }
+                print(output.bold("keywords".padding(20)) + (([String](dbusValue: r["keywords"] ?? .strings([])) ?? []).joined(separator: ", ")))
+                print(output.bold("handoff, search".padding(20)) + "\(r["eligible_for_handoff"]?.boolValue ?? true), \(r["eligible_for_search"]?.boolValue ?? false)")
+                if let created = r["created_at"]?.uint64Value { print(output.bold("created".padding(20)) + relativeTime(created)) }
+                if let expires = r["expires_at"]?.uint64Value { print(output.bold("expires".padding(20)) + relativeTime(expires)) }
+                print(output.bold("payload".padding(20)) + r.text("payload"))
+            }
+        }
+    }
+
+    struct Advertise: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Advertise an activity of a registered type; prints its id.",
+            discussion: #"Example: baton activities advertise com.example.notes.document "Chapter 3" '{"id": "c3"}' --keyword draft --searchable"#)
+        @ArgumentParser.Argument(help: "The registered type.") var type: String
+        @ArgumentParser.Argument(help: "The title people see.") var title: String
+        @ArgumentParser.Argument(help: "The JSON object payload, @FILE, or - for standard input.") var payload: String = "{}"
+        @Option(help: "The advertising scene (path or id): the activity becomes its current one.") var scene: String?
+        @OptionGroup var fields: AdvertiseOptions
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                var options = fields.options(keepDefaults: false)
+                options["scene"] = try scene.map { try Daemon.scenePath($0).text }
+                let id = try await global.daemon().call(
+                    "Activities", "Advertise", [.string(type), .string(title), .string(try readPayload(payload)), .stringMap(options)])
+                    .first?.stringValue ?? ""
+                print(global.json ? "{\"id\":\(StrictJSON.quote(id))}" : id)
+            }
+        }
+    }
+
+    struct Update: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Merge payload keys into an activity and change its fields.",
+            discussion: "The payload's top-level keys replace or extend the stored ones; omit it to change fields only.")
+        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @ArgumentParser.Argument(help: "JSON object with the keys to merge, @FILE, or -.") var payload: String = ""
+        @Option(help: "A new title.") var title: String?
+        @OptionGroup var fields: AdvertiseOptions
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                var options = fields.options(keepDefaults: false)
+                options["title"] = title
+                _ = try await global.daemon().call("Activities", "Update", [.string(id), .string(try readPayload(payload)), .stringMap(options)])
+                if !global.json { print("updated \(id)") }
+            }
+        }
+    }
+
+    struct Invalidate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove an activity.")
+        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                _ = try await global.daemon().call("Activities", "Invalidate", [.string(id)])
+                if !global.json { print("invalidated \(id)") }
+            }
+        }
+    }
+
+    struct Search: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Find searchable activities by title and keywords, best first.")
+        @ArgumentParser.Argument(help: "Words to find (each matches as a word prefix).") var query: String
+        @Option(help: "At most this many (default 50).") var limit: UInt32 = 0
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let records = try await global.daemon().call("Activities", "Search", [.string(query), .uint32(limit)]).first?.arrayValue ?? []
+                printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
+            }
+        }
+    }
+
+    struct Continue: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Continue an activity: open a scene for it (the app's handler fills it); prints the scene.")
+        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @Option(help: "Continue into this existing scene (path or id) instead of a new one.") var scene: String?
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let options = try scene.map { ["scene": try Daemon.scenePath($0).text] } ?? [:]
+                let path = try await global.daemon().call("Activities", "Continue", [.string(id), .stringMap(options)]).first?.stringValue ?? ""
+                print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)
+            }
+        }
+    }
+
+    struct DeleteSaved: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "delete-saved", abstract: "Delete activities by persistent id, or all of an app's with --app.")
+        @ArgumentParser.Argument(help: "Persistent ids.") var persistentIds: [String] = []
+        @Option(help: "Delete every activity of this app instead.") var app: String?
+        @OptionGroup var global: GlobalOptions
+        func validate() throws {
+            if (app == nil) == persistentIds.isEmpty { throw ValidationError("give persistent ids, or --app APP, not both") }
+        }
+        func run() async throws {
+            try await perform {
+                let daemon = try global.daemon()
+                let count = try await (app != nil
+                    ? daemon.call("Activities", "DeleteAllSaved", [.string(app ?? "")])
+                    : daemon.call("Activities", "DeleteSaved", [.strings(persistentIds)])).first?.uint32Value ?? 0
+                print(global.json ? "{\"deleted\":\(count)}" : "deleted \(count)")
+            }
+        }
+    }
+}
+
+extension String {
+    func padding(_ width: Int) -> String { count >= width ? self + " " : self + String(repeating: " ", count: width - count) }
+}

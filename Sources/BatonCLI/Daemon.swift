@@ -1,0 +1,153 @@
+import ArgumentParser
+import BatonCore
+import DBus
+
+/// The exit statuses of `baton`, documented in `baton --help`.
+public enum ExitStatus {
+    public static let failure: Int32 = 1
+    public static let notFound: Int32 = 2
+    public static let invalidInput: Int32 = 3
+    public static let daemonUnavailable: Int32 = 4
+    public static let accessDenied: Int32 = 5
+    public static let handlerFailed: Int32 = 6
+}
+
+/// A failure told as a sentence with what to do next, and its exit status.
+struct CLIError: Error, CustomStringConvertible {
+    let description: String
+    let status: Int32
+}
+
+/// The daemon as the CLI talks to it: one connection, calls by interface and member.
+struct Daemon {
+    static let busName = "org.baton.Handoff1"
+    static let root: ObjectPath = "/org/baton/Handoff1"
+    let connection: Connection
+
+    init(address: String?) throws {
+        do {
+            connection = try Connection(address.map { .address($0) } ?? .session) { _ in }
+        } catch {
+            throw CLIError(
+                description: "cannot reach the session bus (\(error.message)). Is DBUS_SESSION_BUS_ADDRESS set? Run baton inside your desktop session.",
+                status: ExitStatus.daemonUnavailable)
+        }
+    }
+
+    func call(_ interface: String, _ member: String, _ arguments: [DBusValue] = [], path: ObjectPath = root) async throws -> [DBusValue] {
+        do {
+            return try await connection.call(Self.busName, path, "org.baton.Handoff1." + interface, member, arguments, timeout: .seconds(30))
+        } catch let error as DBusError {
+            throw Self.explain(error)
+        }
+    }
+
+    /// Turns a D-Bus error into a sentence and an exit status.
+    static func explain(_ error: DBusError) -> CLIError {
+        let prefix = "org.baton.Handoff1.Error."
+        guard error.name.hasPrefix(prefix), let code = BatonError.Code(rawValue: String(error.name.dropFirst(prefix.count))) else {
+            switch error.name {
+            case DBusError.Name.serviceUnknown, DBusError.Name.nameHasNoOwner:
+                return CLIError(description: "batond is not running and the bus cannot start it. Start it with: systemctl --user start batond (or run batond).",
+                                status: ExitStatus.daemonUnavailable)
+            case DBusError.Name.noReply, DBusError.Name.timeout:
+                return CLIError(description: "batond did not answer in time: \(error.message)", status: ExitStatus.daemonUnavailable)
+            case DBusError.Name.unknownObject:
+                return CLIError(description: "no such scene: \(error.message). List scenes with: baton scenes list", status: ExitStatus.notFound)
+            default:
+                return CLIError(description: "\(error.message) (\(error.name))", status: ExitStatus.failure)
+            }
+        }
+        switch code {
+        case .notFound:
+            return CLIError(description: "\(error.message). See what exists with: baton activities list, baton scenes list", status: ExitStatus.notFound)
+        case .expired:
+            return CLIError(description: "\(error.message); expired activities cannot be used. Advertise it again.", status: ExitStatus.notFound)
+        case .invalidPayload:
+            return CLIError(description: "the payload was refused: \(error.message). Payloads are JSON objects with the type's required keys.",
+                            status: ExitStatus.invalidInput)
+        case .invalidArgument, .unknownActivityType, .quotaExceeded:
+            return CLIError(description: error.message, status: ExitStatus.invalidInput)
+        case .accessDenied:
+            return CLIError(description: "\(error.message). Run baton as the user who runs batond.", status: ExitStatus.accessDenied)
+        case .handlerFailed:
+            return CLIError(description: "the app could not continue the activity: \(error.message). See the app's log.",
+                            status: ExitStatus.handlerFailed)
+        }
+    }
+
+    /// `/org/baton/Handoff1/scene/…` from a path or an id a person typed.
+    static func scenePath(_ text: String) throws -> ObjectPath {
+        if text.hasPrefix("/") {
+            guard let path = try? ObjectPath(validating: text), path.isDescendant(of: "/org/baton/Handoff1/scene") else {
+                throw CLIError(description: "'\(printable(text))' is not a scene path; scenes live under /org/baton/Handoff1/scene/",
+                               status: ExitStatus.invalidInput)
+            }
+            return path
+        }
+        do {
+            let id = try Identifier.normalize(text, what: "scene")
+            return try ObjectPath(validating: "/org/baton/Handoff1/scene/" + id.replacing("-", with: "_"))
+        } catch let error as BatonError {
+            throw CLIError(description: error.message, status: ExitStatus.invalidInput)
+        }
+    }
+}
+
+/// Options every command takes.
+struct GlobalOptions: ParsableArguments {
+    @Flag(name: .long, help: "Print JSON for scripts instead of tables.")
+    var json = false
+
+    @Flag(name: .long, help: "Never colour the output (also: NO_COLOR=1).")
+    var noColor = false
+
+    @Option(name: .long, help: ArgumentHelp("A bus address instead of the session bus.", valueName: "address"))
+    var address: String?
+
+    var output: Output { Output(json: json, noColor: noColor, environment: processEnvironment()) }
+
+    func daemon() throws -> Daemon { try Daemon(address: address) }
+}
+
+/// The process environment, without Foundation.
+func processEnvironment() -> [String: String] {
+    var result: [String: String] = [:]
+    var entry = environ
+    while let pointer = entry.pointee {
+        let text = String(cString: pointer)
+        if let equals = text.firstIndex(of: "=") {
+            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        entry += 1
+    }
+    return result
+}
+
+import Glibc
+
+/// Reads a payload given as text, as `@FILE`, or as `-` for standard input.
+func readPayload(_ text: String) throws -> String {
+    if text == "-" { return readAll(from: 0) }
+    if text.hasPrefix("@") {
+        let path = String(text.dropFirst())
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw CLIError(description: "cannot read \(path): \(String(cString: strerror(errno)))", status: ExitStatus.invalidInput)
+        }
+        defer { close(fd) }
+        return readAll(from: fd)
+    }
+    return text
+}
+
+private func readAll(from fd: Int32) -> String {
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = read(fd, &buffer, buffer.count)
+        if count <= 0 { break }
+        bytes += buffer[0..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}

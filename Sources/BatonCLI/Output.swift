@@ -1,0 +1,82 @@
+import BatonCore
+import DBus
+import Glibc
+
+/// How results are printed: tables for people, JSON for scripts.
+struct Output {
+    let json: Bool
+    let color: Bool
+
+    init(json: Bool, noColor: Bool, environment: [String: String]) {
+        self.json = json
+        // Colour only on a terminal, and never when NO_COLOR is set (no-color.org).
+        color = !json && !noColor && isatty(1) == 1 && environment["NO_COLOR"] == nil
+    }
+
+    func bold(_ text: String) -> String { color ? "\u{1B}[1m\(text)\u{1B}[0m" : text }
+    func dim(_ text: String) -> String { color ? "\u{1B}[2m\(text)\u{1B}[0m" : text }
+
+    /// Prints rows under headers, each column as wide as its widest cell.
+    func table(_ headers: [String], _ rows: [[String]]) {
+        guard !rows.isEmpty else { return }
+        var widths = headers.map(\.count)
+        for row in rows {
+            for (index, cell) in row.enumerated() where index < widths.count { widths[index] = max(widths[index], cell.count) }
+        }
+        func line(_ cells: [String]) -> String {
+            cells.enumerated().map { index, cell in
+                index == cells.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] - cell.count)
+            }.joined(separator: "  ")
+        }
+        print(bold(line(headers)))
+        for row in rows { print(line(row)) }
+    }
+}
+
+/// "3 min ago", "in 2 h": times relative to now, for people.
+func relativeTime(_ microseconds: UInt64, now: UInt64 = WallClock.nowMicroseconds()) -> String {
+    let future = microseconds > now
+    let seconds = Int((future ? microseconds - now : now - microseconds) / 1_000_000)
+    let amount: String = switch seconds {
+    case ..<5: "now"
+    case ..<60: "\(seconds) s"
+    case ..<3600: "\(seconds / 60) min"
+    case ..<86_400: "\(seconds / 3600) h"
+    default: "\(seconds / 86_400) d"
+    }
+    if amount == "now" { return "just now" }
+    return future ? "in \(amount)" : "\(amount) ago"
+}
+
+/// JSON text for D-Bus values, without Foundation (whose start-up alone costs
+/// several milliseconds): records become objects, `payload` fields stay raw JSON.
+enum JSONText {
+    static func value(_ value: DBusValue, rawJSONKeys: Set<String> = ["payload"]) -> String {
+        switch value.unwrapped {
+        case .boolean(let v): return v ? "true" : "false"
+        case .byte(let v): return String(v)
+        case .int16(let v): return String(v)
+        case .uint16(let v): return String(v)
+        case .int32(let v): return String(v)
+        case .uint32(let v): return String(v)
+        case .int64(let v): return String(v)
+        case .uint64(let v): return String(v)
+        case .double(let v): return v.isFinite ? "\(v)" : "null"
+        case .string(let v): return StrictJSON.quote(v)
+        case .objectPath(let v): return StrictJSON.quote(v.text)
+        case .signature(let v): return StrictJSON.quote(v.text)
+        case .array(_, let values): return "[" + values.map { Self.value($0, rawJSONKeys: rawJSONKeys) }.joined(separator: ",") + "]"
+        case .structure(let values): return "[" + values.map { Self.value($0, rawJSONKeys: rawJSONKeys) }.joined(separator: ",") + "]"
+        case .dictionary(_, _, let entries):
+            let members = entries.map { entry -> String in
+                let key = entry.key.unwrapped.stringValue ?? Self.value(entry.key)
+                if rawJSONKeys.contains(key), let raw = entry.value.unwrapped.stringValue {
+                    return StrictJSON.quote(key) + ":" + raw
+                }
+                return StrictJSON.quote(key) + ":" + Self.value(entry.value, rawJSONKeys: rawJSONKeys)
+            }
+            return "{" + members.joined(separator: ",") + "}"
+        case .variant(let inner): return Self.value(inner, rawJSONKeys: rawJSONKeys)
+        }
+    }
+}

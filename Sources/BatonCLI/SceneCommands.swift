@@ -1,0 +1,227 @@
+import ArgumentParser
+import BatonCore
+import DBus
+import Glibc
+
+// MARK: - scenes
+
+struct Scenes: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scenes", abstract: "Open, inspect and close scenes; get and set their storage.",
+        subcommands: [List.self, Open.self, Show.self, Get.self, SetValue.self, Remove.self, Close.self], defaultSubcommand: List.self)
+
+    static func properties(_ daemon: Daemon, _ path: ObjectPath) async throws -> [String: DBusValue] {
+        do {
+            return try await daemon.connection.call(
+                Daemon.busName, path, "org.freedesktop.DBus.Properties", "GetAll", [.string("org.baton.Handoff1.Scene")]
+            ).first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
+        } catch let error as DBusError {
+            throw Daemon.explain(error)
+        }
+    }
+
+    static func describe(_ value: DBusValue) -> (type: String, text: String) {
+        switch value.unwrapped {
+        case .boolean(let v): ("bool", v ? "true" : "false")
+        case .int64(let v): ("int", String(v))
+        case .double(let v): ("double", "\(v)")
+        case .string(let v): ("string", v)
+        case .array(.byte, let bytes): ("bytes", bytes.compactMap(\.byteValue).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())
+        case let other: (other.type.signature, JSONText.value(other))
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List scenes, oldest first.")
+        @Option(help: "Only this app's.") var app: String?
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let daemon = try global.daemon()
+                let paths = try await daemon.call("Scenes", "ListScenes", [.string(app ?? "")]).first?.arrayValue?.compactMap(\.objectPathValue) ?? []
+                var records: [DBusValue] = []
+                for path in paths {
+                    var fields = try await Scenes.properties(daemon, path)
+                    fields["path"] = .objectPath(path)
+                    records.append(.record(fields))
+                }
+                printRecords(records, global.output, headers: ["ID", "APP", "TITLE", "ACTIVITY", "LAST ACTIVE"]) { r in
+                    [r.text("Id"), r.text("AppId"), r.text("Title"), r.text("ActivityId").isEmpty ? "-" : r.text("ActivityId"),
+                     r["LastActiveAt"]?.uint64Value.map { relativeTime($0) } ?? ""]
+                }
+            }
+        }
+    }
+
+    struct Open: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Open an empty scene for an app; prints its path.")
+        @ArgumentParser.Argument(help: "The app (reverse-DNS).") var app: String
+        @Option(help: "The window title.") var title: String?
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let options = title.map { ["title": $0] } ?? [:]
+                let path = try await global.daemon().call("Scenes", "OpenScene", [.string(app), .stringMap(options)]).first?.stringValue ?? ""
+                print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show a scene's properties and storage.")
+        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let daemon = try global.daemon()
+                let path = try Daemon.scenePath(scene)
+                let properties = try await Scenes.properties(daemon, path)
+                let storage = try await daemon.call("Scene", "GetAll", path: path).first ?? .record([:])
+                if global.json {
+                    return print("{\"properties\":\(JSONText.value(.record(properties), rawJSONKeys: [])),\"storage\":\(JSONText.value(storage, rawJSONKeys: []))}")
+                }
+                let output = global.output
+                print(output.bold("scene".padding(14)) + path.text)
+                for key in ["Id", "AppId", "Title", "ActivityId", "Restored"] {
+                    print(output.bold(key.padding(14)) + Scenes.describe(properties[key] ?? .string("")).text)
+                }
+                if let last = properties["LastActiveAt"]?.uint64Value { print(output.bold("LastActiveAt".padding(14)) + relativeTime(last)) }
+                let rows = (storage.stringKeyedValue ?? [:]).sorted { $0.key < $1.key }.map { key, value in
+                    let described = Scenes.describe(value)
+                    return [key, described.type, described.text]
+                }
+                print("")
+                if rows.isEmpty { print(output.dim("(no storage)")) } else { output.table(["KEY", "TYPE", "VALUE"], rows) }
+            }
+        }
+    }
+
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print one stored value.")
+        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "The key.") var key: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let value = try await global.daemon().call("Scene", "Get", [.string(key)], path: try Daemon.scenePath(scene)).first ?? .string("")
+                print(global.json ? JSONText.value(value, rawJSONKeys: []) : Scenes.describe(value).text)
+            }
+        }
+    }
+
+    enum ValueType: String, ExpressibleByArgument, CaseIterable {
+        case auto, string, int, double, bool, bytes
+    }
+
+    struct SetValue: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set",
+            abstract: "Store a value in a scene.",
+            discussion: """
+                With --type auto (the default), true and false are booleans, whole numbers are integers, \
+                numbers with a point or an exponent are doubles, and everything else is a string. Use \
+                --type string to store "42" as text, --type bytes for hex (00ff…).
+                """)
+        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "The key, like ContentView.CurrentTab.") var key: String
+        @ArgumentParser.Argument(help: "The value.") var value: String
+        @Option(help: "How to read the value: \(ValueType.allCases.map(\.rawValue).joined(separator: ", ")).") var type: ValueType = .auto
+        @OptionGroup var global: GlobalOptions
+
+        func typed() throws -> DBusValue {
+            func fail(_ expected: String) -> CLIError {
+                CLIError(description: "'\(printable(value))' is not \(expected)", status: ExitStatus.invalidInput)
+            }
+            switch type {
+            case .string: return .string(value)
+            case .bool:
+                guard let bool = Bool(value) else { throw fail("true or false") }
+                return .boolean(bool)
+            case .int:
+                guard let int = Int64(value) else { throw fail("a whole number") }
+                return .int64(int)
+            case .double:
+                guard let double = Double(value), double.isFinite else { throw fail("a finite number") }
+                return .double(double)
+            case .bytes:
+                let digits = Array(value.utf8)
+                guard digits.count % 2 == 0 else { throw fail("hex bytes (an even number of 0-9a-f)") }
+                var bytes: [DBusValue] = []
+                for index in stride(from: 0, to: digits.count, by: 2) {
+                    guard let byte = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) else {
+                        throw fail("hex bytes (an even number of 0-9a-f)")
+                    }
+                    bytes.append(.byte(byte))
+                }
+                return .array(.byte, bytes)
+            case .auto:
+                if let bool = Bool(value) { return .boolean(bool) }
+                if let int = Int64(value) { return .int64(int) }
+                if value.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }), let double = Double(value), double.isFinite {
+                    return .double(double)
+                }
+                return .string(value)
+            }
+        }
+
+        func run() async throws {
+            try await perform {
+                let typed = try typed()
+                _ = try await global.daemon().call("Scene", "Set", [.string(key), .variant(typed)], path: try Daemon.scenePath(scene))
+                if !global.json { print("\(key) = \(Scenes.describe(typed).text) (\(Scenes.describe(typed).type))") }
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a stored value.")
+        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "The key.") var key: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                _ = try await global.daemon().call("Scene", "Remove", [.string(key)], path: try Daemon.scenePath(scene))
+            }
+        }
+    }
+
+    struct Close: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Close a scene, discarding its storage.")
+        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                _ = try await global.daemon().call("Scene", "Close", path: try Daemon.scenePath(scene))
+                if !global.json { print("closed \(scene)") }
+            }
+        }
+    }
+}
+
+// MARK: - status
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Is batond reachable, and what does it hold?")
+    @OptionGroup var global: GlobalOptions
+    func run() async throws {
+        try await perform {
+            let daemon = try global.daemon()
+            let types = try await daemon.call("Registry", "ListActivityTypes").first?.arrayValue?.count ?? 0
+            let activities = try await daemon.call("Activities", "List", [.stringMap([:])]).first?.arrayValue?.count ?? 0
+            let scenes = try await daemon.call("Scenes", "ListScenes", [.string("")]).first?.arrayValue?.count ?? 0
+            let owner = (try? await daemon.connection.nameOwner(Daemon.busName)) ?? nil
+            var pid: UInt32?
+            if let owner {
+                pid = try? await daemon.connection.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                                        "GetConnectionUnixProcessID", [.string(owner)]).first?.uint32Value
+            }
+            if global.json {
+                print("{\"reachable\":true,\"contract\":1,\"unique_name\":\(StrictJSON.quote(owner ?? "")),\"pid\":\(pid.map(String.init) ?? "null"),"
+                    + "\"types\":\(types),\"activities\":\(activities),\"scenes\":\(scenes)}")
+                return
+            }
+            print("batond is running as \(owner ?? "?") (pid \(pid.map(String.init) ?? "?")), contract org.baton.Handoff1 version 1")
+            print("\(types) activity types, \(activities) live activities, \(scenes) scenes")
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The built `baton` against the real batond on a private bus: output, JSON, exit statuses.
+@Suite(.serialized)
+struct CLITests {
+    static let snapshots = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Snapshots")
+
+    final class World: Sendable {
+        let bus: PrivateBus
+        let daemon: RunningBatond?
+        init(daemon: Bool = true) async throws {
+            bus = try PrivateBus()
+            self.daemon = daemon ? try await RunningBatond(on: bus) : nil
+        }
+        func baton(_ arguments: [String], stdin: String? = nil) async throws -> CommandResult {
+            var environment = bus.environment
+            environment["NO_COLOR"] = "1"
+            return try await Executables.run(try Executables.built("baton"), arguments, environment: environment, stdin: stdin)
+        }
+        func json(_ arguments: [String]) async throws -> Any {
+            let result = try await baton(arguments + ["--json"])
+            #expect(result.status == 0, "\(result)")
+            return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
+        }
+        func stop() async {
+            await daemon?.stop()
+            bus.stop()
+        }
+    }
+
+    @Test func typesActivitiesAndScenesFromTheShell() async throws {
+        let world = try await World()
+        let type = "com.example.notes.document"
+        var result = try await world.baton(["types", "register", type, "--app", "com.example.notes", "--required-keys", "id"])
+        #expect(result.status == 0 && result.stdout == "registered \(type) for com.example.notes\n", "\(result)")
+
+        result = try await world.baton(["activities", "advertise", type, "Chapter 3", #"{"id": "c3", "words": 1200}"#,
+                                        "--keyword", "draft", "--keyword", "novel", "--searchable", "--expires-in", "3600"])
+        #expect(result.status == 0, "\(result)")
+        let id = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+
+        let listed = try #require(try await world.json(["activities", "list"]) as? [[String: Any]])
+        #expect(listed.count == 1)
+        #expect(listed.first?["id"] as? String == id)
+        #expect((listed.first?["payload"] as? [String: Any])?["words"] as? Int == 1200, "payloads come out as JSON, not strings")
+        #expect(listed.first?["keywords"] as? [String] == ["draft", "novel"])
+
+        let table = try await world.baton(["activities", "list"])
+        #expect(table.stdout.hasPrefix("ID  "), "\(table)")
+        #expect(table.stdout.contains("\(id)  \(type)  Chapter 3  just now"), "\(table.stdout)")
+        #expect(try await world.baton(["activities", "search", "nov"]).stdout.contains(id))
+        #expect(try await world.baton(["activities", "show", id]).stdout.contains("expires             in 59 min"))
+
+        // Payloads from a file and from standard input.
+        let file = world.bus.directory.appendingPathComponent("payload.json")
+        try #"{"id": "from-file"}"#.write(to: file, atomically: true, encoding: .utf8)
+        #expect(try await world.baton(["activities", "advertise", type, "File", "@\(file.path)"]).status == 0)
+        #expect(try await world.baton(["activities", "advertise", type, "Stdin", "-"], stdin: #"{"id": "from-stdin"}"#).status == 0)
+        #expect(try await world.baton(["activities", "update", id, #"{"words": 1300}"#, "--title", "Chapter 3, revised"]).status == 0)
+        let shown = try #require(try await world.json(["activities", "show", id]) as? [String: Any])
+        #expect(shown["title"] as? String == "Chapter 3, revised")
+        #expect((shown["payload"] as? [String: Any])?["words"] as? Int == 1300)
+
+        // Continue, then scene storage with the inference rule and explicit types.
+        let continued = try #require(try await world.json(["activities", "continue", id]) as? [String: Any])
+        let scene = try #require(continued["scene"] as? String)
+        for (key, value, extra, expected) in [
+            ("tab", "b3", [String](), "tab = b3 (string)"), ("count", "42", [], "count = 42 (int)"),
+            ("ratio", "0.5", [], "ratio = 0.5 (double)"), ("flag", "true", [], "flag = true (bool)"),
+            ("raw", "42", ["--type", "string"], "raw = 42 (string)"), ("blob", "00ff", ["--type", "bytes"], "blob = 00ff (bytes)"),
+        ] {
+            let set = try await world.baton(["scenes", "set", scene, key, value] + extra)
+            #expect(set.status == 0 && set.stdout == expected + "\n", "\(set)")
+        }
+        let storage = try #require(try await world.json(["scenes", "show", scene]) as? [String: Any])
+        let values = try #require(storage["storage"] as? [String: Any])
+        #expect(values["count"] as? Int == 42 && values["raw"] as? String == "42" && values["flag"] as? Bool == true)
+        #expect((storage["properties"] as? [String: Any])?["ActivityId"] as? String == id)
+        #expect(try await world.baton(["scenes", "get", scene, "tab"]).stdout == "b3\n")
+        #expect(try await world.baton(["scenes", "remove", scene, "tab"]).status == 0)
+        #expect(try await world.baton(["scenes", "get", scene, "tab"]).status == 2)
+        #expect(try await world.baton(["scenes", "list"]).stdout.contains("com.example.notes"))
+        #expect(try await world.baton(["scenes", "close", scene]).status == 0)
+
+        let status = try #require(try await world.json(["status"]) as? [String: Any])
+        #expect(status["activities"] as? Int == 3 && status["types"] as? Int == 1 && status["scenes"] as? Int == 0)
+        await world.stop()
+    }
+
+    @Test func errorsAreSentencesWithDistinctStatuses() async throws {
+        let world = try await World()
+        _ = try await world.baton(["types", "register", "com.example.t", "--app", "com.example.app", "--required-keys", "id"])
+        let cases: [([String], Int32, String)] = [
+            (["activities", "show", "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01"], 2, "no activity 3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01. See what exists with"),
+            (["activities", "show", "not-an-id"], 3, "is not an id"),
+            (["activities", "advertise", "com.example.t", "x", #"{"no": "id"}"#], 3, "the payload was refused"),
+            (["activities", "advertise", "com.example.t", "x", #"{"id": NaN}"#], 3, "NaN and Infinity"),
+            (["activities", "advertise", "com.example.unknown", "x", "{}"], 3, "register it with RegisterActivityType first"),
+            (["activities", "advertise", "com.example.t", "x", "@/no/such/file"], 3, "cannot read /no/such/file"),
+            (["scenes", "set", "/org/baton/Handoff1/scene/3c9ad3b5_2f1f_4b0e_9a51_3f1d2a6b8c01", "k", "v"], 2, "no such scene"),
+            (["scenes", "set", "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01", "k", "x", "--type", "int"], 3, "'x' is not a whole number"),
+            (["activities", "delete-saved"], 64, "give persistent ids, or --app APP"),
+            (["activities", "frobnicate"], 64, "Unexpected argument 'frobnicate'"),
+        ]
+        for (arguments, status, message) in cases {
+            let result = try await world.baton(arguments)
+            #expect(result.status == status, "\(arguments): \(result)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        await world.stop()
+
+        let noDaemon = try await World(daemon: false)
+        let result = try await noDaemon.baton(["status"])
+        #expect(result.status == 4)
+        #expect(result.stderr == "baton: batond is not running and the bus cannot start it. Start it with: systemctl --user start batond (or run batond).\n")
+        await noDaemon.stop()
+    }
+
+    @Test func helpMatchesItsSnapshot() async throws {
+        let world = try await World(daemon: false)
+        defer { world.bus.stop() }
+        for command in [[], ["activities", "advertise"], ["scenes", "set"]] {
+            let result = try await world.baton(command + ["--help"])
+            #expect(result.status == 0)
+            let name = (["baton"] + command).joined(separator: "-") + ".txt"
+            let snapshot = Self.snapshots.appendingPathComponent(name)
+            if ProcessInfo.processInfo.environment["BATON_UPDATE_SNAPSHOTS"] == "1" {
+                try FileManager.default.createDirectory(at: Self.snapshots, withIntermediateDirectories: true)
+                try result.stdout.write(to: snapshot, atomically: true, encoding: .utf8)
+            }
+            let expected = try String(contentsOf: snapshot, encoding: .utf8)
+            #expect(result.stdout == expected, "\(name) changed; if that was meant, rerun with BATON_UPDATE_SNAPSHOTS=1")
+        }
+    }
+}
