@@ -43,9 +43,9 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport"]),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond", "hawk-notes"]),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond", "hawk-notes", "baton"]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
-        .testTarget(name: "BatonCLITests", dependencies: ["TestSupport", "baton", "batond"]),
+        .testTarget(name: "BatonCLITests", dependencies: ["TestSupport", "baton", "batond"], exclude: ["Snapshots"]),
         .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes", "TestSupport", "batond", "hawk-notes"]),
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.

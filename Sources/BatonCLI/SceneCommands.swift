@@ -125,7 +125,7 @@ struct Scenes: AsyncParsableCommand {
         @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
         @ArgumentParser.Argument(help: "The key, like ContentView.CurrentTab.") var key: String
         @ArgumentParser.Argument(help: "The value.") var value: String
-        @Option(help: "How to read the value: \(ValueType.allCases.map(\.rawValue).joined(separator: ", ")).") var type: ValueType = .auto
+        @Option(help: "How to read the value (see above).") var type: ValueType = .auto
         @OptionGroup var global: GlobalOptions
 
         func typed() throws -> DBusValue {

@@ -68,6 +68,7 @@ struct InstallTests {
         let fm = FileManager.default
         #expect(fm.isExecutableFile(atPath: home.appendingPathComponent(".local/bin/batond").path))
         #expect(fm.isExecutableFile(atPath: home.appendingPathComponent(".local/bin/hawk-notes").path))
+        #expect(fm.isExecutableFile(atPath: home.appendingPathComponent(".local/bin/baton").path))
         let hawkNotes = try String(contentsOf: home.appendingPathComponent(".local/share/dbus-1/services/com.raywenderlich.hawknotes.service"), encoding: .utf8)
         #expect(hawkNotes.contains("Exec=\(home.path)/.local/bin/hawk-notes serve\n"))
         #expect(fm.fileExists(atPath: home.appendingPathComponent(".config/systemd/user/batond.service").path))
