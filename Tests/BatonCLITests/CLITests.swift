@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 import TestSupport
 
@@ -134,4 +135,51 @@ struct CLITests {
             #expect(result.stdout == expected, "\(name) changed; if that was meant, rerun with BATON_UPDATE_SNAPSHOTS=1")
         }
     }
+}
+
+extension CLITests {
+    @Test func watchStreamsEventsAsTheyHappen() async throws {
+        let world = try await World()
+        let out = world.bus.directory.appendingPathComponent("watch.out").path
+        let err = world.bus.directory.appendingPathComponent("watch.err").path
+        let outFD = open(out, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        let errFD = open(err, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        defer { close(outFD); close(errFD) }
+        let watcher = try Subprocess(try Executables.built("baton"), ["watch", "--json"], environment: world.bus.environment,
+                                     stdout: outFD, stderr: errFD)
+        defer { watcher.kill() }
+        @Sendable func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+        try await waitUntil("watch subscribed") { read(err).contains("watching org.baton.Handoff1") }
+
+        _ = try await world.baton(["types", "register", "com.example.t", "--app", "com.example.app"])
+        let id = try await world.baton(["activities", "advertise", "com.example.t", "Watched", "{}"]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let scene = try await world.baton(["activities", "continue", id]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try await world.baton(["scenes", "set", scene, "k", "v"])
+        _ = try await world.baton(["scenes", "close", scene])
+        _ = try await world.baton(["activities", "invalidate", id])
+
+        try await waitUntil("the invalidation was printed") { read(out).contains("\"event\":\"invalidated\"") }
+        let events = try read(out).split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+        #expect(events.map { $0["event"] as? String ?? "" }
+            == ["advertised", "scene-opened", "continued", "storage-changed", "scene-closed", "invalidated"])
+        #expect(events[0]["title"] as? String == "Watched" && events[2]["scene"] as? String == scene)
+        #expect(events[3]["changed"] as? [String] == ["k"])
+        watcher.kill(SIGINT)
+        await watcher.wait()
+        await world.stop()
+    }
+}
+
+/// Waits until `condition` holds, checking often, or fails after `timeout`.
+func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while clock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    throw TestSupportError("timed out waiting for: \(what)")
 }
