@@ -18,7 +18,7 @@ public struct BatonCommand: AsyncParsableCommand {
             handler failed; 64 wrong usage.
             """,
         version: "baton 1 (contract org.baton.Handoff1 version 1)",
-        subcommands: [Types.self, Activities.self, Scenes.self, Watch.self, Status.self])
+        subcommands: [Types.self, Activities.self, Scenes.self, Watch.self, Status.self, Doctor.self])
 
     public init() {}
 }

@@ -183,3 +183,39 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: @S
     }
     throw TestSupportError("timed out waiting for: \(what)")
 }
+
+extension CLITests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func doctorFindsWhatIsMissingAndPassesOnceInstalled() async throws {
+        let world = try await World()
+        let home = world.bus.directory.appendingPathComponent("home")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        var environment = world.bus.environment
+        environment["HOME"] = home.path
+        environment["NO_COLOR"] = "1"
+        for key in ["XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "BINDIR"] { environment[key] = nil }
+        let baton = try Executables.built("baton")
+
+        let before = try await Executables.run(baton, ["doctor"], environment: environment)
+        #expect(before.status == 1, "\(before)")
+        #expect(before.stdout.contains("ok   session bus: reachable"))
+        #expect(before.stdout.contains("ok   batond: running as :"))
+        #expect(before.stdout.contains("FAIL systemd unit: \(home.path)/.config/systemd/user/batond.service is missing"))
+        #expect(before.stdout.contains("fix: run scripts/install from the Baton repository"))
+
+        let directory = String(baton[..<(baton.lastIndex(of: "/") ?? baton.endIndex)])
+        let install = try await Executables.run(Self.repository.appendingPathComponent("scripts/install").path, ["--from", directory],
+                                                environment: environment, timeout: .seconds(120))
+        #expect(install.status == 0, "\(install)")
+        let after = try await Executables.run(baton, ["doctor", "--json"], environment: environment)
+        #expect(after.status == 0, "\(after)")
+        let checks = try #require(try JSONSerialization.jsonObject(with: Data(after.stdout.utf8)) as? [[String: Any]])
+        #expect(checks.count == 5 && checks.allSatisfy { $0["ok"] as? Bool == true }, "\(after.stdout)")
+
+        chmod(home.appendingPathComponent(".local/state/baton").path, 0o755)
+        let open = try await Executables.run(baton, ["doctor"], environment: environment)
+        #expect(open.status == 1 && open.stdout.contains("fix: chmod 700 \(home.path)/.local/state/baton"), "\(open)")
+        await world.stop()
+    }
+}

@@ -1,0 +1,115 @@
+import ArgumentParser
+import BatonCore
+import DBus
+import Glibc
+
+/// `baton doctor`: checks everything Baton needs and says how to fix what is wrong.
+struct Doctor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check the bus, the daemon, the installed unit and service files, and the state directory.",
+        discussion: "Exits 0 when everything is in order, 1 otherwise. It reads files and asks the bus; it changes nothing.")
+    @OptionGroup var global: GlobalOptions
+
+    struct Check {
+        let name: String
+        let ok: Bool
+        let detail: String
+        let fix: String?
+    }
+
+    func run() async throws {
+        let environment = processEnvironment()
+        var checks: [Check] = []
+        let home = environment["HOME"] ?? ""
+        let configHome = environment["XDG_CONFIG_HOME"] ?? home + "/.config"
+        let dataHome = environment["XDG_DATA_HOME"] ?? home + "/.local/share"
+        let stateHome = environment["XDG_STATE_HOME"] ?? home + "/.local/state"
+
+        var daemon: Daemon?
+        do {
+            daemon = try global.daemon()
+            checks.append(Check(name: "session bus", ok: true, detail: "reachable", fix: nil))
+        } catch let error as CLIError {
+            checks.append(Check(name: "session bus", ok: false, detail: error.description,
+                                fix: "run baton in your desktop session, or start one with: dbus-run-session -- $SHELL"))
+        }
+        if let daemon {
+            let owner = (try? await daemon.connection.nameOwner(Daemon.busName)) ?? nil
+            let activatable = (try? await daemon.connection.call(
+                "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "ListActivatableNames"))?
+                .first?.arrayValue?.contains(.string(Daemon.busName)) ?? false
+            switch (owner, activatable) {
+            case (let owner?, _): checks.append(Check(name: "batond", ok: true, detail: "running as \(owner)", fix: nil))
+            case (nil, true): checks.append(Check(name: "batond", ok: true, detail: "not running; the bus starts it on first use", fix: nil))
+            case (nil, false):
+                checks.append(Check(name: "batond", ok: false, detail: "not running, and the bus cannot start it",
+                                    fix: "install it with scripts/install, then: systemctl --user enable --now batond"))
+            }
+        }
+
+        let unit = configHome + "/systemd/user/batond.service"
+        checks.append(access(unit, R_OK) == 0
+            ? Check(name: "systemd unit", ok: true, detail: unit, fix: nil)
+            : Check(name: "systemd unit", ok: false, detail: "\(unit) is missing", fix: "run scripts/install from the Baton repository"))
+
+        let service = dataHome + "/dbus-1/services/org.baton.Handoff1.service"
+        if let exec = Self.execPath(ofServiceFile: service) {
+            checks.append(access(exec, X_OK) == 0
+                ? Check(name: "D-Bus activation", ok: true, detail: "\(service) runs \(exec)", fix: nil)
+                : Check(name: "D-Bus activation", ok: false, detail: "\(service) names \(exec), which is not an executable",
+                        fix: "run scripts/install again"))
+        } else {
+            checks.append(Check(name: "D-Bus activation", ok: false, detail: "\(service) is missing or has no Exec=",
+                                fix: "run scripts/install from the Baton repository"))
+        }
+
+        let directory = stateHome + "/baton"
+        var info = stat()
+        if lstat(directory, &info) != 0 {
+            checks.append(Check(name: "state directory", ok: true, detail: "\(directory) does not exist yet; batond creates it", fix: nil))
+        } else if info.st_uid != getuid() || info.st_mode & 0o077 != 0 || info.st_mode & S_IFMT != S_IFDIR {
+            checks.append(Check(name: "state directory", ok: false,
+                                detail: "\(directory) is not a private directory of yours (mode \(String(info.st_mode & 0o777, radix: 8)))",
+                                fix: "chmod 700 \(directory) (batond refuses it otherwise)"))
+        } else {
+            let database = directory + "/baton.sqlite"
+            let writable = access(database, F_OK) != 0 || access(database, W_OK) == 0
+            checks.append(writable
+                ? Check(name: "state directory", ok: true, detail: "\(directory), private", fix: nil)
+                : Check(name: "state directory", ok: false, detail: "\(database) is not writable", fix: "chmod 600 \(database)"))
+        }
+
+        let output = global.output
+        if global.json {
+            let items = checks.map { check in
+                "{\"check\":\(StrictJSON.quote(check.name)),\"ok\":\(check.ok),\"detail\":\(StrictJSON.quote(check.detail))"
+                    + (check.fix.map { ",\"fix\":\(StrictJSON.quote($0))" } ?? "") + "}"
+            }
+            print("[" + items.joined(separator: ",") + "]")
+        } else {
+            for check in checks {
+                print("\(check.ok ? "ok  " : "FAIL") \(output.bold(check.name)): \(check.detail)")
+                if let fix = check.fix { print("     fix: \(fix)") }
+            }
+        }
+        if checks.contains(where: { !$0.ok }) { throw ExitCode(ExitStatus.failure) }
+    }
+
+    /// The program a D-Bus service file starts, or nil when the file is missing.
+    static func execPath(ofServiceFile path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { break }
+            bytes += buffer[0..<count]
+        }
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("Exec=") {
+            return line.dropFirst("Exec=".count).split(separator: " ").first.map(String.init)
+        }
+        return nil
+    }
+}
