@@ -108,7 +108,7 @@ struct Types: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 _ = try await global.daemon().call("Registry", "UnregisterActivityType", [.string(type)])
-                if !global.json { print("unregistered \(type)") }
+                print(global.json ? "{\"unregistered\":\(StrictJSON.quote(type))}" : "unregistered \(type)")
             }
         }
     }
@@ -157,6 +157,7 @@ struct Activities: AsyncParsableCommand {
         @Option(help: "Only this app's.") var app: String?
         @Option(help: "Only the current activity of this scene (path or id).") var scene: String?
         @Option(help: "Only those with this persistent id.") var persistentId: String?
+        @Option(help: "Only those showing this content (target_content_id).") var targetContentId: String?
         @Option(help: "At most this many.") var limit: Int?
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -166,6 +167,7 @@ struct Activities: AsyncParsableCommand {
                 filter["app_id"] = app
                 filter["scene"] = try scene.map { try Daemon.scenePath($0).text }
                 filter["persistent_id"] = persistentId
+                filter["target_content_id"] = targetContentId
                 filter["limit"] = limit.map(String.init)
                 let records = try await global.daemon().call("Activities", "List", [.stringMap(filter)]).first?.arrayValue ?? []
                 printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
@@ -231,7 +233,7 @@ struct Activities: AsyncParsableCommand {
                 var options = fields.options(keepDefaults: false)
                 options["title"] = title
                 _ = try await global.daemon().call("Activities", "Update", [.string(id), .string(try readPayload(payload)), .stringMap(options)])
-                if !global.json { print("updated \(id)") }
+                print(global.json ? "{\"updated\":\(StrictJSON.quote(id))}" : "updated \(id)")
             }
         }
     }
@@ -243,7 +245,7 @@ struct Activities: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 _ = try await global.daemon().call("Activities", "Invalidate", [.string(id)])
-                if !global.json { print("invalidated \(id)") }
+                print(global.json ? "{\"invalidated\":\(StrictJSON.quote(id))}" : "invalidated \(id)")
             }
         }
     }

@@ -168,7 +168,10 @@ struct Scenes: AsyncParsableCommand {
             try await perform {
                 let typed = try typed()
                 _ = try await global.daemon().call("Scene", "Set", [.string(key), .variant(typed)], path: try Daemon.scenePath(scene))
-                if !global.json { print("\(key) = \(Scenes.describe(typed).text) (\(Scenes.describe(typed).type))") }
+                let described = Scenes.describe(typed)
+                print(global.json
+                    ? "{\"key\":\(StrictJSON.quote(key)),\"type\":\(StrictJSON.quote(described.type)),\"value\":\(JSONText.value(typed, rawJSONKeys: []))}"
+                    : "\(key) = \(described.text) (\(described.type))")
             }
         }
     }
@@ -181,6 +184,7 @@ struct Scenes: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 _ = try await global.daemon().call("Scene", "Remove", [.string(key)], path: try Daemon.scenePath(scene))
+                print(global.json ? "{\"removed\":\(StrictJSON.quote(key))}" : "removed \(key)")
             }
         }
     }
@@ -192,7 +196,7 @@ struct Scenes: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 _ = try await global.daemon().call("Scene", "Close", path: try Daemon.scenePath(scene))
-                if !global.json { print("closed \(scene)") }
+                print(global.json ? "{\"closed\":\(StrictJSON.quote(scene))}" : "closed \(scene)")
             }
         }
     }
@@ -209,18 +213,28 @@ struct Status: AsyncParsableCommand {
             let types = try await daemon.call("Registry", "ListActivityTypes").first?.arrayValue?.count ?? 0
             let activities = try await daemon.call("Activities", "List", [.stringMap([:])]).first?.arrayValue?.count ?? 0
             let scenes = try await daemon.call("Scenes", "ListScenes", [.string("")]).first?.arrayValue?.count ?? 0
+            let facts = try await daemon.connection.call(
+                Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "GetAll", [.string("org.baton.Handoff1.Status")]
+            ).first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
             let owner = (try? await daemon.connection.nameOwner(Daemon.busName)) ?? nil
             var pid: UInt32?
             if let owner {
                 pid = try? await daemon.connection.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                                         "GetConnectionUnixProcessID", [.string(owner)]).first?.uint32Value
             }
+            let version = facts["Version"]?.uint32Value ?? 0
+            let path = facts.text("DatabasePath")
+            let size = facts["DatabaseSize"]?.uint64Value ?? 0
+            let started = facts["StartedAt"]?.uint64Value ?? 0
             if global.json {
-                print("{\"reachable\":true,\"contract\":1,\"unique_name\":\(StrictJSON.quote(owner ?? "")),\"pid\":\(pid.map(String.init) ?? "null"),"
-                    + "\"types\":\(types),\"activities\":\(activities),\"scenes\":\(scenes)}")
+                print("{\"reachable\":true,\"contract\":\(version),\"unique_name\":\(StrictJSON.quote(owner ?? "")),"
+                    + "\"pid\":\(pid.map(String.init) ?? "null"),\"database\":\(StrictJSON.quote(path)),\"database_bytes\":\(size),"
+                    + "\"started_at\":\(started),\"types\":\(types),\"activities\":\(activities),\"scenes\":\(scenes)}")
                 return
             }
-            print("batond is running as \(owner ?? "?") (pid \(pid.map(String.init) ?? "?")), contract org.baton.Handoff1 version 1")
+            let uptime = relativeTime(started).replacing(" ago", with: "")
+            print("batond is running as \(owner ?? "?") (pid \(pid.map(String.init) ?? "?")) for \(uptime), contract org.baton.Handoff1 version \(version)")
+            print("database \(path), \(size / 1024) KiB")
             print("\(types) activity types, \(activities) live activities, \(scenes) scenes")
         }
     }

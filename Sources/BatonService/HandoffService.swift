@@ -18,6 +18,7 @@ public final class HandoffService: Sendable {
     public static let scenes = "org.baton.Handoff1.Scenes"
     public static let scene = "org.baton.Handoff1.Scene"
     public static let handler = "org.baton.Handoff1.Handler"
+    public static let status = "org.baton.Handoff1.Status"
 
     let connection: Connection
     let store: Store
@@ -26,6 +27,9 @@ public final class HandoffService: Sendable {
     private var limits: Limits { store.limits }
     /// Scenes that came back from the database when the daemon started.
     private let restoredScenes = Mutex<Set<String>>([])
+    /// When the daemon started, for Status.StartedAt.
+    private let startedAt = WallClock.nowMicroseconds()
+
     /// Continue calls still waiting on a handler, so shutdown can let them finish.
     private let continuing = Mutex(0)
     /// Wakes the purge loop when an activity with an expiry is stored.
@@ -55,7 +59,8 @@ public final class HandoffService: Sendable {
         for scene in scenes {
             try await connection.export(Records.scenePath(scene.id), [sceneInterface])
         }
-        try await connection.export(Self.rootPath, [registryInterface, activitiesInterface, scenesInterface], objectManager: true)
+        try await connection.export(
+            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface], objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
     }
@@ -113,6 +118,25 @@ public final class HandoffService: Sendable {
             log.error("purging expired activities failed: \(error)")
             return 0
         }
+    }
+
+    // MARK: Status
+
+    /// The daemon's own facts, for `baton status`: read-only, and none of them sensitive.
+    var statusInterface: Interface {
+        Interface(Self.status, properties: [
+            Property("Version", "u", changeSignal: .const) { _ in .uint32(1) },
+            Property("DatabasePath", "s", changeSignal: .const) { _ in .string(self.store.path) },
+            Property("DatabaseSize", "t", changeSignal: .none) { _ in
+                var total: UInt64 = 0
+                for suffix in ["", "-wal"] {
+                    var info = stat()
+                    if stat(self.store.path + suffix, &info) == 0 { total += UInt64(info.st_size) }
+                }
+                return .uint64(total)
+            },
+            Property("StartedAt", "t", changeSignal: .const) { _ in .uint64(self.startedAt) },
+        ])
     }
 
     // MARK: Registry

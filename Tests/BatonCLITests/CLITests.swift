@@ -80,13 +80,17 @@ struct CLITests {
         #expect(values["count"] as? Int == 42 && values["raw"] as? String == "42" && values["flag"] as? Bool == true)
         #expect((storage["properties"] as? [String: Any])?["ActivityId"] as? String == id)
         #expect(try await world.baton(["scenes", "get", scene, "tab"]).stdout == "b3\n")
-        #expect(try await world.baton(["scenes", "remove", scene, "tab"]).status == 0)
+        #expect(try await world.json(["scenes", "remove", scene, "tab"]) as? [String: String] == ["removed": "tab"])
         #expect(try await world.baton(["scenes", "get", scene, "tab"]).status == 2)
         #expect(try await world.baton(["scenes", "list"]).stdout.contains("com.example.notes"))
         #expect(try await world.baton(["scenes", "close", scene]).status == 0)
 
         let status = try #require(try await world.json(["status"]) as? [String: Any])
         #expect(status["activities"] as? Int == 3 && status["types"] as? Int == 1 && status["scenes"] as? Int == 0)
+        #expect(status["database"] as? String == world.daemon?.database && (status["database_bytes"] as? Int ?? 0) > 0)
+        #expect(status["contract"] as? Int == 1 && (status["started_at"] as? Int ?? 0) > 0)
+        let human = try await world.baton(["status"])
+        #expect(human.stdout.contains("database \(world.daemon?.database ?? "?")"), "\(human)")
         await world.stop()
     }
 

@@ -34,7 +34,7 @@ struct ContractTests {
         let canonical = Self.interfaces(in: try String(contentsOf: Self.contract, encoding: .utf8))
         #expect(Set(canonical.keys) == [
             "org.baton.Handoff1.Registry", "org.baton.Handoff1.Activities", "org.baton.Handoff1.Scenes",
-            "org.baton.Handoff1.Scene", "org.baton.Handoff1.Handler",
+            "org.baton.Handoff1.Scene", "org.baton.Handoff1.Status", "org.baton.Handoff1.Handler",
         ])
         let world = try DaemonWorld()
         defer { Task { await world.stop() } }
@@ -51,9 +51,11 @@ struct ContractTests {
         // Every member of the contract carries a doc comment.
         let text = try String(contentsOf: Self.contract, encoding: .utf8)
         let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        for (index, line) in lines.enumerated() where line.hasPrefix("<method") || line.hasPrefix("<signal") || line.hasPrefix("<interface") {
+        for (index, line) in lines.enumerated()
+        where line.hasPrefix("<method") || line.hasPrefix("<signal") || line.hasPrefix("<interface") || line.hasPrefix("<property") {
             let before = lines[..<index].last { !$0.isEmpty } ?? ""
-            let documented = before.hasSuffix("-->") || lines[..<index].reversed().prefix { !$0.hasPrefix("<method") && !$0.hasPrefix("</") }
+            let documented = before.hasSuffix("-->") || lines[..<index].reversed()
+                .prefix { !$0.hasPrefix("<method") && !$0.hasPrefix("<interface") }
                 .contains { $0.hasPrefix("<!--") }
             #expect(documented, "no doc comment before \(line)")
         }
