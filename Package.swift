@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "HawkNotes", dependencies: ["BatonKit"]),
         // The daemon, a thin executable over BatonService.
         .executableTarget(name: "batond", dependencies: [
-            "BatonService", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "BatonService", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         // Shared by every test suite: private buses, temp directories, running built binaries.

@@ -105,23 +105,9 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("A bus address instead of the session bus.", valueName: "address"))
     var address: String?
 
-    var output: Output { Output(json: json, noColor: noColor, environment: processEnvironment()) }
+    var output: Output { Output(json: json, noColor: noColor, environment: ProcessEnvironment.current()) }
 
     func daemon() throws -> Daemon { try Daemon(address: address) }
-}
-
-/// The process environment, without Foundation.
-func processEnvironment() -> [String: String] {
-    var result: [String: String] = [:]
-    var entry = environ
-    while let pointer = entry.pointee {
-        let text = String(cString: pointer)
-        if let equals = text.firstIndex(of: "=") {
-            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-        }
-        entry += 1
-    }
-    return result
 }
 
 import Glibc

@@ -18,7 +18,7 @@ struct Doctor: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let environment = processEnvironment()
+        let environment = ProcessEnvironment.current()
         var checks: [Check] = []
         let home = environment["HOME"] ?? ""
         let configHome = environment["XDG_CONFIG_HOME"] ?? home + "/.config"

@@ -114,3 +114,19 @@ public func printable(_ text: String) -> String {
     }
     return text.unicodeScalars.count > 80 ? out + "…" : out
 }
+
+/// The process environment, read without Foundation (whose start-up cost the CLI avoids).
+public enum ProcessEnvironment {
+    public static func current() -> [String: String] {
+        var result: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            entry += 1
+        }
+        return result
+    }
+}

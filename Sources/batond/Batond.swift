@@ -1,4 +1,5 @@
 import ArgumentParser
+import BatonCore
 import BatonService
 import DBus
 import Glibc
@@ -44,21 +45,7 @@ struct Batond: AsyncParsableCommand {
         if let address { options.bus = .address(address) }
         options.verbose = verbose
         options.handlerTimeout = .milliseconds(Int(handlerTimeout * 1000))
-        let status = await Daemon.run(options, environment: currentEnvironment())
+        let status = await Daemon.run(options, environment: ProcessEnvironment.current())
         if status != 0 { throw ExitCode(status) }
     }
-}
-
-/// The process environment, without Foundation.
-func currentEnvironment() -> [String: String] {
-    var result: [String: String] = [:]
-    var entry = environ
-    while let pointer = entry.pointee {
-        let text = String(cString: pointer)
-        if let equals = text.firstIndex(of: "=") {
-            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-        }
-        entry += 1
-    }
-    return result
 }

@@ -153,7 +153,7 @@ extension CLITests {
                                      stdout: outFD, stderr: errFD)
         defer { watcher.kill() }
         @Sendable func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
-        try await waitUntil("watch subscribed") { read(err).contains("watching org.baton.Handoff1") }
+        try await eventually("watch subscribed") { read(err).contains("watching org.baton.Handoff1") }
 
         _ = try await world.baton(["types", "register", "com.example.t", "--app", "com.example.app"])
         let id = try await world.baton(["activities", "advertise", "com.example.t", "Watched", "{}"]).stdout
@@ -163,7 +163,7 @@ extension CLITests {
         _ = try await world.baton(["scenes", "close", scene])
         _ = try await world.baton(["activities", "invalidate", id])
 
-        try await waitUntil("the invalidation was printed") { read(out).contains("\"event\":\"invalidated\"") }
+        try await eventually("the invalidation was printed") { read(out).contains("\"event\":\"invalidated\"") }
         let events = try read(out).split(separator: "\n").map {
             try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
         }
@@ -175,17 +175,6 @@ extension CLITests {
         await watcher.wait()
         await world.stop()
     }
-}
-
-/// Waits until `condition` holds, checking often, or fails after `timeout`.
-func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    throw TestSupportError("timed out waiting for: \(what)")
 }
 
 extension CLITests {

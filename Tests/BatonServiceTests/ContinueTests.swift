@@ -149,21 +149,3 @@ struct ContinueTests {
         #expect(try await world.client.nameOwner("org.baton.PyApp") != nil)
     }
 }
-
-/// The first element of a signal stream, or a failure after `timeout`.
-func first(of stream: AsyncStream<Message>, timeout: Duration = .seconds(5)) async throws -> Message {
-    try await withThrowingTaskGroup(of: Message?.self) { group in
-        group.addTask {
-            for await message in stream { return message }
-            return nil
-        }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
-        }
-        let message = try await group.next() ?? nil
-        group.cancelAll()
-        guard let message else { throw TestSupportError("no signal within \(timeout)") }
-        return message
-    }
-}

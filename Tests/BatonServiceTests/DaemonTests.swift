@@ -206,17 +206,6 @@ final class AcknowledgedIDs: @unchecked Sendable {
     var all: [String] { lock.withLock { ids } }
 }
 
-/// Waits until `condition` holds, or fails after `timeout`.
-func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    throw TestSupportError("timed out waiting for: \(what)")
-}
-
 extension DaemonTests {
     @Test func theDefaultStateDirectoryIsCreatedPrivateAndAnOpenOneRefused() async throws {
         let bus = try PrivateBus()

@@ -13,36 +13,28 @@ final class DaemonWorld: @unchecked Sendable {
 
     let bus: PrivateBus
     let client: Connection
-    let state: URL
-    var database: String { state.appendingPathComponent("baton/baton.sqlite").path }
-    private(set) var daemon: Subprocess?
-    let logPath: String
+    private(set) var daemon: RunningBatond?
+    /// Where RunningBatond keeps the database and the log, stable across restarts.
+    var database: String { bus.directory.appendingPathComponent("state/baton/baton.sqlite").path }
+    var logPath: String { bus.directory.appendingPathComponent("batond.log").path }
     var extraArguments: [String] = []
 
     init(allowOtherUsers: Bool = false) throws {
         bus = try PrivateBus(allowOtherUsers: allowOtherUsers)
         client = try bus.connect()
-        state = bus.directory.appendingPathComponent("state")
-        logPath = bus.directory.appendingPathComponent("batond.log").path
     }
 
     /// Starts batond and waits until it owns its name.
     func startDaemon(_ arguments: [String] = []) async throws {
-        let log = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        defer { close(log) }
-        daemon = try Subprocess(
-            try Executables.built("batond"), ["--database", database, "--verbose"] + extraArguments + arguments,
-            environment: bus.environment, stderr: log)
-        try await client.waitForName("org.baton.Handoff1", timeout: .seconds(15))
+        daemon = try await RunningBatond(on: bus, arguments: extraArguments + arguments)
     }
 
     /// Stops batond with `signal` and returns its exit status.
     @discardableResult
     func stopDaemon(_ signal: Int32 = SIGTERM) async -> Int32? {
         guard let daemon else { return nil }
-        daemon.kill(signal)
         self.daemon = nil
-        return await daemon.wait()
+        return await daemon.stop(signal)
     }
 
     var daemonLog: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }

@@ -237,38 +237,6 @@ extension String {
     }
 }
 
-/// Waits until `condition` holds, checking often, or fails the test after `timeout`.
-func eventually(
-    _ what: String, timeout: Duration = .seconds(5), _ condition: @Sendable () async throws -> Bool
-) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    Issue.record("timed out waiting for: \(what)")
-    throw TestSupportError("timed out waiting for: \(what)")
-}
-
-/// The first element of a signal stream, or a failure after `timeout`.
-func first(of stream: AsyncStream<Message>, timeout: Duration = .seconds(5)) async throws -> Message {
-    try await withThrowingTaskGroup(of: Message?.self) { group in
-        group.addTask {
-            for await message in stream { return message }
-            return nil
-        }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
-        }
-        let message = try await group.next() ?? nil
-        group.cancelAll()
-        guard let message else { throw TestSupportError("no signal within \(timeout)") }
-        return message
-    }
-}
-
 extension ExternalClientTests {
     /// dbus-monitor sees every message on the private bus: a call marked
     /// no-reply-expected gets no reply, and an ordinary call gets exactly one.

@@ -19,10 +19,10 @@ public final class RunningBatond: @unchecked Sendable {
         try await watcher.waitForName("org.baton.Handoff1", timeout: .seconds(15))
     }
 
-    /// Stops batond with SIGTERM and returns its exit status.
+    /// Stops batond with `signal` (SIGTERM: a clean stop) and returns its exit status.
     @discardableResult
-    public func stop() async -> Int32 {
-        process.kill()
+    public func stop(_ signal: Int32 = SIGTERM) async -> Int32 {
+        process.kill(signal)
         return await process.wait()
     }
 }
