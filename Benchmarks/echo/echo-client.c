@@ -1,7 +1,10 @@
-/* Drives Echo(s) -> s on one server and prints one JSON line:
- * sequential round trips (p50, p99) and throughput with WINDOW calls in flight,
- * plus the server's CPU time per call (all its threads, from /proc).
- * Usage: echo-client BUS_NAME SERVER_PID PAYLOAD_BYTES SEQUENTIAL_CALLS PIPELINED_CALLS WINDOW */
+/* Drives one method on one server and prints one JSON line: sequential round
+ * trips (p50, p99) and throughput with WINDOW calls in flight, plus the server's
+ * CPU time per call (all its threads, from /proc).
+ * Usage: echo-client BUS_NAME SERVER_PID PAYLOAD_BYTES SEQUENTIAL_CALLS PIPELINED_CALLS WINDOW [METHOD [ARG]]
+ * METHOD: echo (default: Echo(s) with PAYLOAD_BYTES), or batond's
+ *   property (Properties.Get of Status.Version: no storage), get ARG=id,
+ *   advertise ARG=type (payload of PAYLOAD_BYTES), continue ARG=id, search ARG=query. */
 #include <dbus/dbus.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -39,10 +42,42 @@ static unsigned long long cpu_ns(int pid) {
 
 static const char *destination;
 static char *payload;
+static const char *method = "echo";
+static const char *argument = "";
+
+static void append_empty_options(DBusMessage *m) {
+    DBusMessageIter iter, dict;
+    dbus_message_iter_init_append(m, &iter);  /* appends after the arguments already there */
+    dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "{ss}", &dict);
+    dbus_message_iter_close_container(&iter, &dict);
+}
 
 static DBusMessage *make_call(void) {
-    DBusMessage *m = dbus_message_new_method_call(destination, "/org/baton/Bench", "org.baton.Bench1", "Echo");
-    dbus_message_append_args(m, DBUS_TYPE_STRING, &payload, DBUS_TYPE_INVALID);
+    DBusMessage *m;
+    if (strcmp(method, "echo") == 0) {
+        m = dbus_message_new_method_call(destination, "/org/baton/Bench", "org.baton.Bench1", "Echo");
+        dbus_message_append_args(m, DBUS_TYPE_STRING, &payload, DBUS_TYPE_INVALID);
+    } else if (strcmp(method, "property") == 0) {
+        const char *iface = "org.baton.Handoff1.Status", *name = "Version";
+        m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.freedesktop.DBus.Properties", "Get");
+        dbus_message_append_args(m, DBUS_TYPE_STRING, &iface, DBUS_TYPE_STRING, &name, DBUS_TYPE_INVALID);
+    } else if (strcmp(method, "get") == 0) {
+        m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Get");
+        dbus_message_append_args(m, DBUS_TYPE_STRING, &argument, DBUS_TYPE_INVALID);
+    } else if (strcmp(method, "advertise") == 0) {
+        const char *title = "Benchmark";
+        m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Advertise");
+        dbus_message_append_args(m, DBUS_TYPE_STRING, &argument, DBUS_TYPE_STRING, &title, DBUS_TYPE_STRING, &payload, DBUS_TYPE_INVALID);
+        append_empty_options(m);
+    } else if (strcmp(method, "continue") == 0) {
+        m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Continue");
+        dbus_message_append_args(m, DBUS_TYPE_STRING, &argument, DBUS_TYPE_INVALID);
+        append_empty_options(m);
+    } else {
+        dbus_uint32_t limit = 10;
+        m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Search");
+        dbus_message_append_args(m, DBUS_TYPE_STRING, &argument, DBUS_TYPE_UINT32, &limit, DBUS_TYPE_INVALID);
+    }
     return m;
 }
 
@@ -61,14 +96,25 @@ static DBusHandlerResult on_reply(DBusConnection *c, DBusMessage *m, void *d) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 7) { fprintf(stderr, "usage: %s BUS_NAME SERVER_PID BYTES SEQUENTIAL PIPELINED WINDOW\n", argv[0]); return 2; }
+    if (argc < 7) { fprintf(stderr, "usage: %s BUS_NAME SERVER_PID BYTES SEQUENTIAL PIPELINED WINDOW [METHOD [ARG]]\n", argv[0]); return 2; }
+    if (argc > 7) method = argv[7];
+    if (argc > 8) argument = argv[8];
     destination = argv[1];
     int pid = atoi(argv[2]);
     size_t bytes = strtoul(argv[3], NULL, 10);
     int sequential = atoi(argv[4]), pipelined = atoi(argv[5]), window = atoi(argv[6]);
     payload = malloc(bytes + 1);
-    for (size_t i = 0; i < bytes; i++) payload[i] = 'a' + i % 26;
-    payload[bytes] = 0;
+    if (strcmp(method, "advertise") == 0 && bytes >= 32) {
+        /* a JSON object of about BYTES bytes: {"id":"x","t":"aaaa…"} */
+        static const char prefix[] = "{\"id\":\"x\",\"t\":\"";
+        size_t start = sizeof prefix - 1, filler = bytes - start - 2;
+        memcpy(payload, prefix, start);
+        for (size_t i = 0; i < filler; i++) payload[start + i] = 'a' + i % 26;
+        memcpy(payload + start + filler, "\"}", 3);
+    } else {
+        for (size_t i = 0; i < bytes; i++) payload[i] = 'a' + i % 26;
+        payload[bytes] = 0;
+    }
 
     DBusError error;
     dbus_error_init(&error);
@@ -106,9 +152,9 @@ int main(int argc, char **argv) {
     double elapsed = now_us() - start;
     unsigned long long cpu_after = cpu_ns(pid);
 
-    printf("{\"server\":\"%s\",\"bytes\":%zu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"calls_per_s\":%.0f,"
+    printf("{\"server\":\"%s\",\"method\":\"%s\",\"bytes\":%zu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"calls_per_s\":%.0f,"
            "\"server_cpu_us_per_call\":%.3f,\"failed\":%ld}\n",
-           destination, bytes, samples[sequential / 2], samples[(int)(sequential * 0.99)],
+           destination, method, bytes, samples[sequential / 2], samples[(int)(sequential * 0.99)],
            pipelined / (elapsed / 1e6), (cpu_after - cpu_before) / 1e3 / pipelined, failed);
     return failed ? 1 : 0;
 }
