@@ -66,6 +66,24 @@ enum Schema {
                     INSERT INTO activity_search(rowid, title, keywords) VALUES (new.seq, new.title, new.keywords);
                 END;
 
+                -- Live activities per app, kept by triggers so the quota check is one lookup.
+                CREATE TABLE app_activity_count (
+                    app_id TEXT PRIMARY KEY NOT NULL,
+                    count INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TRIGGER activity_count_insert AFTER INSERT ON activity BEGIN
+                    INSERT INTO app_activity_count (app_id, count) VALUES (new.app_id, 1)
+                        ON CONFLICT(app_id) DO UPDATE SET count = count + 1;
+                END;
+                CREATE TRIGGER activity_count_delete AFTER DELETE ON activity BEGIN
+                    UPDATE app_activity_count SET count = count - 1 WHERE app_id = old.app_id;
+                END;
+                CREATE TRIGGER activity_count_move AFTER UPDATE OF app_id ON activity BEGIN
+                    UPDATE app_activity_count SET count = count - 1 WHERE app_id = old.app_id;
+                    INSERT INTO app_activity_count (app_id, count) VALUES (new.app_id, 1)
+                        ON CONFLICT(app_id) DO UPDATE SET count = count + 1;
+                END;
+
                 -- A scene's current activity goes when the activity does, however it is removed.
                 CREATE TRIGGER activity_clear_scene AFTER DELETE ON activity BEGIN
                     UPDATE scene SET activity_id = NULL WHERE activity_id = old.id;

@@ -121,7 +121,7 @@ public final class Store: Sendable {
     public func insert(_ activity: Activity) throws -> [String] {
         try pool.write { db in
             let live = try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT COUNT(*) FROM activity WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
+                db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
             var trimmed: [String] = []
             if live >= limits.liveActivitiesPerApp {
                 trimmed = try String.fetchAll(db.cachedStatement(sql: """

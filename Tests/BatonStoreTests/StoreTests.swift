@@ -83,6 +83,14 @@ struct StoreTests {
         #expect(throws: BatonError.self) { try store.insert(activity("one too many", at: 11)) }
         #expect(try store.counts().activities == 3)
         #expect(try store.deleteSaved(persistentIDs: ["p0", "p2", "nope"]).count == 2)
+        // The kept count follows every kind of removal: one live activity is left.
+        #expect(try store.insert(activity("after deletions", at: 12)).isEmpty)
+        #expect(try store.insert(activity("third", at: 13)).isEmpty)
+        #expect(try store.insert(activity("fourth trims", at: 14)).count == 1)
+        _ = try store.purgeExpired(now: 100)
+        _ = try store.unregister(type: type.type)
+        try store.register(type)
+        for index in 0..<3 { #expect(try store.insert(activity("again \(index)", at: 20)).isEmpty) }
     }
 
     @Test func searchFindsEligibleTitlesAndKeywordsBestFirst() throws {
