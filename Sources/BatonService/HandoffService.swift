@@ -30,8 +30,10 @@ public final class HandoffService: Sendable {
     /// When the daemon started, for Status.StartedAt.
     private let startedAt = WallClock.nowMicroseconds()
 
-    /// Continue calls still waiting on a handler, so shutdown can let them finish.
+    /// Calls still in flight (Continue waiting on a handler, Advertise on its commit),
+    /// so shutdown can let them finish.
     private let continuing = Mutex(0)
+    private let commits: CommitQueue
     /// Wakes the purge loop when an activity with an expiry is stored.
     private let expiryAdded: AsyncStream<Void>.Continuation
     private let expiryAddedStream: AsyncStream<Void>
@@ -41,6 +43,7 @@ public final class HandoffService: Sendable {
         self.store = store
         self.log = log
         self.handlerTimeout = handlerTimeout
+        self.commits = CommitQueue(store: store)
         (expiryAddedStream, expiryAdded) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -175,9 +178,12 @@ public final class HandoffService: Sendable {
 
     var activitiesInterface: Interface {
         Interface(Self.activities, methods: [
+            // Concurrent: calls keep arriving while a commit runs, so they can share the next one.
             Method("Advertise", in: [Argument("type", "s"), Argument("title", "s"), Argument("payload_json", "s"),
-                                     Argument("options", "a{ss}")], out: [Argument("id", "s")]) { call in
-                [.string(try self.advertise(call))]
+                                     Argument("options", "a{ss}")], out: [Argument("id", "s")], ordering: .concurrent) { call in
+                self.continuing.withLock { $0 += 1 }
+                defer { self.continuing.withLock { $0 -= 1 } }
+                return [.string(try await self.advertise(call))]
             },
             Method("Update", in: [Argument("id", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")]) { call in
                 let now = WallClock.nowMicroseconds()
@@ -235,7 +241,8 @@ public final class HandoffService: Sendable {
         ])
     }
 
-    private func advertise(_ call: MethodCall) throws -> String {
+    /// Checks the call on the bus thread, in arrival order, then waits for the commit.
+    private func advertise(_ call: MethodCall) async throws -> String {
         let typeName: String = try call.argument(0)
         try Validate.reverseDNS(typeName, what: "activity type", limits: limits)
         guard let type = try store.activityType(typeName) else {
@@ -254,7 +261,7 @@ public final class HandoffService: Sendable {
             sceneID = id
         }
         let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
-        let trimmed = try store.insert(activity)
+        let trimmed = try await commits.insert(activity)
         for id in trimmed { emitActivities("Invalidated", [.string(id)]) }
         if activity.expiresAt != nil { expiryAdded.yield() }
         emitActivities("Advertised", [.string(activity.id), .string(activity.type), .string(activity.title)])

@@ -119,33 +119,54 @@ public final class Store: Sendable {
     /// non-persistent activities are removed first (their ids are returned); when
     /// every one is persistent, the insert is refused with `QuotaExceeded`.
     public func insert(_ activity: Activity) throws -> [String] {
+        try pool.write { db in try insert(activity, in: db) }
+    }
+
+    /// Stores several activities in one transaction, one commit for all; each succeeds or
+    /// fails on its own (a savepoint each), and each result is as `insert(_:)` would give.
+    public func insert(batch activities: [Activity]) throws -> [Result<[String], any Error>] {
         try pool.write { db in
-            let live = try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
-            var trimmed: [String] = []
-            if live >= limits.liveActivitiesPerApp {
-                trimmed = try String.fetchAll(db.cachedStatement(sql: """
-                    SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL ORDER BY seq LIMIT ?
-                    """), arguments: [activity.appID, live - limits.liveActivitiesPerApp + 1])
-                guard live - trimmed.count < limits.liveActivitiesPerApp else {
-                    throw BatonError.quotaExceeded(
-                        "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
-                }
-                for id in trimmed {
-                    try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
+            activities.map { activity in
+                do {
+                    var trimmed: [String] = []
+                    try db.inSavepoint {
+                        trimmed = try insert(activity, in: db)
+                        return .commit
+                    }
+                    return .success(trimmed)
+                } catch {
+                    return .failure(error)
                 }
             }
-            try db.cachedStatement(sql: """
-                INSERT INTO activity (id, type, app_id, title, payload, payload_type, target_content_id, persistent_id,
-                    keywords, webpage_url, eligible_for_handoff, eligible_for_search, scene_id, created_at, updated_at, expires_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: Self.arguments(activity, idFirst: true))
-            if let scene = activity.sceneID {
-                try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
-                    .execute(arguments: [activity.id, activity.updatedAt, scene])
-            }
-            return trimmed
         }
+    }
+
+    private func insert(_ activity: Activity, in db: Database) throws -> [String] {
+        let live = try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
+        var trimmed: [String] = []
+        if live >= limits.liveActivitiesPerApp {
+            trimmed = try String.fetchAll(db.cachedStatement(sql: """
+                SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL ORDER BY seq LIMIT ?
+                """), arguments: [activity.appID, live - limits.liveActivitiesPerApp + 1])
+            guard live - trimmed.count < limits.liveActivitiesPerApp else {
+                throw BatonError.quotaExceeded(
+                    "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
+            }
+            for id in trimmed {
+                try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
+            }
+        }
+        try db.cachedStatement(sql: """
+            INSERT INTO activity (id, type, app_id, title, payload, payload_type, target_content_id, persistent_id,
+                keywords, webpage_url, eligible_for_handoff, eligible_for_search, scene_id, created_at, updated_at, expires_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: Self.arguments(activity, idFirst: true))
+        if let scene = activity.sceneID {
+            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
+                .execute(arguments: [activity.id, activity.updatedAt, scene])
+        }
+        return trimmed
     }
 
     /// Replaces every field of a stored activity.

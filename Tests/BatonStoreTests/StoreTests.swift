@@ -186,3 +186,18 @@ extension StoreTests {
         #expect(try store.scene(id: scene.id)?.activityID == nil)
     }
 }
+
+extension StoreTests {
+    @Test func aBatchCommitsTogetherAndFailsItemByItem() throws {
+        try store.register(type)
+        for index in 0..<3 { _ = try store.insert(activity("persistent \(index)", at: 1, persistent: "p\(index)")) }
+        // At the limit of 3, all persistent: the second fails, the others (none trimmable) too, alone each.
+        let duplicate = activity("dup", at: 2)
+        var unknownScene = activity("scene", at: 2)
+        unknownScene.sceneID = "no-such-scene"
+        _ = try store.deleteSaved(persistentIDs: ["p0", "p1"])
+        let results = try store.insert(batch: [activity("first", at: 3), duplicate, duplicate, unknownScene])
+        #expect(results.map { if case .success = $0 { true } else { false } } == [true, true, false, false])
+        #expect(try store.activities(.init(), now: 4).map(\.title).sorted() == ["dup", "first", "persistent 2"])
+    }
+}
