@@ -77,6 +77,10 @@ public final class Store: Sendable {
 
     // MARK: Activity types
 
+    // Lookups that run one SELECT use `unsafeRead`: a single statement already sees one
+    // consistent snapshot, and GRDB's `read` wraps it in BEGIN/COMMIT besides, which the
+    // profile of Get showed costing more than the query itself.
+
     /// Adds or replaces a registration.
     public func register(_ type: ActivityType) throws {
         try pool.write { db in
@@ -101,15 +105,15 @@ public final class Store: Sendable {
     }
 
     public func activityType(_ type: String) throws -> ActivityType? {
-        try pool.read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM activity_type WHERE type = ?"), arguments: [type])
+        try pool.unsafeRead { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.typeColumns) FROM activity_type WHERE type = ?"), arguments: [type])
                 .map(Self.activityType(from:))
         }
     }
 
     public func activityTypes() throws -> [ActivityType] {
-        try pool.read { db in
-            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM activity_type ORDER BY type")).map(Self.activityType(from:))
+        try pool.unsafeRead { db in
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT \(Self.typeColumns) FROM activity_type ORDER BY type")).map(Self.activityType(from:))
         }
     }
 
@@ -186,17 +190,17 @@ public final class Store: Sendable {
 
     /// The activity with `id`, unless it is missing or expired at `now`.
     public func activity(id: String, now: UInt64) throws -> Activity? {
-        try pool.read { db in
+        try pool.unsafeRead { db in
             try Row.fetchOne(db.cachedStatement(sql: """
-                SELECT * FROM activity WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)
+                SELECT \(Self.activityColumns) FROM activity WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)
                 """), arguments: [id, now]).map(Self.activity(from:))
         }
     }
 
     /// The activity with `id` even if it has expired (to tell "expired" from "unknown").
     public func storedActivity(id: String) throws -> Activity? {
-        try pool.read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM activity WHERE id = ?"), arguments: [id]).map(Self.activity(from:))
+        try pool.unsafeRead { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.activityColumns) FROM activity WHERE id = ?"), arguments: [id]).map(Self.activity(from:))
         }
     }
 
@@ -230,7 +234,7 @@ public final class Store: Sendable {
                 arguments += [value]
             }
         }
-        var sql = "SELECT * FROM activity WHERE " + conditions.joined(separator: " AND ") + " ORDER BY seq DESC"
+        var sql = "SELECT \(Self.activityColumns) FROM activity WHERE " + conditions.joined(separator: " AND ") + " ORDER BY seq DESC"
         if let limit = filter.limit {
             sql += " LIMIT ?"
             arguments += [limit]
@@ -246,7 +250,7 @@ public final class Store: Sendable {
         guard let match = Self.ftsQuery(query) else { return [] }
         return try pool.read { db in
             try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT activity.* FROM activity_search JOIN activity ON activity.seq = activity_search.rowid
+                SELECT \(Self.qualifiedActivityColumns) FROM activity_search JOIN activity ON activity.seq = activity_search.rowid
                 WHERE activity_search MATCH ? AND activity.eligible_for_search = 1
                     AND (activity.expires_at IS NULL OR activity.expires_at > ?)
                 ORDER BY bm25(activity_search), activity.seq DESC LIMIT ?
@@ -368,8 +372,8 @@ public final class Store: Sendable {
     }
 
     public func scene(id: String) throws -> Scene? {
-        try pool.read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM scene WHERE id = ?"), arguments: [id]).map(Self.scene(from:))
+        try pool.unsafeRead { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.sceneColumns) FROM scene WHERE id = ?"), arguments: [id]).map(Self.scene(from:))
         }
     }
 
@@ -377,10 +381,10 @@ public final class Store: Sendable {
     public func scenes(appID: String? = nil) throws -> [Scene] {
         try pool.read { db in
             if let appID {
-                return try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM scene WHERE app_id = ? ORDER BY created_at, id"),
+                return try Row.fetchAll(db.cachedStatement(sql: "SELECT \(Self.sceneColumns) FROM scene WHERE app_id = ? ORDER BY created_at, id"),
                                         arguments: [appID]).map(Self.scene(from:))
             }
-            return try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM scene ORDER BY created_at, id")).map(Self.scene(from:))
+            return try Row.fetchAll(db.cachedStatement(sql: "SELECT \(Self.sceneColumns) FROM scene ORDER BY created_at, id")).map(Self.scene(from:))
         }
     }
 
@@ -388,7 +392,7 @@ public final class Store: Sendable {
 
     /// Every stored value of a scene, by key.
     public func storage(sceneID: String) throws -> [String: StorageValue] {
-        try pool.read { db in
+        try pool.unsafeRead { db in
             var values: [String: StorageValue] = [:]
             for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT key, kind, value FROM scene_storage WHERE scene_id = ?"),
                                         arguments: [sceneID]) {
@@ -400,7 +404,7 @@ public final class Store: Sendable {
 
     /// One stored value, or nil.
     public func storageValue(sceneID: String, key: String) throws -> StorageValue? {
-        try pool.read { db in
+        try pool.unsafeRead { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT kind, value FROM scene_storage WHERE scene_id = ? AND key = ?"),
                              arguments: [sceneID, key]).flatMap { Self.storageValue(kind: $0[0], value: $0[1]) }
         }
@@ -467,23 +471,32 @@ public final class Store: Sendable {
         return StatementArguments(idFirst ? [activity.id] + fields : fields)
     }
 
+    // Rows are read by column index: GRDB's lookup by name lowercases the name on every
+    // access, which showed in the profile of Get. The lists below fix the indices.
+    static let typeColumns = "type, app_id, title, handler, handler_path, required_keys, payload_type"
+    static let activityColumns = """
+        id, type, app_id, title, payload, payload_type, target_content_id, persistent_id, keywords, webpage_url, \
+        eligible_for_handoff, eligible_for_search, scene_id, created_at, updated_at, expires_at
+        """
+    static let sceneColumns = "id, app_id, title, activity_id, created_at, last_active_at"
+    static let qualifiedActivityColumns = activityColumns.split(separator: ",")
+        .map { "activity." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")
+
     private static func activityType(from row: Row) -> ActivityType {
-        ActivityType(type: row["type"], appID: row["app_id"], title: row["title"], handler: row["handler"],
-                     handlerPath: row["handler_path"], requiredKeys: split(row["required_keys"]), payloadType: row["payload_type"])
+        ActivityType(type: row[0], appID: row[1], title: row[2], handler: row[3], handlerPath: row[4],
+                     requiredKeys: split(row[5]), payloadType: row[6])
     }
 
     private static func activity(from row: Row) -> Activity {
         Activity(
-            id: row["id"], type: row["type"], appID: row["app_id"], title: row["title"], payload: row["payload"],
-            payloadType: row["payload_type"], targetContentID: row["target_content_id"], persistentID: row["persistent_id"],
-            keywords: split(row["keywords"]), webpageURL: row["webpage_url"], eligibleForHandoff: row["eligible_for_handoff"],
-            eligibleForSearch: row["eligible_for_search"], sceneID: row["scene_id"], createdAt: row["created_at"],
-            updatedAt: row["updated_at"], expiresAt: row["expires_at"])
+            id: row[0], type: row[1], appID: row[2], title: row[3], payload: row[4], payloadType: row[5],
+            targetContentID: row[6], persistentID: row[7], keywords: split(row[8]), webpageURL: row[9],
+            eligibleForHandoff: row[10], eligibleForSearch: row[11], sceneID: row[12], createdAt: row[13],
+            updatedAt: row[14], expiresAt: row[15])
     }
 
     private static func scene(from row: Row) -> Scene {
-        Scene(id: row["id"], appID: row["app_id"], title: row["title"], activityID: row["activity_id"],
-              createdAt: row["created_at"], lastActiveAt: row["last_active_at"])
+        Scene(id: row[0], appID: row[1], title: row[2], activityID: row[3], createdAt: row[4], lastActiveAt: row[5])
     }
 
     /// How a storage value is kept: a kind code and a value SQLite stores natively.
