@@ -117,14 +117,20 @@ func readPayload(_ text: String) throws -> String {
     if text == "-" { return readAll(from: 0) }
     if text.hasPrefix("@") {
         let path = String(text.dropFirst())
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
+        guard let contents = readFile(path) else {
             throw CLIError(description: "cannot read \(path): \(String(cString: strerror(errno)))", status: ExitStatus.invalidInput)
         }
-        defer { close(fd) }
-        return readAll(from: fd)
+        return contents
     }
     return text
+}
+
+/// A whole file as text, or nil (with errno set) when it cannot be opened.
+func readFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    return readAll(from: fd)
 }
 
 private func readAll(from fd: Int32) -> String {

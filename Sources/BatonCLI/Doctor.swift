@@ -97,17 +97,8 @@ struct Doctor: AsyncParsableCommand {
 
     /// The program a D-Bus service file starts, or nil when the file is missing.
     static func execPath(ofServiceFile path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = read(fd, &buffer, buffer.count)
-            if count <= 0 { break }
-            bytes += buffer[0..<count]
-        }
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where line.hasPrefix("Exec=") {
+        guard let contents = readFile(path) else { return nil }
+        for line in contents.split(separator: "\n") where line.hasPrefix("Exec=") {
             return line.dropFirst("Exec=".count).split(separator: " ").first.map(String.init)
         }
         return nil
