@@ -14,8 +14,8 @@ public struct DaemonOptions: Sendable {
     public var verbose = false
     /// How long `Continue` waits for an app's handler.
     public var handlerTimeout: Duration = .seconds(10)
-    /// How often expired activities are purged (they are hidden at once regardless).
-    public var purgeInterval: Duration = .seconds(30)
+    /// How often the next expiry is checked (expired activities are hidden at once regardless).
+    public var purgePeriod: Duration = .seconds(1)
     public var limits = Limits()
 
     public init() {}
@@ -66,7 +66,7 @@ public enum Daemon {
             return 1
         }
 
-        let purger = Task { await service.runExpiryPurge(interval: options.purgeInterval) }
+        let purger = Task { await service.runExpiryPurge(period: options.purgePeriod) }
         let signal = await stopSignals.first(orClosing: connection)
         purger.cancel()
         if let signal {

@@ -34,9 +34,6 @@ public final class HandoffService: Sendable {
     /// so shutdown can let them finish.
     private let continuing = Mutex(0)
     private let commits: CommitQueue
-    /// Wakes the purge loop when an activity with an expiry is stored.
-    private let expiryAdded: AsyncStream<Void>.Continuation
-    private let expiryAddedStream: AsyncStream<Void>
 
     public init(connection: Connection, store: Store, log: Log, handlerTimeout: Duration = .seconds(10)) {
         self.connection = connection
@@ -44,7 +41,6 @@ public final class HandoffService: Sendable {
         self.log = log
         self.handlerTimeout = handlerTimeout
         self.commits = CommitQueue(store: store)
-        (expiryAddedStream, expiryAdded) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Exports every object (scenes from the database marked restored), then owns the bus name.
@@ -82,30 +78,19 @@ public final class HandoffService: Sendable {
     /// caller who just missed it hears `Expired` rather than `NotFound`.
     public static let expiredGrace: UInt64 = 2_000_000
 
-    /// Purges expired activities shortly after they expire (and at least every
-    /// `interval`) until the task is cancelled. Expired activities are hidden from
-    /// every call at once; this reclaims their space and announces them.
-    public func runExpiryPurge(interval: Duration) async {
+    /// Purges expired activities shortly after they expire, until the task is cancelled.
+    /// Expired activities are hidden from every call at once; this reclaims their space
+    /// and announces them. It looks at the next expiry (one indexed read) every `period`
+    /// and writes only when one is due.
+    ///
+    /// An earlier version raced its sleep against an AsyncStream; cancelling the losing
+    /// `next()` finished the stream for good, and the loop then spun, writing without pause.
+    public func runExpiryPurge(period: Duration = .seconds(1)) async {
         while !Task.isCancelled {
-            purgeExpired()
-            var wait = interval
-            if let next = try? store.nextExpiry() {
-                let purgeAt = next + Self.expiredGrace
-                let now = WallClock.nowMicroseconds()
-                let untilNext = Duration.microseconds(Int64(clamping: purgeAt > now ? purgeAt - now : 0)) + .milliseconds(5)
-                wait = min(wait, untilNext)
+            if let next = try? store.nextExpiry(), next + Self.expiredGrace <= WallClock.nowMicroseconds() {
+                purgeExpired()
             }
-            // Whichever comes first: the next expiry, or a new activity that may expire sooner.
-            let delay = wait
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { try? await Task.sleep(for: delay) }
-                group.addTask { [expiryAddedStream] in
-                    var iterator = expiryAddedStream.makeAsyncIterator()
-                    _ = await iterator.next()
-                }
-                await group.next()
-                group.cancelAll()
-            }
+            try? await Task.sleep(for: period)
         }
     }
 
@@ -194,7 +179,6 @@ public final class HandoffService: Sendable {
                 let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: self.limits)
                 let updated = try update.apply(to: activity, type: type, now: now, limits: self.limits)
                 try self.store.update(updated)
-                if updated.expiresAt != activity.expiresAt { self.expiryAdded.yield() }
                 return []
             },
             Method("Invalidate", in: [Argument("id", "s")]) { call in
@@ -263,7 +247,6 @@ public final class HandoffService: Sendable {
         let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
         let trimmed = try await commits.insert(activity)
         for id in trimmed { emitActivities("Invalidated", [.string(id)]) }
-        if activity.expiresAt != nil { expiryAdded.yield() }
         emitActivities("Advertised", [.string(activity.id), .string(activity.type), .string(activity.title)])
         if let sceneID { emitSceneChanged(sceneID) }
         return activity.id

@@ -249,11 +249,18 @@ public final class Store: Sendable {
     public func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
         guard let match = Self.ftsQuery(query) else { return [] }
         return try pool.read { db in
+            // Rank first on (seq, score) alone, then read the few rows returned: sorting
+            // every match with its payload took milliseconds and tens of MB per search.
             try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT \(Self.qualifiedActivityColumns) FROM activity_search JOIN activity ON activity.seq = activity_search.rowid
-                WHERE activity_search MATCH ? AND activity.eligible_for_search = 1
-                    AND (activity.expires_at IS NULL OR activity.expires_at > ?)
-                ORDER BY bm25(activity_search), activity.seq DESC LIMIT ?
+                WITH hits AS (
+                    SELECT activity.seq AS seq, bm25(activity_search) AS score
+                    FROM activity_search JOIN activity ON activity.seq = activity_search.rowid
+                    WHERE activity_search MATCH ? AND activity.eligible_for_search = 1
+                        AND (activity.expires_at IS NULL OR activity.expires_at > ?)
+                    ORDER BY score, activity.seq DESC LIMIT ?
+                )
+                SELECT \(Self.qualifiedActivityColumns) FROM hits JOIN activity ON activity.seq = hits.seq
+                ORDER BY hits.score, activity.seq DESC
                 """), arguments: [match, now, limit]).map(Self.activity(from:))
         }
     }

@@ -233,3 +233,29 @@ extension DaemonTests {
         #expect(refused.stderr.contains("run: chmod 700 \(state.path)/baton"), "\(refused)")
     }
 }
+
+extension DaemonTests {
+    /// An idle daemon stays idle. A purge loop that once spun after its first timeout
+    /// wrote without pause, growing the WAL and the heap; this would have caught it.
+    @Test func anIdleDaemonUsesNoCPU() async throws {
+        let world = try DaemonWorld()
+        defer { Task { await world.stop() } }
+        try await world.startDaemon()
+        try await world.register()
+        _ = try await world.advertise("expires soon", options: ["expires_in": "1"])
+        let pid = try #require(world.daemon?.process.pid)
+        func cpuTicks() throws -> Int {
+            let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+            // Fields after the parenthesised name: state is 3rd, utime 14th, stime 15th overall.
+            let fields = stat[stat.index(after: try #require(stat.lastIndex(of: ")")))...].split(separator: " ")
+            return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+        }
+        // Past the expiry and its grace, so the purge has run and the loop has gone round.
+        try await Task.sleep(for: .seconds(4))
+        let before = try cpuTicks()
+        try await Task.sleep(for: .seconds(2))
+        let used = try cpuTicks() - before
+        #expect(used < 20, "batond used \(used) ticks (1/100 s) of CPU in 2 s with nothing to do")
+        #expect(await errorName { try await world.activityCount() } == nil)
+    }
+}
