@@ -78,19 +78,14 @@ struct Daemon {
 
     /// `/org/baton/Handoff1/scene/…` from a path or an id a person typed.
     static func scenePath(_ text: String) throws -> ObjectPath {
-        if text.hasPrefix("/") {
-            guard let path = try? ObjectPath(validating: text), path.isDescendant(of: "/org/baton/Handoff1/scene") else {
-                throw CLIError(description: "'\(printable(text))' is not a scene path; scenes live under /org/baton/Handoff1/scene/",
-                               status: ExitStatus.invalidInput)
-            }
-            return path
-        }
+        let id: String
         do {
-            let id = try Identifier.normalize(text, what: "scene")
-            return try ObjectPath(validating: "/org/baton/Handoff1/scene/" + id.replacing("-", with: "_"))
-        } catch let error as BatonError {
+            id = try SceneAddress.id(from: text)
+        } catch {
             throw CLIError(description: error.message, status: ExitStatus.invalidInput)
         }
+        // A normalized id always makes a valid path.
+        return (try? ObjectPath(validating: SceneAddress.path(forID: id))) ?? "/org/baton/Handoff1/scene"
     }
 }
 

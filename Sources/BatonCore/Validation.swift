@@ -130,3 +130,24 @@ public enum ProcessEnvironment {
         return result
     }
 }
+
+/// Where scenes live on the bus, `/org/baton/Handoff1/scene/<id with _ for ->`: the one
+/// rule for a scene's id and its object path, shared by the daemon, BatonKit and the CLI.
+public enum SceneAddress {
+    public static let root = "/org/baton/Handoff1/scene"
+
+    /// The object path of a scene; `id` is a normalized id, so the path is always valid.
+    public static func path(forID id: String) -> String {
+        root + "/" + id.replacing("-", with: "_")
+    }
+
+    /// The scene id named by an object path or by an id, as people and programs give either.
+    public static func id(from text: String) throws(BatonError) -> String {
+        guard text.hasPrefix("/") else { return try Identifier.normalize(text, what: "scene") }
+        let prefix = root + "/"
+        guard text.hasPrefix(prefix) else {
+            throw .invalidArgument("'\(printable(text))' is not a scene path; scenes live under \(prefix)")
+        }
+        return try Identifier.normalize(String(text.dropFirst(prefix.count)).replacing("_", with: "-"), what: "scene")
+    }
+}

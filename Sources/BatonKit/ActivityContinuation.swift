@@ -39,15 +39,7 @@ public struct InitialStorage: StorageWriter {
     public var all: [String: StorageValue] { values.values.withLock { $0 } }
 
     var record: DBusValue {
-        .record(all.mapValues { value in
-            switch value {
-            case .bool(let v): .boolean(v)
-            case .int(let v): .int64(v)
-            case .double(let v): .double(v)
-            case .string(let v): .string(v)
-            case .bytes(let v): .array(.byte, v.map { .byte($0) })
-            }
-        })
+        .record(all.mapValues(\.dbusValue))
     }
 }
 

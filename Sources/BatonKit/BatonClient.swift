@@ -117,15 +117,8 @@ public final class BatonClient: Sendable {
 
     /// The scene a person named, by object path or by id (it need not exist yet).
     public func scene(named text: String) throws -> SceneHandle {
-        if text.hasPrefix("/") {
-            let path = try ObjectPath(validating: text)
-            guard path.isDescendant(of: "/org/baton/Handoff1/scene") else {
-                throw BatonError.invalidArgument("'\(text)' is not a scene path; scenes live under /org/baton/Handoff1/scene/")
-            }
-            return SceneHandle(client: self, path: path)
-        }
-        let id = try Identifier.normalize(text, what: "scene")
-        return SceneHandle(client: self, path: try ObjectPath(validating: "/org/baton/Handoff1/scene/" + id.replacing("-", with: "_")))
+        let id = try SceneAddress.id(from: text)
+        return SceneHandle(client: self, path: try ObjectPath(validating: SceneAddress.path(forID: id)))
     }
 
     /// The app's scenes (every app's for nil), oldest first.
@@ -153,7 +146,7 @@ enum ActivityRecord {
     static func activity(_ record: DBusValue) -> Activity? {
         guard let f = fields(record), let id = f["id"]?.stringValue, let type = f["type"]?.stringValue,
               let app = f["app_id"]?.stringValue else { return nil }
-        let sceneID = f["scene"]?.objectPathValue.map { String($0.text.split(separator: "/").last ?? "").replacing("_", with: "-") }
+        let sceneID = f["scene"]?.objectPathValue.flatMap { try? SceneAddress.id(from: $0.text) }
         return Activity(
             id: id, type: type, appID: app, title: f["title"]?.stringValue ?? "", payload: f["payload"]?.stringValue ?? "{}",
             payloadType: f["payload_type"]?.stringValue, targetContentID: f["target_content_id"]?.stringValue,

@@ -14,7 +14,7 @@ public struct SceneHandle: Sendable, Hashable {
     }
 
     /// The scene's id.
-    public var id: String { String(path.elements.last ?? "").replacing("_", with: "-") }
+    public var id: String { (try? SceneAddress.id(from: path.text)) ?? "" }
 
     public static func == (lhs: SceneHandle, rhs: SceneHandle) -> Bool { lhs.path == rhs.path }
     public func hash(into hasher: inout Hasher) { hasher.combine(path) }
@@ -90,15 +90,7 @@ public struct SceneStorage: StorageWriter {
 
     func rawValue(_ name: String) async throws -> StorageValue? {
         do {
-            guard let value = try await scene.call("Get", [.string(key(name))]).first?.unwrapped else { return nil }
-            switch value {
-            case .boolean(let v): return .bool(v)
-            case .int64(let v): return .int(v)
-            case .double(let v): return .double(v)
-            case .string(let v): return .string(v)
-            case .array(.byte, let bytes): return .bytes(bytes.compactMap(\.byteValue))
-            default: return nil
-            }
+            return try await scene.call("Get", [.string(key(name))]).first.flatMap(StorageValue.init(dbusValue:))
         } catch let error as BatonError where error.code == .notFound {
             // A missing key is the everyday case; a missing scene is not.
             if error.message.contains("has no value") { return nil }
@@ -107,14 +99,7 @@ public struct SceneStorage: StorageWriter {
     }
 
     public func setRaw(_ name: String, _ value: StorageValue) async throws {
-        let wire: DBusValue = switch value {
-        case .bool(let v): .boolean(v)
-        case .int(let v): .int64(v)
-        case .double(let v): .double(v)
-        case .string(let v): .string(v)
-        case .bytes(let v): .array(.byte, v.map { .byte($0) })
-        }
-        _ = try await scene.call("Set", [.string(key(name)), .variant(wire)])
+        _ = try await scene.call("Set", [.string(key(name)), .variant(value.dbusValue)])
     }
 
     /// Removes a value; nothing happens if there is none.
@@ -191,5 +176,30 @@ extension StorageWriter {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         try await setRaw(name, .string(String(decoding: try encoder.encode(value), as: UTF8.self)))
+    }
+}
+
+/// Scene values as the daemon sends and takes them: b, x, d, s, ay.
+extension StorageValue {
+    var dbusValue: DBusValue {
+        switch self {
+        case .bool(let v): .boolean(v)
+        case .int(let v): .int64(v)
+        case .double(let v): .double(v)
+        case .string(let v): .string(v)
+        case .bytes(let v): .array(.byte, v.map { .byte($0) })
+        }
+    }
+
+    /// The value a Scene.Get reply carries, or nil for a type scenes do not hold.
+    init?(dbusValue: DBusValue) {
+        switch dbusValue.unwrapped {
+        case .boolean(let v): self = .bool(v)
+        case .int64(let v): self = .int(v)
+        case .double(let v): self = .double(v)
+        case .string(let v): self = .string(v)
+        case .array(.byte, let bytes): self = .bytes(bytes.compactMap(\.byteValue))
+        default: return nil
+        }
     }
 }

@@ -12,24 +12,15 @@ extension BatonError: DBusErrorConvertible {
 
 /// Conversions between domain values and the `a{sv}` records of the contract.
 enum Records {
-    static let sceneRoot: ObjectPath = "/org/baton/Handoff1/scene"
-
-    /// `/org/baton/Handoff1/scene/<uuid with _ for ->`.
+    /// A scene's object path (see `SceneAddress`).
     static func scenePath(_ id: String) -> ObjectPath {
-        // Ids are normalized UUIDs: lowercase hex and dashes, valid once dashes become underscores.
-        (try? sceneRoot.appending(id.replacing("-", with: "_"))) ?? sceneRoot
+        // Ids are normalized UUIDs (hex and dashes), so the path always validates.
+        (try? ObjectPath(validating: SceneAddress.path(forID: id))) ?? "/org/baton/Handoff1/scene"
     }
 
     /// The scene id named by an object path or an id, as callers may give either.
     static func sceneID(from text: String) throws(BatonError) -> String {
-        if text.hasPrefix("/") {
-            let prefix = sceneRoot.text + "/"
-            guard text.hasPrefix(prefix) else {
-                throw .invalidArgument("'\(printable(text))' is not a scene path; scenes live under \(prefix)")
-            }
-            return try Identifier.normalize(String(text.dropFirst(prefix.count)).replacing("_", with: "-"), what: "scene")
-        }
-        return try Identifier.normalize(text, what: "scene")
+        try SceneAddress.id(from: text)
     }
 
     static func record(_ type: ActivityType) -> DBusValue {

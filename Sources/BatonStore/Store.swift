@@ -249,8 +249,9 @@ public final class Store: Sendable {
     public func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
         guard let match = Self.ftsQuery(query) else { return [] }
         return try pool.read { db in
-            // Rank first on (seq, score) alone, then read the few rows returned: sorting
-            // every match with its payload took milliseconds and tens of MB per search.
+            // Rank on (seq, score) alone and read only the rows returned, so payloads are not
+            // carried through the sort. Measured: no change at 10 000 matches (5.6 ms a search),
+            // where bm25 over every match is the cost.
             try Row.fetchAll(db.cachedStatement(sql: """
                 WITH hits AS (
                     SELECT activity.seq AS seq, bm25(activity_search) AS score

@@ -85,7 +85,6 @@ public struct Method: Sendable {
     public let handler: Handler
     let inputSignature: Signature
     let outputSignature: Signature
-    var inputTypes: [DBusType] { inputSignature.types }
 
     public init(
         _ name: String,
