@@ -42,7 +42,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["DBus"], path: "Tests/TestSupport"),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
-        .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport"]),
+        .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond", "hawk-notes", "baton"]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
         .testTarget(name: "BatonCLITests", dependencies: ["TestSupport", "baton", "batond"], exclude: ["Snapshots"]),

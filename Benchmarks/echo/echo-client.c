@@ -4,13 +4,18 @@
  * Usage: echo-client BUS_NAME SERVER_PID PAYLOAD_BYTES SEQUENTIAL_CALLS PIPELINED_CALLS WINDOW [METHOD [ARG]]
  * METHOD: echo (default: Echo(s) with PAYLOAD_BYTES), or batond's
  *   property (Properties.Get of Status.Version: no storage), get ARG=id,
- *   advertise ARG=type (payload of PAYLOAD_BYTES), continue ARG=id, search ARG=query. */
+ *   advertise ARG=type (payload of PAYLOAD_BYTES), continue ARG=id, search ARG=query;
+ *   or Zeitgeist's Log: zg-insert (one event, payload of PAYLOAD_BYTES),
+ *   zg-find ARG=subject text (exact, as Zeitgeist's templates match text; empty: every
+ *   event of the benchmark's actor), 10 most recent. */
 #include <dbus/dbus.h>
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_us(void) {
     struct timespec t;
@@ -52,6 +57,39 @@ static void append_empty_options(DBusMessage *m) {
     dbus_message_iter_close_container(&iter, &dict);
 }
 
+/* Zeitgeist's event: (as event_data, aas subjects, ay payload). Empty strings are wildcards in templates. */
+static const char *zg_actor = "application://baton-bench.desktop";
+
+static void append_strings(DBusMessageIter *parent, const char **items, int count) {
+    DBusMessageIter array;
+    dbus_message_iter_open_container(parent, DBUS_TYPE_ARRAY, "s", &array);
+    for (int i = 0; i < count; i++) dbus_message_iter_append_basic(&array, DBUS_TYPE_STRING, &items[i]);
+    dbus_message_iter_close_container(parent, &array);
+}
+
+static void append_zg_event(DBusMessageIter *events, const char *timestamp, const char *actor, const char *text,
+                            const char *bytes, int length) {
+    static unsigned long inserted;
+    char uri[64] = "";
+    if (*timestamp) snprintf(uri, sizeof uri, "baton-bench://activity/%d/%lu", (int)getpid(), inserted++);
+    DBusMessageIter event, subjects, payload_array;
+    const char *data[6] = {"", timestamp,
+                           *actor ? "http://www.zeitgeist-project.com/ontologies/2010/01/27/zg#AccessEvent" : "",
+                           *actor ? "http://www.zeitgeist-project.com/ontologies/2010/01/27/zg#UserActivity" : "",
+                           actor, ""};
+    const char *subject[9] = {uri, "", "", "", *actor ? "application/json" : "",
+                              text, "", "", ""};
+    dbus_message_iter_open_container(events, DBUS_TYPE_STRUCT, NULL, &event);
+    append_strings(&event, data, 6);
+    dbus_message_iter_open_container(&event, DBUS_TYPE_ARRAY, "as", &subjects);
+    if (*actor || *text) append_strings(&subjects, subject, 9);
+    dbus_message_iter_close_container(&event, &subjects);
+    dbus_message_iter_open_container(&event, DBUS_TYPE_ARRAY, "y", &payload_array);
+    dbus_message_iter_append_fixed_array(&payload_array, DBUS_TYPE_BYTE, &bytes, length);
+    dbus_message_iter_close_container(&event, &payload_array);
+    dbus_message_iter_close_container(events, &event);
+}
+
 static DBusMessage *make_call(void) {
     DBusMessage *m;
     if (strcmp(method, "echo") == 0) {
@@ -73,6 +111,31 @@ static DBusMessage *make_call(void) {
         m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Continue");
         dbus_message_append_args(m, DBUS_TYPE_STRING, &argument, DBUS_TYPE_INVALID);
         append_empty_options(m);
+    } else if (strcmp(method, "zg-insert") == 0) {
+        char timestamp[32];
+        snprintf(timestamp, sizeof timestamp, "%.0f", now_us() / 1000);  /* milliseconds, as Zeitgeist keeps them */
+        m = dbus_message_new_method_call(destination, "/org/gnome/zeitgeist/log/activity", "org.gnome.zeitgeist.Log", "InsertEvents");
+        DBusMessageIter iter, events;
+        dbus_message_iter_init_append(m, &iter);
+        dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "(asaasay)", &events);
+        append_zg_event(&events, timestamp, zg_actor, "Benchmark", payload, (int)strlen(payload));
+        dbus_message_iter_close_container(&iter, &events);
+    } else if (strcmp(method, "zg-find") == 0) {
+        m = dbus_message_new_method_call(destination, "/org/gnome/zeitgeist/log/activity", "org.gnome.zeitgeist.Log", "FindEvents");
+        DBusMessageIter iter, range, templates;
+        dbus_int64_t from = 0, to = INT64_MAX;
+        dbus_uint32_t storage_any = 2, count = 10, most_recent_events = 0;
+        dbus_message_iter_init_append(m, &iter);
+        dbus_message_iter_open_container(&iter, DBUS_TYPE_STRUCT, NULL, &range);
+        dbus_message_iter_append_basic(&range, DBUS_TYPE_INT64, &from);
+        dbus_message_iter_append_basic(&range, DBUS_TYPE_INT64, &to);
+        dbus_message_iter_close_container(&iter, &range);
+        dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "(asaasay)", &templates);
+        append_zg_event(&templates, "", *argument ? "" : zg_actor, argument, "", 0);
+        dbus_message_iter_close_container(&iter, &templates);
+        dbus_message_iter_append_basic(&iter, DBUS_TYPE_UINT32, &storage_any);
+        dbus_message_iter_append_basic(&iter, DBUS_TYPE_UINT32, &count);
+        dbus_message_iter_append_basic(&iter, DBUS_TYPE_UINT32, &most_recent_events);
     } else {
         dbus_uint32_t limit = 10;
         m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Search");
@@ -104,7 +167,7 @@ int main(int argc, char **argv) {
     size_t bytes = strtoul(argv[3], NULL, 10);
     int sequential = atoi(argv[4]), pipelined = atoi(argv[5]), window = atoi(argv[6]);
     payload = malloc(bytes + 1);
-    if (strcmp(method, "advertise") == 0 && bytes >= 32) {
+    if ((strcmp(method, "advertise") == 0 || strcmp(method, "zg-insert") == 0) && bytes >= 32) {
         /* a JSON object of about BYTES bytes: {"id":"x","t":"aaaa…"} */
         static const char prefix[] = "{\"id\":\"x\",\"t\":\"";
         size_t start = sizeof prefix - 1, filler = bytes - start - 2;

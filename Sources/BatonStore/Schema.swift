@@ -99,6 +99,34 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // v2: the search index holds only search-eligible activities. In v1 it held every
+        // activity and Search dropped the ineligible ones afterwards, so a query matching
+        // 10 000 private titles ranked all of them to return one (5.7 ms a call).
+        // With external content, FTS5 must be told to delete exactly what it indexed:
+        // each trigger acts only on rows that were (or become) eligible.
+        migrator.registerMigration("v2") { db in
+            try db.execute(sql: """
+                DROP TRIGGER activity_search_insert;
+                DROP TRIGGER activity_search_delete;
+                DROP TRIGGER activity_search_update;
+                INSERT INTO activity_search(activity_search) VALUES ('delete-all');
+                INSERT INTO activity_search(rowid, title, keywords)
+                    SELECT seq, title, keywords FROM activity WHERE eligible_for_search = 1;
+                CREATE TRIGGER activity_search_insert AFTER INSERT ON activity WHEN new.eligible_for_search = 1 BEGIN
+                    INSERT INTO activity_search(rowid, title, keywords) VALUES (new.seq, new.title, new.keywords);
+                END;
+                CREATE TRIGGER activity_search_delete AFTER DELETE ON activity WHEN old.eligible_for_search = 1 BEGIN
+                    INSERT INTO activity_search(activity_search, rowid, title, keywords) VALUES ('delete', old.seq, old.title, old.keywords);
+                END;
+                -- One trigger, so the old entry is deleted before the new one is added.
+                CREATE TRIGGER activity_search_update AFTER UPDATE OF title, keywords, eligible_for_search ON activity BEGIN
+                    INSERT INTO activity_search(activity_search, rowid, title, keywords)
+                        SELECT 'delete', old.seq, old.title, old.keywords WHERE old.eligible_for_search = 1;
+                    INSERT INTO activity_search(rowid, title, keywords)
+                        SELECT new.seq, new.title, new.keywords WHERE new.eligible_for_search = 1;
+                END;
+                """)
+        }
         return migrator
     }
 }

@@ -1,6 +1,7 @@
 import BatonCore
 @testable import BatonStore
 import Foundation
+import GRDB
 import Testing
 import TestSupport
 
@@ -104,6 +105,60 @@ struct StoreTests {
         #expect(try store.search("\"agatha\" OR NEAR(x) *", limit: 10, now: 5).isEmpty)
         #expect(try store.search("   ", limit: 10, now: 5).isEmpty)
         #expect(try store.search("agatha", limit: 1, now: 5).count == 1)
+    }
+
+    @Test func searchFollowsEligibilityTitleAndDeletion() throws {
+        try store.register(type)
+        var agatha = activity("Agatha", at: 1, keywords: ["witch"])
+        _ = try store.insert(agatha)
+        func found(_ query: String) throws -> [String] { try store.search(query, limit: 10, now: 5).map(\.title) }
+        agatha.eligibleForSearch = false
+        try store.update(agatha)
+        #expect(try found("agatha").isEmpty)
+        agatha.title = "Agatha the Wise"
+        try store.update(agatha)
+        #expect(try found("wise").isEmpty, "a private activity's new title is not indexed")
+        agatha.eligibleForSearch = true
+        try store.update(agatha)
+        #expect(try found("wise") == ["Agatha the Wise"])
+        agatha.title = "Lady Agatha"
+        try store.update(agatha)
+        #expect(try found("wise").isEmpty && found("lady") == ["Lady Agatha"], "the old title left the index")
+        #expect(try store.deleteActivities(ids: [agatha.id]) == [agatha.id])
+        #expect(try found("agatha").isEmpty)
+    }
+
+    @Test func searchRanksTheNewestMatchesAndPrefersBetterOnes() throws {
+        var limits = Limits()
+        limits.liveActivitiesPerApp = 1_000
+        let big = try Store(path: directory.appendingPathComponent("big.sqlite").path, limits: limits)
+        try big.register(type)
+        let window = Store.searchWindow
+        // The oldest activity matches best, but lies outside the newest `window` matches.
+        _ = try big.insert(activity("Sigrid Sigrid Sigrid", at: 1))
+        for index in 0..<window { _ = try big.insert(activity("Sigrid and the raven \(index)", at: UInt64(2 + index))) }
+        _ = try big.insert(activity("Sigrid Sigrid", at: UInt64(window + 2)))
+        let results = try big.search("sigrid", limit: 3, now: 10_000).map(\.title)
+        #expect(results == ["Sigrid Sigrid", "Sigrid and the raven \(window - 1)", "Sigrid and the raven \(window - 2)"])
+        #expect(try big.search("sigrid", limit: window + 1, now: 10_000).count == window + 1, "a larger limit widens the window")
+    }
+
+    @Test func upgradingAVersion1DatabaseIndexesOnlyEligibleActivities() throws {
+        let path = directory.appendingPathComponent("v1.sqlite").path
+        let queue = try DatabaseQueue(path: path)
+        try Schema.migrator.migrate(queue, upTo: "v1")
+        try queue.write { db in
+            try db.execute(sql: """
+                INSERT INTO activity_type VALUES ('t', 'app', 'T', NULL, '/', '', NULL);
+                INSERT INTO activity (id, type, app_id, title, payload, keywords, eligible_for_handoff, eligible_for_search, created_at, updated_at)
+                VALUES ('a', 't', 'app', 'Jamie public', '{}', '', 1, 1, 1, 1), ('b', 't', 'app', 'Jamie private', '{}', '', 1, 0, 2, 2);
+                """)
+        }
+        try queue.close()
+        let upgraded = try Store(path: path)
+        #expect(try upgraded.search("jamie", limit: 10, now: 5).map(\.title) == ["Jamie public"])
+        #expect(try upgraded.deleteActivities(ids: ["a", "b"]) == ["a", "b"])
+        #expect(try upgraded.search("jamie", limit: 10, now: 5).isEmpty)
     }
 
     @Test func unregisteringATypeRemovesItsActivities() throws {

@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""Turns scripts/bench's raw measurements into the table, the JSON and the chart.
+
+Every ratio is taken within one repetition (a method against the C echo measured
+in the same repetition, or batond against Zeitgeist in the same repetition), then
+the median and the min–max over repetitions are reported: absolute times drift by
+2x between runs on these machines, ratios within a run do not.
+Usage: report.py WORK_DIR OUTPUT_DIR
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+work, out_dir = sys.argv[1], sys.argv[2]
+rows = [json.loads(line) for line in open(os.path.join(work, "raw.jsonl"))]
+extra = json.load(open(os.path.join(work, "extra.json")))
+med = statistics.median
+
+
+def label(row):
+    return row["label"]
+
+
+def per_rep(name):
+    return {r["rep"]: r for r in rows if label(r) == name}
+
+
+echo = {}
+for r in rows:
+    if r["method"] == "echo":
+        echo.setdefault(r["rep"], []).append(r)
+
+
+def summary(values):
+    return {"median": med(values), "min": min(values), "max": max(values)}
+
+
+def ratios_to_echo(name, key):
+    return [r[key] / med([e[key] for e in echo[rep]]) for rep, r in per_rep(name).items()]
+
+
+def ratios_between(mine, theirs, key):
+    a, b = per_rep(mine), per_rep(theirs)
+    return [a[rep][key] / b[rep][key] for rep in a if rep in b]
+
+
+# Targets from issue #6, each a (kind, label, key, bound, against) tuple: "max" means ratio <= bound.
+TARGETS = [
+    ("max", "property", "server_cpu_us_per_call", 1.25, "echo"),
+    ("min", "property", "calls_per_s", 0.85, "echo"),
+    ("max", "property", "p50_us", 1.15, "echo"),
+    ("max", "get", "server_cpu_us_per_call", 2.0, "echo"),
+    ("max", "get", "p50_us", 1.3, "echo"),
+    ("min", "get", "calls_per_s", 0.7, "echo"),
+    ("max", "advertise 200 B", "p50_us", 2.5, "echo"),
+    ("min", "advertise 200 B", "calls_per_s", 0.5, "echo"),
+    ("max", "continue", "p50_us", 2.5, "echo"),
+    ("max", "continue, Hawk Notes", "p50_us", 3.5, "echo"),
+    ("min", "advertise 200 B", "calls_per_s", 10.0, "zg insert 200 B"),
+    ("max", "search, one match", "p50_us", 0.5, "zg find, one match"),
+    ("max", "search, broad", "p50_us", 0.5, "zg find, broad"),
+]
+
+labels = []
+for r in rows:
+    if r["method"] != "echo" and label(r) not in labels:
+        labels.append(label(r))
+
+result = {"machine": {"cpus": os.cpu_count(), "uname": " ".join(os.uname()),
+                      "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                                   if line.startswith("model name")), "unknown")},
+          "repetitions": len(echo), "methods": [], "targets": [], "extra": extra, "raw": rows}
+
+print(f"{'call':<24} {'p50 µs':>8} {'p99 µs':>8} {'calls/s':>8} {'CPU µs':>8}   ratios to the C echo: p50, calls/s, CPU")
+for name in ["echo (C)"] + labels:
+    mine = [e for reps in echo.values() for e in reps] if name == "echo (C)" else list(per_rep(name).values())
+    entry = {"label": name, "method": mine[0]["method"], "bytes": mine[0]["bytes"],
+             "failed": sum(r["failed"] for r in mine)}
+    for key in ["p50_us", "p99_us", "calls_per_s", "server_cpu_us_per_call"]:
+        entry[key] = summary([r[key] for r in mine])
+        if name != "echo (C)":
+            entry[key]["ratio_to_echo"] = summary(ratios_to_echo(name, key))
+    result["methods"].append(entry)
+    ratio = (lambda key: "1.00" if name == "echo (C)" else
+             f"{entry[key]['ratio_to_echo']['median']:.2f} ({entry[key]['ratio_to_echo']['min']:.2f}–{entry[key]['ratio_to_echo']['max']:.2f})")
+    print(f"{name:<24} {entry['p50_us']['median']:>8.1f} {entry['p99_us']['median']:>8.1f} "
+          f"{entry['calls_per_s']['median']:>8.0f} {entry['server_cpu_us_per_call']['median']:>8.1f}   "
+          f"{ratio('p50_us')}, {ratio('calls_per_s')}, {ratio('server_cpu_us_per_call')}")
+
+print("\ntargets (median ratio of per-repetition ratios, min–max):")
+for kind, name, key, bound, against in TARGETS:
+    if name not in labels:
+        continue
+    values = ratios_to_echo(name, key) if against == "echo" else ratios_between(name, against, key)
+    if not values:
+        continue
+    s = summary(values)
+    met = s["median"] <= bound if kind == "max" else s["median"] >= bound
+    result["targets"].append({"call": name, "measure": key, "against": against, "bound": bound, "kind": kind,
+                              "ratio": s, "met": met})
+    sign = "≤" if kind == "max" else "≥"
+    print(f"  {'met ' if met else 'MISS'} {name} {key} against {against}: {s['median']:.2f} "
+          f"({s['min']:.2f}–{s['max']:.2f}), target {sign} {bound}")
+
+cli = extra["cli"]
+print(f"\nbaton for one call, whole process: {med([c['ratio'] for c in cli]):.2f}× dbus-send "
+      f"({med([c['baton_ms'] for c in cli]):.2f} ms against {med([c['dbus_send_ms'] for c in cli]):.2f} ms); target ≤ 2")
+for key, text in [("empty", "empty database"), ("loaded", "100 000 activities and 1 000 scenes")]:
+    startup = extra["startup"][key]
+    print(f"start-up to owning the name, {text}: {med(startup['ms']):.1f} ms "
+          f"({min(startup['ms']):.1f}–{max(startup['ms']):.1f}); RSS then {med(startup['rss_kib']) / 1024:.1f} MiB")
+print(f"C echo server start-up, for scale: {med(extra['startup']['echo']['ms']):.1f} ms")
+memory = extra["memory"]
+print(f"batond RSS: {memory['idle_kib'] / 1024:.1f} MiB idle (target ≤ 20), "
+      f"{memory['after_100k_kib'] / 1024:.1f} MiB after advertising 100 000 activities "
+      f"(+{(memory['after_100k_kib'] - memory['idle_kib']) / 1024:.1f}; target ≤ +2), "
+      f"{memory['after_run_kib'] / 1024:.1f} MiB after the call benchmarks")
+print(f"database: {memory['db_bytes'] / memory['activities']:.0f} bytes per activity "
+      f"({memory['db_bytes'] / 1e6:.1f} MB for {memory['activities']} activities with 200-byte payloads)")
+print(f"32 KB advertise with 64 in flight: {sum(r['failed'] for r in rows if label(r) == 'advertise 32 KB')} failed "
+      f"of {sum(1 for r in rows if label(r) == 'advertise 32 KB')} runs' calls")
+
+os.makedirs(out_dir, exist_ok=True)
+json.dump(result, open(os.path.join(out_dir, "daemon.json"), "w"), indent=1)
+print(f"\nwrote {out_dir}/daemon.json")
+
+# The chart: p50 and throughput of every call, C echo and Zeitgeist beside batond.
+data = os.path.join(work, "chart.dat")
+with open(data, "w") as f:
+    for entry in result["methods"]:
+        f.write(f"\"{entry['label']}\" {entry['p50_us']['median']:.2f} {entry['calls_per_s']['median']:.1f} "
+                f"{1 if entry['label'].startswith('zg') else 2 if entry['label'] == 'echo (C)' else 0}\n")
+png = os.path.join(out_dir, "daemon.png")
+script = f"""
+set terminal pngcairo size 1400,900 font ",10"
+set output "{png}"
+set multiplot layout 2,1 title "batond against the bare libdbus C echo and Zeitgeist ({result['repetitions']} repetitions, medians; {result['machine']['cpus']} CPUs)"
+set style fill solid 0.8 border -1
+set boxwidth 0.7
+set grid ytics
+set logscale y
+set xtics rotate by -30 left
+unset key
+color(k) = k == 2 ? 0x4c72b0 : k == 1 ? 0xdd8452 : 0x55a868
+set ylabel "round trip p50, µs (log)"
+plot "{data}" using 0:2:(color($4)):xtic(1) with boxes lc rgb variable
+set ylabel "calls/s with 64 in flight (log)"
+plot "{data}" using 0:3:(color($4)):xtic(1) with boxes lc rgb variable
+unset multiplot
+"""
+try:
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    print(f"wrote {png} (blue: C echo, green: batond, orange: Zeitgeist)")
+except (OSError, subprocess.CalledProcessError) as error:
+    print(f"no chart: gnuplot failed ({error}); apt-get install gnuplot-nox")
