@@ -251,7 +251,7 @@ struct Activities: AsyncParsableCommand {
     }
 
     struct Search: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Find searchable activities by title and keywords, best first.")
+        static let configuration = CommandConfiguration(abstract: "Find searchable activities by title and keywords: title matches first, newest first.")
         @ArgumentParser.Argument(help: "Words to find (each matches as a word prefix).") var query: String
         @Option(help: "At most this many (default 50).") var limit: UInt32 = 0
         @OptionGroup var global: GlobalOptions

@@ -99,9 +99,11 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
-        // v2: the search index holds only search-eligible activities. In v1 it held every
-        // activity and Search dropped the ineligible ones afterwards, so a query matching
-        // 10 000 private titles ranked all of them to return one (5.7 ms a call).
+        // v2: the search index holds only search-eligible activities, with prefix indexes.
+        // In v1 it held every activity and Search dropped the ineligible ones afterwards,
+        // so a query matching 10 000 private titles looked at all of them to return one;
+        // and a prefix query ("agath") merged the lists of every word it starts, which
+        // the prefix indexes answer with one list (measured: 440 -> 35 µs for 10 000 rows).
         // With external content, FTS5 must be told to delete exactly what it indexed:
         // each trigger acts only on rows that were (or become) eligible.
         migrator.registerMigration("v2") { db in
@@ -109,7 +111,11 @@ enum Schema {
                 DROP TRIGGER activity_search_insert;
                 DROP TRIGGER activity_search_delete;
                 DROP TRIGGER activity_search_update;
-                INSERT INTO activity_search(activity_search) VALUES ('delete-all');
+                DROP TABLE activity_search;
+                CREATE VIRTUAL TABLE activity_search USING fts5(
+                    title, keywords, content='activity', content_rowid='seq', tokenize='unicode61 remove_diacritics 2',
+                    prefix='2 3 4'
+                );
                 INSERT INTO activity_search(rowid, title, keywords)
                     SELECT seq, title, keywords FROM activity WHERE eligible_for_search = 1;
                 CREATE TRIGGER activity_search_insert AFTER INSERT ON activity WHEN new.eligible_for_search = 1 BEGIN

@@ -128,19 +128,19 @@ struct StoreTests {
         #expect(try found("agatha").isEmpty)
     }
 
-    @Test func searchRanksTheNewestMatchesAndPrefersBetterOnes() throws {
+    @Test func searchRanksTheNewestMatchesTitlesFirst() throws {
         var limits = Limits()
         limits.liveActivitiesPerApp = 1_000
         let big = try Store(path: directory.appendingPathComponent("big.sqlite").path, limits: limits)
         try big.register(type)
         let window = Store.searchWindow
-        // The oldest activity matches best, but lies outside the newest `window` matches.
-        _ = try big.insert(activity("Sigrid Sigrid Sigrid", at: 1))
-        for index in 0..<window { _ = try big.insert(activity("Sigrid and the raven \(index)", at: UInt64(2 + index))) }
-        _ = try big.insert(activity("Sigrid Sigrid", at: UInt64(window + 2)))
-        let results = try big.search("sigrid", limit: 3, now: 10_000).map(\.title)
-        #expect(results == ["Sigrid Sigrid", "Sigrid and the raven \(window - 1)", "Sigrid and the raven \(window - 2)"])
-        #expect(try big.search("sigrid", limit: window + 1, now: 10_000).count == window + 1, "a larger limit widens the window")
+        // The oldest title match lies outside the newest `window` matches.
+        _ = try big.insert(activity("Sigrid the old", at: 1))
+        _ = try big.insert(activity("Sigrid at home", at: 2))
+        for index in 0..<window - 1 { _ = try big.insert(activity("Raven \(index)", at: UInt64(3 + index), keywords: ["sigrid"])) }
+        #expect(try big.search("sigr", limit: 3, now: 10_000).map(\.title) == ["Sigrid at home", "Raven \(window - 2)", "Raven \(window - 3)"])
+        let wider = try big.search("sigr", limit: window + 1, now: 10_000).map(\.title)
+        #expect(wider.count == window + 1 && wider.prefix(2) == ["Sigrid at home", "Sigrid the old"], "a larger limit widens the window")
     }
 
     @Test func upgradingAVersion1DatabaseIndexesOnlyEligibleActivities() throws {
