@@ -445,25 +445,38 @@ public final class HandoffService: Sendable {
                 return []
             },
         ], properties: [
-            Property("Id", "s", changeSignal: .const) { path in .string(try self.scene(at: path).id) },
-            Property("AppId", "s", changeSignal: .const) { path in .string(try self.scene(at: path).appID) },
-            Property("Title", "s", get: { path in .string(try self.scene(at: path).title) }, set: { path, value in
+            Property("Id", "s", changeSignal: .const) { path in try self.sceneProperty("Id", at: path) },
+            Property("AppId", "s", changeSignal: .const) { path in try self.sceneProperty("AppId", at: path) },
+            Property("Title", "s", get: { path in try self.sceneProperty("Title", at: path) }, set: { path, value in
                 var scene = try self.scene(at: path)
                 let title = value.stringValue ?? ""
                 try Validate.text(title, what: "the title", limit: self.limits.titleBytes)
                 scene.title = title
                 try self.store.update(scene)
             }),
-            Property("ActivityId", "s") { path in .string(try self.scene(at: path).activityID ?? "") },
-            Property("CreatedAt", "t", changeSignal: .const) { path in .uint64(try self.scene(at: path).createdAt) },
-            Property("LastActiveAt", "t") { path in .uint64(try self.scene(at: path).lastActiveAt) },
-            Property("Restored", "b", changeSignal: .const) { path in
-                let id = try self.scene(at: path).id
-                return .boolean(self.restoredScenes.withLock { $0.contains(id) })
-            },
+            Property("ActivityId", "s") { path in try self.sceneProperty("ActivityId", at: path) },
+            Property("CreatedAt", "t", changeSignal: .const) { path in try self.sceneProperty("CreatedAt", at: path) },
+            Property("LastActiveAt", "t") { path in try self.sceneProperty("LastActiveAt", at: path) },
+            Property("Restored", "b", changeSignal: .const) { path in try self.sceneProperty("Restored", at: path) },
         ], signals: [
             Signal("StorageChanged", [Argument("changed", "a{sv}"), Argument("removed", "as")]),
-        ])
+        ], readAll: { path in self.sceneProperties(try self.scene(at: path)) })
+    }
+
+    /// Every property of a scene from one row: `GetAll`, and `InterfacesAdded` when a
+    /// scene opens, read the database once instead of once per property.
+    private func sceneProperties(_ scene: Scene) -> [String: DBusValue] {
+        [
+            "Id": .string(scene.id), "AppId": .string(scene.appID), "Title": .string(scene.title),
+            "ActivityId": .string(scene.activityID ?? ""), "CreatedAt": .uint64(scene.createdAt),
+            "LastActiveAt": .uint64(scene.lastActiveAt),
+            "Restored": .boolean(restoredScenes.withLock { $0.contains(scene.id) }),
+        ]
+    }
+
+    private func sceneProperty(_ name: String, at path: ObjectPath) throws -> DBusValue {
+        // Every name asked for is one of the keys above (the getters are declared with them).
+        sceneProperties(try scene(at: path))[name] ?? .string("")
     }
 
     // MARK: Signals

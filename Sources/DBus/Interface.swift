@@ -8,9 +8,17 @@ public struct Interface: Sendable {
     public var methods: [Method]
     public var properties: [Property]
     public var signals: [Signal]
+    /// Reads every property of an object at once, for `GetAll` and `ObjectManager`, when
+    /// that is cheaper than one getter per property (one database row instead of seven).
+    /// It must return a value of the declared type for each property.
+    public var readAll: ReadAll?
+
+    public typealias ReadAll = @Sendable (ObjectPath) async throws -> [String: DBusValue]
 
     /// Declares an interface; an invalid interface or member name is a programming error.
-    public init(_ name: String, methods: [Method] = [], properties: [Property] = [], signals: [Signal] = []) {
+    public init(
+        _ name: String, methods: [Method] = [], properties: [Property] = [], signals: [Signal] = [], readAll: ReadAll? = nil
+    ) {
         precondition(DBusNames.isValid(name, as: .interface), "invalid interface name '\(name)'")
         for member in methods.map(\.name) + properties.map(\.name) + signals.map(\.name) {
             precondition(DBusNames.isValid(member, as: .member), "invalid member name '\(member)' in \(name)")
@@ -19,6 +27,7 @@ public struct Interface: Sendable {
         self.methods = methods
         self.properties = properties
         self.signals = signals
+        self.readAll = readAll
     }
 
     func method(named member: String) -> Method? { methods.first { $0.name == member } }

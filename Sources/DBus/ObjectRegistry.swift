@@ -11,14 +11,22 @@ final class ObjectRegistry: Sendable {
         var isObjectManager: Bool
     }
 
-    private let objects = Mutex<[ObjectPath: Object]>([:])
+    private struct Objects {
+        var byPath: [ObjectPath: Object] = [:]
+        /// The object managers among them, kept apart so that exporting one of thousands
+        /// of scenes does not look at every other object.
+        var managers: Set<ObjectPath> = []
+    }
+
+    private let objects = Mutex(Objects())
 
     // MARK: Registration
 
     /// Adds or replaces the object at `path`. Returns the object managers above it.
     func add(_ path: ObjectPath, _ object: Object) -> [ObjectPath] {
         objects.withLock { objects in
-            objects[path] = object
+            objects.byPath[path] = object
+            if object.isObjectManager { objects.managers.insert(path) } else { objects.managers.remove(path) }
             return Self.managers(above: path, in: objects)
         }
     }
@@ -26,15 +34,16 @@ final class ObjectRegistry: Sendable {
     /// Removes the object at `path`; returns what it had and the managers above it.
     func remove(_ path: ObjectPath) -> (Object, managers: [ObjectPath])? {
         objects.withLock { objects in
-            guard let object = objects.removeValue(forKey: path) else { return nil }
+            guard let object = objects.byPath.removeValue(forKey: path) else { return nil }
+            objects.managers.remove(path)
             return (object, Self.managers(above: path, in: objects))
         }
     }
 
-    func object(at path: ObjectPath) -> Object? { objects.withLock { $0[path] } }
+    func object(at path: ObjectPath) -> Object? { objects.withLock { $0.byPath[path] } }
 
-    private static func managers(above path: ObjectPath, in objects: [ObjectPath: Object]) -> [ObjectPath] {
-        objects.filter { $0.value.isObjectManager && path.isDescendant(of: $0.key) }.map(\.key)
+    private static func managers(above path: ObjectPath, in objects: Objects) -> [ObjectPath] {
+        objects.managers.filter { path.isDescendant(of: $0) }
     }
 
     // MARK: Routing
@@ -100,7 +109,7 @@ final class ObjectRegistry: Sendable {
     }
 
     private func isAncestorOfExported(_ path: ObjectPath) -> Bool {
-        objects.withLock { objects in objects.keys.contains { $0.isDescendant(of: path) } }
+        objects.withLock { objects in objects.byPath.keys.contains { $0.isDescendant(of: path) } }
     }
 
     // MARK: Standard interfaces
@@ -188,6 +197,16 @@ final class ObjectRegistry: Sendable {
     /// The `a{sv}` of an interface's properties.
     func propertyRecord(_ interface: Interface, at path: ObjectPath) async throws -> DBusValue {
         var entries: [DBusValue.DictionaryEntry] = []
+        if let readAll = interface.readAll {
+            let values = try await readAll(path)
+            for property in interface.properties {
+                guard let value = values[property.name], value.type == property.type else {
+                    throw InternalError("\(interface.name).readAll at \(path) gave no '\(property.type.signature)' for \(property.name)")
+                }
+                entries.append(.init(.string(property.name), .variant(value)))
+            }
+            return .dictionary(key: .string, value: .variant, entries)
+        }
         for property in interface.properties {
             entries.append(.init(.string(property.name), .variant(try await checkedValue(of: property, at: path))))
         }
@@ -208,7 +227,7 @@ final class ObjectRegistry: Sendable {
 
     private func managedObjects(below manager: ObjectPath) async throws -> DBusValue {
         let below = objects.withLock { objects in
-            objects.filter { $0.key.isDescendant(of: manager) }.sorted { $0.key < $1.key }
+            objects.byPath.filter { $0.key.isDescendant(of: manager) }.sorted { $0.key < $1.key }
         }
         var entries: [DBusValue.DictionaryEntry] = []
         for (path, object) in below {
@@ -226,10 +245,10 @@ final class ObjectRegistry: Sendable {
         let (object, children) = objects.withLock { objects -> (Object?, [String]) in
             var children = Set<String>()
             let depth = path.elements.count
-            for key in objects.keys where key.isDescendant(of: path) {
+            for key in objects.byPath.keys where key.isDescendant(of: path) {
                 children.insert(String(key.elements[depth]))
             }
-            return (objects[path], children.sorted())
+            return (objects.byPath[path], children.sorted())
         }
         var xml = IntrospectionXML.header
         xml += "<node>\n"

@@ -1,5 +1,6 @@
 import DBus
 import Glibc
+import Synchronization
 import Testing
 import TestSupport
 
@@ -213,6 +214,45 @@ struct ConnectionTests {
         #expect(try await world.client.call(Fixture.busName, Fixture.path, "org.freedesktop.DBus.Peer", "Ping").isEmpty)
         let machine = try await world.client.call(Fixture.busName, "/", "org.freedesktop.DBus.Peer", "GetMachineId")
         #expect(machine.first?.stringValue?.count == 32)
+    }
+
+    @Test func readAllAnswersGetAllAndAnnouncementsInOneRead() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let reads = Mutex(0)
+        let perProperty = Mutex(0)
+        func getter(_ value: DBusValue) -> Property.Getter {
+            { _ in perProperty.withLock { $0 += 1 }; return value }
+        }
+        let good = Interface("org.baton.Snapshot1", properties: [
+            Property("A", "s", get: getter(.string("a"))), Property("B", "u", get: getter(.uint32(2))),
+        ], readAll: { _ in
+            reads.withLock { $0 += 1 }
+            return ["A": .string("a"), "B": .uint32(2)]
+        })
+        let broken = Interface("org.baton.Broken1", properties: [Property("C", "s", get: getter(.string("c")))],
+                               readAll: { _ in ["C": .uint32(3)] })
+        let manager: ObjectPath = "/org/baton/Test/snapshots"
+        try await world.server.export(manager, [], objectManager: true)
+        let added = try await world.client.signals(matching: MatchRule(interface: "org.freedesktop.DBus.ObjectManager"))
+        let item: ObjectPath = "/org/baton/Test/snapshots/one"
+        try await world.server.export(item, [good])
+        try await world.server.export("/org/baton/Test/broken", [broken])
+        let announced = try await first(of: added)
+        #expect(announced.body.last?.dictionaryEntries?.first { $0.key == .string("org.baton.Snapshot1") }?.value
+            == .record(["A": .string("a"), "B": .uint32(2)]))
+
+        let properties = "org.freedesktop.DBus.Properties"
+        #expect(try await world.client.call(Fixture.busName, item, properties, "GetAll", [.string("org.baton.Snapshot1")])
+            == [.record(["A": .string("a"), "B": .uint32(2)])])
+        #expect(try await world.client.call(Fixture.busName, item, properties, "Get", [.string("org.baton.Snapshot1"), .string("B")])
+            == [.variant(.uint32(2))])
+        #expect(reads.withLock { $0 } == 1 + 1, "one read for the announcement, one for GetAll")
+        #expect(perProperty.withLock { $0 } == 1, "only Get used a getter")
+        // A readAll that breaks its promise is our bug: Failed, without the detail.
+        await #expect(throws: DBusError.self) {
+            _ = try await world.client.call(Fixture.busName, "/org/baton/Test/broken", properties, "GetAll", [.string("org.baton.Broken1")])
+        }
     }
 }
 
