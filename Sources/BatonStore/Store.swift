@@ -263,11 +263,13 @@ public final class Store: Sendable {
             // newest first without sorting, so both reads stop after `window` rows. The
             // newest `window` title matches hold every title match among the candidates.
             let newest = try db.cachedStatement(sql: """
-                SELECT rowid FROM activity_search WHERE activity_search MATCH ? ORDER BY rowid DESC LIMIT ?
+                SELECT rowid FROM activity_search WHERE activity_search MATCH ? AND rowid >= ? ORDER BY rowid DESC LIMIT ?
                 """)
-            let candidates = try Int64.fetchAll(newest, arguments: [match, window])
-            guard !candidates.isEmpty else { return [] }
-            let inTitle = Set(try Int64.fetchAll(newest, arguments: ["title : (\(match))", window]))
+            let candidates = try Int64.fetchAll(newest, arguments: [match, 0, window])
+            guard let oldest = candidates.last else { return [] }
+            // Bounded by the oldest candidate: without it, a query matching only keywords
+            // read the whole list looking for title matches that were never there.
+            let inTitle = Set(try Int64.fetchAll(newest, arguments: ["title : (\(match))", oldest, window]))
             let ranked = candidates.filter(inTitle.contains) + candidates.filter { !inTitle.contains($0) }
             var found: [Activity] = []
             let row = try db.cachedStatement(sql: """
