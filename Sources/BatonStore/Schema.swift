@@ -124,6 +124,9 @@ enum Schema {
                 CREATE TRIGGER activity_search_delete AFTER DELETE ON activity WHEN old.eligible_for_search = 1 BEGIN
                     INSERT INTO activity_search(activity_search, rowid, title, keywords) VALUES ('delete', old.seq, old.title, old.keywords);
                 END;
+                -- activity_clear_scene looks scenes up by their current activity on every
+                -- delete; without this index each quota trim scanned every scene.
+                CREATE INDEX scene_activity ON scene(activity_id) WHERE activity_id IS NOT NULL;
                 -- One trigger, so the old entry is deleted before the new one is added.
                 CREATE TRIGGER activity_search_update AFTER UPDATE OF title, keywords, eligible_for_search ON activity BEGIN
                     INSERT INTO activity_search(activity_search, rowid, title, keywords)
