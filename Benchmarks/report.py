@@ -19,12 +19,8 @@ extra = json.load(open(os.path.join(work, "extra.json")))
 med = statistics.median
 
 
-def label(row):
-    return row["label"]
-
-
 def per_rep(name):
-    return {r["rep"]: r for r in rows if label(r) == name}
+    return {r["rep"]: r for r in rows if r["label"] == name}
 
 
 echo = {}
@@ -65,8 +61,8 @@ TARGETS = [
 
 labels = []
 for r in rows:
-    if r["method"] != "echo" and label(r) not in labels:
-        labels.append(label(r))
+    if r["method"] != "echo" and r["label"] not in labels:
+        labels.append(r["label"])
 
 result = {"machine": {"cpus": os.cpu_count(), "uname": " ".join(os.uname()),
                       "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
@@ -77,7 +73,7 @@ print(f"{'call':<24} {'p50 µs':>8} {'p99 µs':>8} {'calls/s':>8} {'CPU µs':>8}
 for name in ["echo (C)"] + labels:
     mine = [e for reps in echo.values() for e in reps] if name == "echo (C)" else list(per_rep(name).values())
     entry = {"label": name, "method": mine[0]["method"], "bytes": mine[0]["bytes"],
-             "failed": sum(r["failed"] for r in mine)}
+             "failed": sum(r["failed"] for r in mine), "results": sorted({r["results"] for r in mine})}
     for key in ["p50_us", "p99_us", "calls_per_s", "server_cpu_us_per_call"]:
         entry[key] = summary([r[key] for r in mine])
         if name != "echo (C)":
@@ -87,7 +83,8 @@ for name in ["echo (C)"] + labels:
              f"{entry[key]['ratio_to_echo']['median']:.2f} ({entry[key]['ratio_to_echo']['min']:.2f}–{entry[key]['ratio_to_echo']['max']:.2f})")
     print(f"{name:<24} {entry['p50_us']['median']:>8.1f} {entry['p99_us']['median']:>8.1f} "
           f"{entry['calls_per_s']['median']:>8.0f} {entry['server_cpu_us_per_call']['median']:>8.1f}   "
-          f"{ratio('p50_us')}, {ratio('calls_per_s')}, {ratio('server_cpu_us_per_call')}")
+          f"{ratio('p50_us')}, {ratio('calls_per_s')}, {ratio('server_cpu_us_per_call')}"
+          + (f"   ({'/'.join(map(str, entry['results']))} results)" if entry["results"] != [-1] else ""))
 
 print("\ntargets (median ratio of per-repetition ratios, min–max):")
 for kind, name, key, bound, against in TARGETS:
@@ -95,6 +92,12 @@ for kind, name, key, bound, against in TARGETS:
         continue
     values = ratios_to_echo(name, key) if against == "echo" else ratios_between(name, against, key)
     if not values:
+        continue
+    # Two searches compare only when they return as much: a find that returns nothing is cheap.
+    counts = {r["results"] for r in rows if r["label"] in (name, against) and r["results"] >= 0}
+    if against != "echo" and len(counts) > 1:
+        print(f"  NOT COMPARABLE {name} against {against}: they returned {sorted(counts)} records")
+        result["targets"].append({"call": name, "against": against, "comparable": False, "results": sorted(counts)})
         continue
     s = summary(values)
     met = s["median"] <= bound if kind == "max" else s["median"] >= bound
@@ -119,8 +122,8 @@ print(f"batond RSS: {memory['idle_kib'] / 1024:.1f} MiB idle (target ≤ 20), "
       f"{memory['after_run_kib'] / 1024:.1f} MiB after the call benchmarks")
 print(f"database: {memory['db_bytes'] / memory['activities']:.0f} bytes per activity "
       f"({memory['db_bytes'] / 1e6:.1f} MB for {memory['activities']} activities with 200-byte payloads)")
-print(f"32 KB advertise with 64 in flight: {sum(r['failed'] for r in rows if label(r) == 'advertise 32 KB')} failed "
-      f"of {sum(1 for r in rows if label(r) == 'advertise 32 KB')} runs' calls")
+large = [r for r in rows if r["label"] == "advertise 32 KB"]
+print(f"32 KB advertise with 64 in flight: {sum(r['failed'] for r in large)} calls failed in {len(large)} runs")
 
 os.makedirs(out_dir, exist_ok=True)
 json.dump(result, open(os.path.join(out_dir, "daemon.json"), "w"), indent=1)

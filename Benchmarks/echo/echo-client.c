@@ -6,8 +6,9 @@
  *   property (Properties.Get of Status.Version: no storage), get ARG=id,
  *   advertise ARG=type (payload of PAYLOAD_BYTES), continue ARG=id, search ARG=query;
  *   or Zeitgeist's Log: zg-insert (one event, payload of PAYLOAD_BYTES),
- *   zg-find ARG=subject text (exact, as Zeitgeist's templates match text; empty: every
- *   event of the benchmark's actor), 10 most recent. */
+ *   zg-find ARG (an actor, application://…, for every event of that actor; otherwise a
+ *   subject text, matched whole, as Zeitgeist's templates match text), 10 most recent.
+ * For search and zg-find the line also gives "results": how many records the last reply held. */
 #include <dbus/dbus.h>
 #include <dirent.h>
 #include <stdint.h>
@@ -131,7 +132,8 @@ static DBusMessage *make_call(void) {
         dbus_message_iter_append_basic(&range, DBUS_TYPE_INT64, &to);
         dbus_message_iter_close_container(&iter, &range);
         dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "(asaasay)", &templates);
-        append_zg_event(&templates, "", *argument ? "" : zg_actor, argument, "", 0);
+        int by_actor = strncmp(argument, "application://", 14) == 0;
+        append_zg_event(&templates, "", by_actor ? argument : "", by_actor ? "" : argument, "", 0);
         dbus_message_iter_close_container(&iter, &templates);
         dbus_message_iter_append_basic(&iter, DBUS_TYPE_UINT32, &storage_any);
         dbus_message_iter_append_basic(&iter, DBUS_TYPE_UINT32, &count);
@@ -142,6 +144,19 @@ static DBusMessage *make_call(void) {
         dbus_message_append_args(m, DBUS_TYPE_STRING, &argument, DBUS_TYPE_UINT32, &limit, DBUS_TYPE_INVALID);
     }
     return m;
+}
+
+/* How many elements the reply's first argument holds, if it is an array; else -1. */
+static int count_results(DBusMessage *reply) {
+    DBusMessageIter iter, array;
+    if (!dbus_message_iter_init(reply, &iter) || dbus_message_iter_get_arg_type(&iter) != DBUS_TYPE_ARRAY) return -1;
+    int count = 0;
+    dbus_message_iter_recurse(&iter, &array);
+    while (dbus_message_iter_get_arg_type(&array) != DBUS_TYPE_INVALID) {
+        count++;
+        dbus_message_iter_next(&array);
+    }
+    return count;
 }
 
 static int compare(const void *a, const void *b) {
@@ -186,6 +201,7 @@ int main(int argc, char **argv) {
 
     /* Sequential: one call at a time, each timed. A short warm-up first. */
     double *samples = malloc(sizeof(double) * sequential);
+    int results = -1;
     for (int i = -sequential / 10; i < sequential; i++) {
         DBusMessage *m = make_call();
         double start = now_us();
@@ -193,6 +209,7 @@ int main(int argc, char **argv) {
         double elapsed = now_us() - start;
         dbus_message_unref(m);
         if (!reply) { fprintf(stderr, "call failed: %s\n", error.message); return 1; }
+        if (strcmp(method, "search") == 0 || strcmp(method, "zg-find") == 0) results = count_results(reply);
         dbus_message_unref(reply);
         if (i >= 0) samples[i] = elapsed;
     }
@@ -216,8 +233,8 @@ int main(int argc, char **argv) {
     unsigned long long cpu_after = cpu_ns(pid);
 
     printf("{\"server\":\"%s\",\"method\":\"%s\",\"bytes\":%zu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"calls_per_s\":%.0f,"
-           "\"server_cpu_us_per_call\":%.3f,\"failed\":%ld}\n",
+           "\"server_cpu_us_per_call\":%.3f,\"failed\":%ld,\"results\":%d}\n",
            destination, method, bytes, samples[sequential / 2], samples[(int)(sequential * 0.99)],
-           pipelined / (elapsed / 1e6), (cpu_after - cpu_before) / 1e3 / pipelined, failed);
+           pipelined / (elapsed / 1e6), (cpu_after - cpu_before) / 1e3 / pipelined, failed, results);
     return failed ? 1 : 0;
 }
