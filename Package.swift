@@ -25,8 +25,10 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus"]),
         // The domain: activity types, activities, scenes, storage values, validation, limits. No D-Bus, no SQL.
         .target(name: "BatonCore"),
-        // Persistence of the domain in SQLite (WAL) through GRDB, with migrations.
-        .target(name: "BatonStore", dependencies: ["BatonCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        // Persistence of the domain in SQLite (WAL): GRDB for writes and migrations, plain SQLite for reads.
+        .target(name: "BatonStore", dependencies: [
+            "BatonCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+        ]),
         // The org.baton.Handoff1 interfaces: D-Bus to domain, handler calls, the daemon's life cycle.
         .target(name: "BatonService", dependencies: ["DBus", "BatonCore", "BatonStore"]),
         // The Swift client library for apps: UserActivity, scenes and their storage.

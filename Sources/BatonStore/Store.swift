@@ -3,15 +3,17 @@ import Foundation
 import Glibc
 import GRDB
 
-/// Baton's persistent state in one SQLite database (WAL), through one
-/// `DatabasePool` for the whole process.
+/// Baton's persistent state in one SQLite database (WAL): writes and migrations
+/// through one GRDB `DatabasePool` for the whole process, reads through one
+/// read-only connection with prepared statements (`ReadConnection`).
 ///
 /// Every write method returns only after its transaction has committed, so a
 /// caller that replies afterwards never acknowledges a write that `kill -9`
-/// could lose. Hot paths use cached statements: GRDB's record API rebuilds SQL
-/// on each call (shared/FIELD-NOTES.md).
+/// could lose, and every read that starts after it sees it. Writes use cached
+/// statements: GRDB's record API rebuilds SQL on each call (shared/FIELD-NOTES.md).
 public final class Store: Sendable {
     private let pool: DatabasePool
+    private let reader: ReadConnection
     public let limits: Limits
     /// The database file.
     public let path: String
@@ -28,6 +30,7 @@ public final class Store: Sendable {
         configuration.busyMode = .timeout(5)
         pool = try DatabasePool(path: path, configuration: configuration)
         try Schema.migrator.migrate(pool)
+        reader = try ReadConnection(path: path)
         self.limits = limits
         self.path = path
     }
@@ -35,6 +38,7 @@ public final class Store: Sendable {
     /// Checkpoints the WAL into the database file and closes every connection.
     /// Nothing may use the store afterwards.
     public func close() throws {
+        reader.close()
         // The pool's last connection to close is a read-only reader, which cannot
         // checkpoint: do it explicitly so the WAL is merged and emptied.
         _ = try pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }
@@ -77,10 +81,6 @@ public final class Store: Sendable {
 
     // MARK: Activity types
 
-    // Lookups that run one SELECT use `unsafeRead`: a single statement already sees one
-    // consistent snapshot, and GRDB's `read` wraps it in BEGIN/COMMIT besides, which the
-    // profile of Get showed costing more than the query itself.
-
     /// Adds or replaces a registration.
     public func register(_ type: ActivityType) throws {
         try pool.write { db in
@@ -105,16 +105,11 @@ public final class Store: Sendable {
     }
 
     public func activityType(_ type: String) throws -> ActivityType? {
-        try pool.unsafeRead { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.typeColumns) FROM activity_type WHERE type = ?"), arguments: [type])
-                .map(Self.activityType(from:))
-        }
+        try reader.fetchOne("SELECT \(Self.typeColumns) FROM activity_type WHERE type = ?", [.text(type)], Self.activityType(from:))
     }
 
     public func activityTypes() throws -> [ActivityType] {
-        try pool.unsafeRead { db in
-            try Row.fetchAll(db.cachedStatement(sql: "SELECT \(Self.typeColumns) FROM activity_type ORDER BY type")).map(Self.activityType(from:))
-        }
+        try reader.fetchAll("SELECT \(Self.typeColumns) FROM activity_type ORDER BY type", [], Self.activityType(from:))
     }
 
     // MARK: Activities
@@ -190,18 +185,14 @@ public final class Store: Sendable {
 
     /// The activity with `id`, unless it is missing or expired at `now`.
     public func activity(id: String, now: UInt64) throws -> Activity? {
-        try pool.unsafeRead { db in
-            try Row.fetchOne(db.cachedStatement(sql: """
-                SELECT \(Self.activityColumns) FROM activity WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)
-                """), arguments: [id, now]).map(Self.activity(from:))
-        }
+        try reader.fetchOne("""
+            SELECT \(Self.activityColumns) FROM activity WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)
+            """, [.text(id), .integer(Int64(bitPattern: now))], Self.activity(from:))
     }
 
     /// The activity with `id` even if it has expired (to tell "expired" from "unknown").
     public func storedActivity(id: String) throws -> Activity? {
-        try pool.unsafeRead { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.activityColumns) FROM activity WHERE id = ?"), arguments: [id]).map(Self.activity(from:))
-        }
+        try reader.fetchOne("SELECT \(Self.activityColumns) FROM activity WHERE id = ?", [.text(id)], Self.activity(from:))
     }
 
     /// Which activities `List` returns: every field is an exact match when set.
@@ -225,23 +216,22 @@ public final class Store: Sendable {
 
     /// Live activities matching `filter`, newest first.
     public func activities(_ filter: ActivityFilter, now: UInt64) throws -> [Activity] {
+        // One statement per combination of filter fields (at most 64), each prepared once.
         var conditions = ["(expires_at IS NULL OR expires_at > ?)"]
-        var arguments: StatementArguments = [now]
+        var arguments: [ReadConnection.Argument] = [.integer(Int64(bitPattern: now))]
         for (column, value) in [("type", filter.type), ("app_id", filter.appID), ("scene_id", filter.sceneID),
                                 ("persistent_id", filter.persistentID), ("target_content_id", filter.targetContentID)] {
             if let value {
                 conditions.append("\(column) = ?")
-                arguments += [value]
+                arguments.append(.text(value))
             }
         }
         var sql = "SELECT \(Self.activityColumns) FROM activity WHERE " + conditions.joined(separator: " AND ") + " ORDER BY seq DESC"
         if let limit = filter.limit {
             sql += " LIMIT ?"
-            arguments += [limit]
+            arguments.append(.integer(Int64(limit)))
         }
-        return try pool.read { db in
-            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map(Self.activity(from:))
-        }
+        return try reader.fetchAll(sql, arguments, Self.activity(from:))
     }
 
     /// How many of the newest matches `search` ranks. Ranking every match made a broad
@@ -258,28 +248,30 @@ public final class Store: Sendable {
     public func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
         guard let match = Self.ftsQuery(query) else { return [] }
         let window = max(limit, Self.searchWindow)
-        return try pool.unsafeRead { db in
-            // The index holds eligible activities only (migration v2) and FTS5 walks it
-            // newest first without sorting, so both reads stop after `window` rows. The
-            // newest `window` title matches hold every title match among the candidates.
-            let newest = try db.cachedStatement(sql: """
-                SELECT rowid FROM activity_search WHERE activity_search MATCH ? AND rowid >= ? ORDER BY rowid DESC LIMIT ?
-                """)
-            let candidates = try Int64.fetchAll(newest, arguments: [match, 0, window])
-            guard let oldest = candidates.last else { return [] }
-            // Bounded by the oldest candidate: without it, a query matching only keywords
-            // read the whole list looking for title matches that were never there.
-            let inTitle = Set(try Int64.fetchAll(newest, arguments: ["title : (\(match))", oldest, window]))
-            let ranked = candidates.filter(inTitle.contains) + candidates.filter { !inTitle.contains($0) }
-            var found: [Activity] = []
-            let row = try db.cachedStatement(sql: """
-                SELECT \(Self.activityColumns) FROM activity WHERE seq = ? AND (expires_at IS NULL OR expires_at > ?)
-                """)
-            for seq in ranked where found.count < limit {
-                if let activity = try Row.fetchOne(row, arguments: [seq, now]).map(Self.activity(from:)) { found.append(activity) }
+        // The index holds eligible activities only (migration v2) and FTS5 walks it
+        // newest first without sorting, so both reads stop after `window` rows. The
+        // newest `window` title matches hold every title match among the candidates.
+        //
+        // The reads are separate statements, not one snapshot: an activity stored or
+        // deleted between them is at worst missing from this answer or ranked as if it
+        // matched by keyword only.
+        let newest = "SELECT rowid FROM activity_search WHERE activity_search MATCH ? AND rowid >= ? ORDER BY rowid DESC LIMIT ?"
+        let candidates = try reader.fetchAll(newest, [.text(match), .integer(0), .integer(Int64(window))]) { $0.int64(0) }
+        guard let oldest = candidates.last else { return [] }
+        // Bounded by the oldest candidate: without it, a query matching only keywords
+        // read the whole list looking for title matches that were never there.
+        let inTitle = Set(try reader.fetchAll(newest, [.text("title : (\(match))"), .integer(oldest), .integer(Int64(window))]) {
+            $0.int64(0)
+        })
+        let ranked = candidates.filter(inTitle.contains) + candidates.filter { !inTitle.contains($0) }
+        var found: [Activity] = []
+        let row = "SELECT \(Self.activityColumns) FROM activity WHERE seq = ? AND (expires_at IS NULL OR expires_at > ?)"
+        for seq in ranked where found.count < limit {
+            if let activity = try reader.fetchOne(row, [.integer(seq), .integer(Int64(bitPattern: now))], Self.activity(from:)) {
+                found.append(activity)
             }
-            return found
         }
+        return found
     }
 
     /// Each word quoted (so FTS5 syntax in it means nothing) and matched as a prefix.
@@ -331,9 +323,7 @@ public final class Store: Sendable {
 
     /// The earliest expiry still ahead, to schedule the next purge.
     public func nextExpiry() throws -> UInt64? {
-        try pool.read { db in
-            try UInt64.fetchOne(db.cachedStatement(sql: "SELECT MIN(expires_at) FROM activity WHERE expires_at IS NOT NULL"))
-        }
+        try reader.fetchOne("SELECT MIN(expires_at) FROM activity WHERE expires_at IS NOT NULL", []) { $0.optionalUInt64(0) } ?? nil
     }
 
     /// Counts for status reports.
@@ -396,42 +386,35 @@ public final class Store: Sendable {
     }
 
     public func scene(id: String) throws -> Scene? {
-        try pool.unsafeRead { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.sceneColumns) FROM scene WHERE id = ?"), arguments: [id]).map(Self.scene(from:))
-        }
+        try reader.fetchOne("SELECT \(Self.sceneColumns) FROM scene WHERE id = ?", [.text(id)], Self.scene(from:))
     }
 
     /// Scenes, oldest first; all apps' when `appID` is nil.
     public func scenes(appID: String? = nil) throws -> [Scene] {
-        try pool.read { db in
-            if let appID {
-                return try Row.fetchAll(db.cachedStatement(sql: "SELECT \(Self.sceneColumns) FROM scene WHERE app_id = ? ORDER BY created_at, id"),
-                                        arguments: [appID]).map(Self.scene(from:))
-            }
-            return try Row.fetchAll(db.cachedStatement(sql: "SELECT \(Self.sceneColumns) FROM scene ORDER BY created_at, id")).map(Self.scene(from:))
+        if let appID {
+            return try reader.fetchAll(
+                "SELECT \(Self.sceneColumns) FROM scene WHERE app_id = ? ORDER BY created_at, id", [.text(appID)], Self.scene(from:))
         }
+        return try reader.fetchAll("SELECT \(Self.sceneColumns) FROM scene ORDER BY created_at, id", [], Self.scene(from:))
     }
 
     // MARK: Scene storage
 
     /// Every stored value of a scene, by key.
     public func storage(sceneID: String) throws -> [String: StorageValue] {
-        try pool.unsafeRead { db in
-            var values: [String: StorageValue] = [:]
-            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT key, kind, value FROM scene_storage WHERE scene_id = ?"),
-                                        arguments: [sceneID]) {
-                if let value = Self.storageValue(kind: row[1], value: row[2]) { values[row[0]] = value }
-            }
-            return values
+        var values: [String: StorageValue] = [:]
+        try reader.forEachRow("SELECT key, kind, value FROM scene_storage WHERE scene_id = ?", [.text(sceneID)]) { row in
+            if let value = Self.storageValue(kind: row.int64(1), at: 2, of: row) { values[row.string(0)] = value }
+            return true
         }
+        return values
     }
 
     /// One stored value, or nil.
     public func storageValue(sceneID: String, key: String) throws -> StorageValue? {
-        try pool.unsafeRead { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT kind, value FROM scene_storage WHERE scene_id = ? AND key = ?"),
-                             arguments: [sceneID, key]).flatMap { Self.storageValue(kind: $0[0], value: $0[1]) }
-        }
+        try reader.fetchOne("SELECT kind, value FROM scene_storage WHERE scene_id = ? AND key = ?", [.text(sceneID), .text(key)]) {
+            Self.storageValue(kind: $0.int64(0), at: 1, of: $0)
+        } ?? nil
     }
 
     /// Sets and removes values of a scene in one transaction: all or nothing, and
@@ -495,8 +478,7 @@ public final class Store: Sendable {
         return StatementArguments(idFirst ? [activity.id] + fields : fields)
     }
 
-    // Rows are read by column index: GRDB's lookup by name lowercases the name on every
-    // access, which showed in the profile of Get. The lists below fix the indices.
+    // Rows are read by column index; the lists below fix the indices.
     static let typeColumns = "type, app_id, title, handler, handler_path, required_keys, payload_type"
     static let activityColumns = """
         id, type, app_id, title, payload, payload_type, target_content_id, persistent_id, keywords, webpage_url, \
@@ -504,21 +486,23 @@ public final class Store: Sendable {
         """
     static let sceneColumns = "id, app_id, title, activity_id, created_at, last_active_at"
 
-    private static func activityType(from row: Row) -> ActivityType {
-        ActivityType(type: row[0], appID: row[1], title: row[2], handler: row[3], handlerPath: row[4],
-                     requiredKeys: split(row[5]), payloadType: row[6])
+    private static func activityType(from row: borrowing Columns) -> ActivityType {
+        ActivityType(type: row.string(0), appID: row.string(1), title: row.string(2), handler: row.optionalString(3),
+                     handlerPath: row.string(4), requiredKeys: split(row.string(5)), payloadType: row.optionalString(6))
     }
 
-    private static func activity(from row: Row) -> Activity {
+    private static func activity(from row: borrowing Columns) -> Activity {
         Activity(
-            id: row[0], type: row[1], appID: row[2], title: row[3], payload: row[4], payloadType: row[5],
-            targetContentID: row[6], persistentID: row[7], keywords: split(row[8]), webpageURL: row[9],
-            eligibleForHandoff: row[10], eligibleForSearch: row[11], sceneID: row[12], createdAt: row[13],
-            updatedAt: row[14], expiresAt: row[15])
+            id: row.string(0), type: row.string(1), appID: row.string(2), title: row.string(3), payload: row.string(4),
+            payloadType: row.optionalString(5), targetContentID: row.optionalString(6), persistentID: row.optionalString(7),
+            keywords: split(row.string(8)), webpageURL: row.optionalString(9), eligibleForHandoff: row.bool(10),
+            eligibleForSearch: row.bool(11), sceneID: row.optionalString(12), createdAt: row.uint64(13),
+            updatedAt: row.uint64(14), expiresAt: row.optionalUInt64(15))
     }
 
-    private static func scene(from row: Row) -> Scene {
-        Scene(id: row[0], appID: row[1], title: row[2], activityID: row[3], createdAt: row[4], lastActiveAt: row[5])
+    private static func scene(from row: borrowing Columns) -> Scene {
+        Scene(id: row.string(0), appID: row.string(1), title: row.string(2), activityID: row.optionalString(3),
+              createdAt: row.uint64(4), lastActiveAt: row.uint64(5))
     }
 
     /// How a storage value is kept: a kind code and a value SQLite stores natively.
@@ -532,13 +516,14 @@ public final class Store: Sendable {
         }
     }
 
-    private static func storageValue(kind: Int, value: DatabaseValue) -> StorageValue? {
+    /// The value `stored(_:)` wrote, from column `index` of `row`; nil for a kind this version does not know.
+    private static func storageValue(kind: Int64, at index: Int32, of row: borrowing Columns) -> StorageValue? {
         switch kind {
-        case 0: Bool.fromDatabaseValue(value).map { .bool($0) }
-        case 1: Int64.fromDatabaseValue(value).map { .int($0) }
-        case 2: Double.fromDatabaseValue(value).map { .double($0) }
-        case 3: String.fromDatabaseValue(value).map { .string($0) }
-        case 4: Data.fromDatabaseValue(value).map { .bytes(Array($0)) }
+        case 0: .bool(row.bool(index))
+        case 1: .int(row.int64(index))
+        case 2: .double(row.double(index))
+        case 3: .string(row.string(index))
+        case 4: .bytes(row.bytes(index))
         default: nil
         }
     }
@@ -547,6 +532,10 @@ public final class Store: Sendable {
 /// Why the database could not be opened, with what to do about it.
 public enum StoreError: Error, CustomStringConvertible {
     case cannotOpen(String, errno: Int32)
+    /// SQLite refused a read: its result code and message.
+    case sqlite(Int32, String)
+    /// The store was closed.
+    case closed
     case cannotCreateDirectory(String, errno: Int32)
     case unsafeDirectory(String, String)
 
@@ -558,6 +547,10 @@ public enum StoreError: Error, CustomStringConvertible {
             "cannot create the state directory \(path): \(String(cString: strerror(code)))"
         case .unsafeDirectory(let path, let reason):
             "refusing to use \(path) for Baton's database: \(reason)"
+        case .sqlite(let code, let message):
+            "SQLite error \(code): \(message)"
+        case .closed:
+            "the database is closed"
         }
     }
 }

@@ -39,6 +39,31 @@ struct StoreTests {
         #expect(throws: BatonError.self) { try store.update(activity("ghost", at: 1)) }
     }
 
+    /// Reads go through their own SQLite connection: every column must come back as written.
+    @Test func everyFieldComesBackAndAClosedStoreRefusesReads() throws {
+        try store.register(type)
+        let scene = Scene(id: Identifier.make(), appID: type.appID, title: "Fenêtre ✓", createdAt: 1 << 40, lastActiveAt: 1 << 41)
+        try store.insert(scene)
+        let full = Activity(
+            id: Identifier.make(), type: type.type, appID: type.appID, title: "Lady Beatrice — “Hawk” ✓",
+            payload: #"{"id":"x","note":"a\u0000b"}"#, payloadType: "Character", targetContentID: "b|1::c|2",
+            persistentID: "p1", keywords: ["queen", "Sküa"], webpageURL: "https://example.com/b?c=1",
+            eligibleForHandoff: false, eligibleForSearch: true, sceneID: scene.id,
+            createdAt: 1_790_000_000_000_000, updatedAt: 1_790_000_000_000_001, expiresAt: UInt64(Int64.max))
+        #expect(try store.insert(full).isEmpty)
+        #expect(try store.storedActivity(id: full.id) == full)
+        #expect(try store.activity(id: full.id, now: 1) == full)
+        #expect(try store.activities(.init(persistentID: "p1"), now: 1) == [full])
+        var current = scene
+        current.activityID = full.id
+        current.lastActiveAt = full.updatedAt
+        #expect(try store.scene(id: scene.id) == current)
+        #expect(try store.scenes(appID: type.appID) == [current])
+
+        try store.close()
+        #expect(throws: StoreError.self) { try store.storedActivity(id: full.id) }
+    }
+
     @Test func filesAreOwnerOnlyAndUnsafeDirectoriesAreRefused() throws {
         var info = stat()
         #expect(stat(store.path, &info) == 0 && info.st_mode & 0o777 == 0o600)

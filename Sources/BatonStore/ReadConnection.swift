@@ -1,0 +1,153 @@
+import GRDBSQLite
+import Synchronization
+
+/// One read-only SQLite connection with its statements prepared once, for the lookups
+/// the hot calls make (an activity, a scene, a type by key; search).
+///
+/// Through `DatabasePool`, a one-row lookup spent most of its time outside SQLite: the
+/// pool's checkout, locks, schema check and a `DispatchQueue.sync` (the profile of `Get`,
+/// issue #6). Here a lookup is bind, step, read, reset under one uncontended mutex.
+/// Each statement runs in its own implicit read transaction, so it sees everything
+/// committed before it started, as the pool's readers do.
+final class ReadConnection: Sendable {
+    /// A value bound to a statement's parameter.
+    enum Argument {
+        case text(String)
+        case integer(Int64)
+    }
+
+    private struct State: ~Copyable {
+        var database: OpaquePointer?
+        /// Prepared statements by their SQL, as GRDB's `cachedStatement` keeps them.
+        var statements: [String: OpaquePointer] = [:]
+
+        deinit { Self.close(database, statements) }
+
+        static func close(_ database: OpaquePointer?, _ statements: [String: OpaquePointer]) {
+            for statement in statements.values { sqlite3_finalize(statement) }
+            sqlite3_close_v2(database)
+        }
+    }
+
+    private let state: Mutex<State>
+
+    /// Opens `path` read-only; the database must exist (the pool created and migrated it).
+    init(path: String) throws(StoreError) {
+        var database: OpaquePointer?
+        let flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &database, flags, nil)
+        guard code == SQLITE_OK, let database else {
+            let error = StoreError.sqlite(code, database.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open \(path)")
+            sqlite3_close_v2(database)
+            throw error
+        }
+        sqlite3_busy_timeout(database, 5_000)
+        state = Mutex(State(database: database))
+    }
+
+    /// Finalizes the statements and closes the connection; later reads throw.
+    func close() {
+        state.withLock { state in
+            State.close(state.database, state.statements)
+            state.database = nil
+            state.statements = [:]
+        }
+    }
+
+    /// Runs `sql` with `arguments` and hands each result row to `row`, until it returns false.
+    /// The statement is prepared on first use and kept: `sql` should come from a fixed set.
+    func forEachRow(_ sql: String, _ arguments: [Argument], _ row: (borrowing Columns) throws -> Bool) throws {
+        try state.withLock { state throws in
+            let statement = try Self.prepared(sql, in: &state)
+            defer {
+                sqlite3_reset(statement)
+                sqlite3_clear_bindings(statement)
+            }
+            for (index, argument) in arguments.enumerated() {
+                let position = Int32(index + 1)
+                let code = switch argument {
+                case .integer(let value): sqlite3_bind_int64(statement, position, value)
+                case .text(let value): Self.bind(value, at: position, to: statement)
+                }
+                guard code == SQLITE_OK else { throw Self.error(code, state.database) }
+            }
+            while true {
+                let code = sqlite3_step(statement)
+                if code == SQLITE_DONE { return }
+                guard code == SQLITE_ROW else { throw Self.error(code, state.database) }
+                guard try row(Columns(statement: statement)) else { return }
+            }
+        }
+    }
+
+    /// The first result row of `sql`, decoded, or nil when there is none.
+    func fetchOne<T>(_ sql: String, _ arguments: [Argument], _ decode: (borrowing Columns) throws -> T) throws -> T? {
+        var result: T?
+        try forEachRow(sql, arguments) { columns in
+            result = try decode(columns)
+            return false
+        }
+        return result
+    }
+
+    /// Every result row of `sql`, decoded.
+    func fetchAll<T>(_ sql: String, _ arguments: [Argument], _ decode: (borrowing Columns) throws -> T) throws -> [T] {
+        var results: [T] = []
+        try forEachRow(sql, arguments) { columns in
+            results.append(try decode(columns))
+            return true
+        }
+        return results
+    }
+
+    private static func prepared(_ sql: String, in state: inout State) throws -> OpaquePointer {
+        if let statement = state.statements[sql] { return statement }
+        guard let database = state.database else { throw StoreError.closed }
+        var statement: OpaquePointer?
+        let code = sqlite3_prepare_v3(database, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard code == SQLITE_OK, let statement else { throw error(code, database) }
+        state.statements[sql] = statement
+        return statement
+    }
+
+    private static func bind(_ text: String, at position: Int32, to statement: OpaquePointer) -> Int32 {
+        var text = text
+        return text.withUTF8 { bytes in
+            // SQLITE_TRANSIENT: SQLite copies the bytes, which live only for this closure.
+            sqlite3_bind_text(statement, position, bytes.baseAddress, Int32(bytes.count),
+                              unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+        }
+    }
+
+    private static func error(_ code: Int32, _ database: OpaquePointer?) -> StoreError {
+        .sqlite(code, database.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code)))
+    }
+}
+
+/// The current row of a statement, read by column index (the indices the queries' column lists fix).
+struct Columns: ~Copyable {
+    let statement: OpaquePointer
+
+    func isNull(_ index: Int32) -> Bool { sqlite3_column_type(statement, index) == SQLITE_NULL }
+
+    /// Text as stored; SQLite returns its UTF-8 bytes with their length, so an embedded NUL is kept.
+    func string(_ index: Int32) -> String {
+        guard let text = sqlite3_column_text(statement, index) else { return "" }
+        let count = Int(sqlite3_column_bytes(statement, index))
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+    }
+
+    func optionalString(_ index: Int32) -> String? { isNull(index) ? nil : string(index) }
+    func int64(_ index: Int32) -> Int64 { sqlite3_column_int64(statement, index) }
+    func bool(_ index: Int32) -> Bool { int64(index) != 0 }
+    func uint64(_ index: Int32) -> UInt64 { UInt64(bitPattern: int64(index)) }
+    func optionalUInt64(_ index: Int32) -> UInt64? { isNull(index) ? nil : uint64(index) }
+    func optionalInt64(_ index: Int32) -> Int64? { isNull(index) ? nil : int64(index) }
+    func double(_ index: Int32) -> Double { sqlite3_column_double(statement, index) }
+
+    func bytes(_ index: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(statement, index))
+        guard count > 0, let blob = sqlite3_column_blob(statement, index) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: blob, count: count))
+    }
+}
