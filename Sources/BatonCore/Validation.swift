@@ -4,16 +4,28 @@ import Glibc
 public enum Identifier {
     /// A new random identifier.
     public static func make() -> String {
+        // Two 64-bit draws: each is one getrandom(2) call. Drawing byte by byte made
+        // sixteen, a tenth of Advertise's CPU time in the profile.
         var generator = SystemRandomNumberGenerator()
-        var bytes = (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
-        bytes[8] = bytes[8] & 0x3F | 0x80  // RFC 4122 variant
-        let hex = bytes.map { byte -> String in
-            let text = String(byte, radix: 16)
-            return byte < 16 ? "0" + text : text
-        }.joined()
-        let characters = Array(hex)
-        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+        var high = generator.next() as UInt64
+        var low = generator.next() as UInt64
+        high = high & ~0xF000 | 0x4000  // version 4 (byte 6)
+        low = low & ~(0xC0 << 56) | (0x80 << 56)  // RFC 4122 variant (byte 8)
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 36) { text in
+            var index = 0
+            for (word, shifts) in [(high, 0..<16), (low, 0..<16)] {
+                for nibble in shifts {
+                    if index == 8 || index == 13 || index == 18 || index == 23 {
+                        text[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    text[index] = digits[Int(word >> UInt64(60 - 4 * nibble) & 0xF)]
+                    index += 1
+                }
+            }
+            return index
+        }
     }
 
     /// The canonical (lowercase) form of an identifier that came from outside.

@@ -34,19 +34,20 @@ enum Records {
     }
 
     static func record(_ activity: Activity) -> DBusValue {
-        var fields: [String: DBusValue] = [
-            "id": .string(activity.id), "type": .string(activity.type), "app_id": .string(activity.appID),
-            "title": .string(activity.title), "payload": .string(activity.payload), "keywords": .strings(activity.keywords),
-            "eligible_for_handoff": .boolean(activity.eligibleForHandoff),
-            "eligible_for_search": .boolean(activity.eligibleForSearch),
-            "created_at": .uint64(activity.createdAt), "updated_at": .uint64(activity.updatedAt),
+        var fields: [(key: String, value: DBusValue)] = [
+            ("id", .string(activity.id)), ("type", .string(activity.type)), ("app_id", .string(activity.appID)),
+            ("title", .string(activity.title)), ("payload", .string(activity.payload)), ("keywords", .strings(activity.keywords)),
+            ("eligible_for_handoff", .boolean(activity.eligibleForHandoff)),
+            ("eligible_for_search", .boolean(activity.eligibleForSearch)),
+            ("created_at", .uint64(activity.createdAt)), ("updated_at", .uint64(activity.updatedAt)),
         ]
-        if let value = activity.payloadType { fields["payload_type"] = .string(value) }
-        if let value = activity.targetContentID { fields["target_content_id"] = .string(value) }
-        if let value = activity.persistentID { fields["persistent_id"] = .string(value) }
-        if let value = activity.webpageURL { fields["webpage_url"] = .string(value) }
-        if let value = activity.sceneID { fields["scene"] = .objectPath(scenePath(value)) }
-        if let value = activity.expiresAt { fields["expires_at"] = .uint64(value) }
+        fields.reserveCapacity(16)
+        if let value = activity.payloadType { fields.append(("payload_type", .string(value))) }
+        if let value = activity.targetContentID { fields.append(("target_content_id", .string(value))) }
+        if let value = activity.persistentID { fields.append(("persistent_id", .string(value))) }
+        if let value = activity.webpageURL { fields.append(("webpage_url", .string(value))) }
+        if let value = activity.sceneID { fields.append(("scene", .objectPath(scenePath(value)))) }
+        if let value = activity.expiresAt { fields.append(("expires_at", .uint64(value))) }
         return .record(fields)
     }
 

@@ -15,6 +15,10 @@ public indirect enum DBusType: Hashable, Sendable {
 
     /// The signature text of this type, such as `a{sv}`.
     public var signature: String {
+        guard !isBasic, self != .variant else {
+            // One ASCII letter: a small string, built without allocating.
+            return String(Unicode.Scalar(code))
+        }
         var text = ""
         write(to: &text)
         return text

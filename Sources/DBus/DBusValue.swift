@@ -98,8 +98,10 @@ public indirect enum DBusValue: Hashable, Sendable {
         case (.variant(let inner), .variant):
             // A variant's content starts its own signature, so the per-signature
             // counts restart, while the message depth keeps growing.
-            try inner.check(against: inner.type, depth: depth + 1, arrays: 0, structs: 0)
-            _ = try Signature(validating: inner.type.signature)
+            let innerType = inner.type
+            try inner.check(against: innerType, depth: depth + 1, arrays: 0, structs: 0)
+            // A basic type's one-letter signature is always valid; only containers can pass the limits.
+            if !innerType.isBasic { _ = try Signature(validating: innerType.signature) }
         case (.array(let element, let values), .array(let expectedElement)) where element == expectedElement:
             guard arrays < Signature.maximumNesting else {
                 throw .invalidArgs("arrays nested deeper than \(Signature.maximumNesting)")
@@ -189,6 +191,12 @@ extension DBusValue {
 extension DBusValue {
     /// An `a{sv}` record from a Swift dictionary, with keys in sorted order so output is stable.
     public static func record(_ fields: [String: DBusValue]) -> DBusValue {
+        record(Array(fields))
+    }
+
+    /// An `a{sv}` record from fields with distinct names, in sorted key order so output is
+    /// stable. Cheaper than the dictionary form on hot paths: nothing is hashed.
+    public static func record(_ fields: [(key: String, value: DBusValue)]) -> DBusValue {
         .dictionary(
             key: .string, value: .variant,
             fields.sorted { $0.key < $1.key }.map { DictionaryEntry(.string($0.key), .variant($0.value)) }
