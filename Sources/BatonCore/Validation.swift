@@ -1,16 +1,24 @@
 import Glibc
 
-/// Identifiers: lowercase random UUIDs (version 4), as the D-Bus contract fixes.
+/// Identifiers: lowercase UUID strings, as the D-Bus contract fixes. New ones are
+/// version 7 (RFC 9562): time-ordered, then random.
+///
+/// Time order matters to the database: ids are a unique index, and random (version 4)
+/// ids put every new activity, and every one the quota trims, on a different index
+/// page, so each commit wrote about two pages per call. Version 7 ids land on the
+/// same few pages. They reveal their creation time to the millisecond, which every
+/// record carries as `created_at` anyway.
 public enum Identifier {
-    /// A new random identifier.
-    public static func make() -> String {
-        // Two 64-bit draws: each is one getrandom(2) call. Drawing byte by byte made
-        // sixteen, a tenth of Advertise's CPU time in the profile.
+    /// A new identifier for something created at `microseconds` since the Unix epoch.
+    public static func make(at microseconds: UInt64 = WallClock.nowMicroseconds()) -> String {
+        // 48 bits of milliseconds, the version, 12 bits of the sub-millisecond time
+        // (RFC 9562 method 3, so ids made in one millisecond still sort by time), the
+        // variant and 62 random bits: one getrandom(2) call.
         var generator = SystemRandomNumberGenerator()
-        var high = generator.next() as UInt64
-        var low = generator.next() as UInt64
-        high = high & ~0xF000 | 0x4000  // version 4 (byte 6)
-        low = low & ~(0xC0 << 56) | (0x80 << 56)  // RFC 4122 variant (byte 8)
+        let milliseconds = microseconds / 1_000 & 0xFFFF_FFFF_FFFF
+        let fraction = microseconds % 1_000 * 4_096 / 1_000
+        let high = milliseconds << 16 | 0x7000 | fraction
+        let low = (generator.next() as UInt64) & ~(0xC0 << 56) | (0x80 << 56)
         let digits = Array("0123456789abcdef".utf8)
         return String(unsafeUninitializedCapacity: 36) { text in
             var index = 0

@@ -5,20 +5,23 @@ struct IdentifierTests {
     @Test func identifiersAreLowercaseVersion4AndNormalize() throws {
         let id = Identifier.make()
         #expect(try Identifier.normalize(id) == id)
-        #expect(Array(id)[14] == "4")
         #expect(id == id.lowercased())
-        // Every id: 36 characters, dashes where UUIDs have them, version 4, RFC 4122 variant,
+        // Every id: 36 characters, dashes where UUIDs have them, version 7, RFC 9562 variant,
         // and every hex digit appears in every random position over many draws.
         var seen = Array(repeating: Set<Character>(), count: 36)
         for _ in 0..<2000 {
             let characters = Array(Identifier.make())
             #expect(characters.count == 36)
             #expect([8, 13, 18, 23].allSatisfy { characters[$0] == "-" })
-            #expect(characters[14] == "4" && "89ab".contains(characters[19]), "\(String(characters))")
+            #expect(characters[14] == "7" && "89ab".contains(characters[19]), "\(String(characters))")
             for (index, character) in characters.enumerated() { seen[index].insert(character) }
         }
-        let random = (0..<36).filter { ![8, 13, 14, 18, 19, 23].contains($0) }
-        #expect(random.allSatisfy { seen[$0] == Set("0123456789abcdef") })
+        #expect((20..<36).filter { $0 != 23 }.allSatisfy { seen[$0] == Set("0123456789abcdef") })
+        // The time comes first, to the millisecond and then in 1/4096ths of it: ids sort by it.
+        #expect(Identifier.make(at: 1_790_000_000_123_456).hasPrefix("01a0c450-6c7b-774b-"))
+        let times: [UInt64] = [1_790_000_000_000_000, 1_790_000_000_000_001, 1_790_000_000_000_999, 1_790_000_000_001_000, 1_790_000_001_000_000]
+        let ids = times.map { Identifier.make(at: $0) }
+        #expect(ids.sorted() == ids && Set(ids).count == ids.count)
         #expect(try Identifier.normalize("3F2A9C1E-0000-4000-8000-00000000ABCD") == "3f2a9c1e-0000-4000-8000-00000000abcd")
         #expect(Set((0..<1000).map { _ in Identifier.make() }).count == 1000)
         for bad in ["", "3f2a9c1e", "3f2a9c1e-0000-4000-8000-00000000abcg", "3f2a9c1e_0000-4000-8000-00000000abcd", "../../etc/passwd"] {
