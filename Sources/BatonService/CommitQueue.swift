@@ -50,12 +50,8 @@ final class CommitQueue: Sendable {
                 return batch
             }
             guard !batch.isEmpty else { return }
-            do {
-                let results = try store.insert(batch: batch.map(\.activity))
-                for (waiting, result) in zip(batch, results) { waiting.continuation.resume(with: result) }
-            } catch {
-                for waiting in batch { waiting.continuation.resume(throwing: error) }
-            }
+            let results = store.insert(batch: batch.map(\.activity))
+            for (waiting, result) in zip(batch, results) { waiting.continuation.resume(with: result) }
         }
     }
 }

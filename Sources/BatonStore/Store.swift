@@ -122,21 +122,24 @@ public final class Store: Sendable {
     }
 
     /// Stores several activities in one transaction, one commit for all; each succeeds or
-    /// fails on its own (a savepoint each), and each result is as `insert(_:)` would give.
-    public func insert(batch activities: [Activity]) throws -> [Result<[String], any Error>] {
-        try pool.write { db in
-            activities.map { activity in
-                do {
-                    var trimmed: [String] = []
-                    try db.inSavepoint {
-                        trimmed = try insert(activity, in: db)
-                        return .commit
+    /// fails on its own, and each result is as `insert(_:)` would give.
+    public func insert(batch activities: [Activity]) -> [Result<[String], any Error>] {
+        do {
+            return try pool.write { db in
+                try activities.map { activity in
+                    do {
+                        return .success(try insert(activity, in: db))
+                    } catch let refusal as BatonError {
+                        // Refusals (the quota) come before the first write: nothing to undo.
+                        return .failure(refusal)
                     }
-                    return .success(trimmed)
-                } catch {
-                    return .failure(error)
                 }
             }
+        } catch {
+            // SQLite failed part-way through an activity, so the whole transaction rolled
+            // back. Store each on its own, so one bad activity does not fail the others.
+            // (A savepoint per activity would do the same at a cost on every batch.)
+            return activities.map { activity in Result { try insert(activity) } }
         }
     }
 
