@@ -14,7 +14,8 @@ public struct DaemonOptions: Sendable {
     public var verbose = false
     /// How long `Continue` waits for an app's handler.
     public var handlerTimeout: Duration = .seconds(10)
-    /// How often the next expiry is checked (expired activities are hidden at once regardless).
+    /// How often housekeeping runs: the expiry check (expired activities are hidden at once
+    /// regardless) and merging the search index.
     public var purgePeriod: Duration = .seconds(1)
     public var limits = Limits()
 
@@ -66,7 +67,7 @@ public enum Daemon {
             return 1
         }
 
-        let purger = Task { await service.runExpiryPurge(period: options.purgePeriod) }
+        let purger = Task { await service.runHousekeeping(period: options.purgePeriod) }
         let signal = await stopSignals.first(orClosing: connection)
         purger.cancel()
         if let signal {

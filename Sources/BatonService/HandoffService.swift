@@ -78,17 +78,22 @@ public final class HandoffService: Sendable {
     /// caller who just missed it hears `Expired` rather than `NotFound`.
     public static let expiredGrace: UInt64 = 2_000_000
 
-    /// Purges expired activities shortly after they expire, until the task is cancelled.
-    /// Expired activities are hidden from every call at once; this reclaims their space
-    /// and announces them. It looks at the next expiry (one indexed read) every `period`
-    /// and writes only when one is due.
+    /// The daemon's housekeeping, every `period` until the task is cancelled: purges expired
+    /// activities shortly after they expire, and merges the search index's segments after
+    /// writes. Expired activities are hidden from every call at once; purging reclaims
+    /// their space and announces them. With nothing written, each round is one indexed read.
     ///
     /// An earlier version raced its sleep against an AsyncStream; cancelling the losing
     /// `next()` finished the stream for good, and the loop then spun, writing without pause.
-    public func runExpiryPurge(period: Duration = .seconds(1)) async {
+    public func runHousekeeping(period: Duration = .seconds(1)) async {
         while !Task.isCancelled {
             if let next = try? store.nextExpiry(), next + Self.expiredGrace <= WallClock.nowMicroseconds() {
                 purgeExpired()
+            }
+            do {
+                try store.tidySearchIndex()
+            } catch {
+                log.error("merging the search index failed: \(error)")
             }
             try? await Task.sleep(for: period)
         }

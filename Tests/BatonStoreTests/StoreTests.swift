@@ -153,19 +153,52 @@ struct StoreTests {
         #expect(try found("agatha").isEmpty)
     }
 
-    @Test func searchRanksTheNewestMatchesTitlesFirst() throws {
+    @Test func searchPutsEveryTitleMatchFirstThenTheNewest() throws {
         var limits = Limits()
         limits.liveActivitiesPerApp = 1_000
         let big = try Store(path: directory.appendingPathComponent("big.sqlite").path, limits: limits)
         try big.register(type)
-        let window = Store.searchWindow
-        // The oldest title match lies outside the newest `window` matches.
+        // Title matches, however old, come before the 300 newer keyword-only matches.
         _ = try big.insert(activity("Sigrid the old", at: 1))
         _ = try big.insert(activity("Sigrid at home", at: 2))
-        for index in 0..<window - 1 { _ = try big.insert(activity("Raven \(index)", at: UInt64(3 + index), keywords: ["sigrid"])) }
-        #expect(try big.search("sigr", limit: 3, now: 10_000).map(\.title) == ["Sigrid at home", "Raven \(window - 2)", "Raven \(window - 3)"])
-        let wider = try big.search("sigr", limit: window + 1, now: 10_000).map(\.title)
-        #expect(wider.count == window + 1 && wider.prefix(2) == ["Sigrid at home", "Sigrid the old"], "a larger limit widens the window")
+        var expired = activity("Sigrid gone", at: 3)
+        expired.expiresAt = 4
+        _ = try big.insert(expired)
+        for index in 0..<300 { _ = try big.insert(activity("Raven \(index)", at: UInt64(5 + index), keywords: ["sigrid"])) }
+        #expect(try big.search("sigr", limit: 4, now: 10_000).map(\.title) == ["Sigrid at home", "Sigrid the old", "Raven 299", "Raven 298"])
+        #expect(try big.search("sigr", limit: 1, now: 10_000).map(\.title) == ["Sigrid at home"])
+        #expect(try big.search("sigr", limit: 500, now: 10_000).count == 302, "every live match, the expired one left out")
+        // Words of every indexed prefix length and beyond it (2…8, then 9) find the same.
+        for query in ["si", "sig", "sigr", "sigri", "sigrid", "raven 29", "raven 299"] {
+            #expect(try !big.search(query, limit: 1, now: 10_000).isEmpty, "\(query)")
+        }
+        _ = try big.insert(activity("Lady Beatrice of Skye", at: 400))
+        #expect(try big.search("beatrice", limit: 5, now: 10_000).map(\.title) == ["Lady Beatrice of Skye"])
+        #expect(try big.search("beatric skye", limit: 5, now: 10_000).map(\.title) == ["Lady Beatrice of Skye"])
+        #expect(try big.search("beatrices", limit: 5, now: 10_000).isEmpty)
+        #expect(try big.search("sigrid", limit: 0, now: 10_000).isEmpty)
+    }
+
+    @Test func tidyingMergesTheSearchIndexesOnlyAfterWrites() throws {
+        var limits = Limits()
+        limits.liveActivitiesPerApp = 1_000
+        let big = try Store(path: directory.appendingPathComponent("tidy.sqlite").path, limits: limits)
+        try big.register(type)
+        for index in 0..<200 { _ = try big.insert(activity("Note \(index)", at: UInt64(index), keywords: ["corpus"])) }
+        let observer = try DatabaseQueue(path: big.path)
+        func segmentPages() throws -> Int {
+            try observer.read { db in
+                try Int.fetchOne(db, sql: "SELECT (SELECT COUNT(*) FROM activity_search_data) + (SELECT COUNT(*) FROM activity_title_search_data)") ?? 0
+            }
+        }
+        let before = try segmentPages()
+        #expect(try big.tidySearchIndex(budget: .seconds(10)) == false, "everything merged within the budget")
+        let after = try segmentPages()
+        #expect(after * 3 < before, "\(before) index rows before merging, \(after) after")
+        #expect(try big.search("note 42", limit: 5, now: 1_000).map(\.title) == ["Note 42"])
+        // Nothing written since: nothing to do, and nothing is written.
+        #expect(try big.tidySearchIndex() == false)
+        #expect(try segmentPages() == after)
     }
 
     @Test func upgradingAVersion1DatabaseIndexesOnlyEligibleActivities() throws {
