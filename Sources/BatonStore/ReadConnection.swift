@@ -42,6 +42,7 @@ final class ReadConnection: Sendable {
             throw error
         }
         sqlite3_busy_timeout(database, 5_000)
+        sqlite3_exec(database, "PRAGMA cache_size = -\(Store.cacheKiB)", nil, nil, nil)
         state = Mutex(State(database: database))
     }
 

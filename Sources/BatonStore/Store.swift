@@ -32,12 +32,20 @@ public final class Store: Sendable {
         var configuration = Configuration()
         configuration.label = "baton"
         configuration.busyMode = .timeout(5)
+        configuration.prepareDatabase { db in
+            // The data lives on disk, not in memory (issue #6: ≤ 2 MB more resident after
+            // 100 000 activities). SQLite's default page cache is 2 MiB per connection.
+            try db.execute(sql: "PRAGMA cache_size = -\(Self.cacheKiB)")
+        }
         pool = try DatabasePool(path: path, configuration: configuration)
         try Schema.migrator.migrate(pool)
         reader = try ReadConnection(path: path)
         self.limits = limits
         self.path = path
     }
+
+    /// Each connection's SQLite page cache, in KiB.
+    static let cacheKiB = 512
 
     /// Checkpoints the WAL into the database file and closes every connection.
     /// Nothing may use the store afterwards.
