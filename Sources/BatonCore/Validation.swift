@@ -158,7 +158,7 @@ public enum SceneAddress {
 
     /// The object path of a scene; `id` is a normalized id, so the path is always valid.
     public static func path(forID id: String) -> String {
-        root + "/" + id.replacing("-", with: "_")
+        root + "/" + swapping(id, UInt8(ascii: "-"), for: UInt8(ascii: "_"))
     }
 
     /// The scene id named by an object path or by an id, as people and programs give either.
@@ -168,6 +168,12 @@ public enum SceneAddress {
         guard text.hasPrefix(prefix) else {
             throw .invalidArgument("'\(printable(text))' is not a scene path; scenes live under \(prefix)")
         }
-        return try Identifier.normalize(String(text.dropFirst(prefix.count)).replacing("_", with: "-"), what: "scene")
+        return try Identifier.normalize(swapping(String(text.dropFirst(prefix.count)), UInt8(ascii: "_"), for: UInt8(ascii: "-")), what: "scene")
+    }
+
+    /// `text` with every `old` byte (ASCII) replaced by `new`. The generic `replacing(_:with:)`
+    /// took 3% of Continue's CPU in the profile; ids are 36 bytes.
+    private static func swapping(_ text: String, _ old: UInt8, for new: UInt8) -> String {
+        String(decoding: text.utf8.map { $0 == old ? new : $0 }, as: UTF8.self)
     }
 }

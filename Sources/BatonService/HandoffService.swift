@@ -407,7 +407,20 @@ public final class HandoffService: Sendable {
         return scene
     }
 
+    /// The interface every scene object exports, built once: it is the same value for
+    /// every scene (handlers find their scene by path), and building it on each export
+    /// showed in Continue's profile.
     var sceneInterface: Interface {
+        sceneInterfaceOnce.withLock { built in
+            if let built { return built }
+            let interface = makeSceneInterface()
+            built = interface
+            return interface
+        }
+    }
+    private let sceneInterfaceOnce = Mutex<Interface?>(nil)
+
+    private func makeSceneInterface() -> Interface {
         Interface(Self.scene, methods: [
             Method("Get", in: [Argument("key", "s")], out: [Argument("value", "v")]) { call in
                 let id = try self.scene(at: call.path).id
