@@ -62,7 +62,7 @@ struct Types: AsyncParsableCommand {
         subcommands: [List.self, Register.self, Unregister.self], defaultSubcommand: List.self)
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List registered activity types.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List registered activity types.")
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
@@ -77,6 +77,7 @@ struct Types: AsyncParsableCommand {
 
     struct Register: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "register",
             abstract: "Register (or replace) an activity type.",
             discussion: "Example: baton types register com.example.notes.document --app com.example.notes --required-keys id")
         @ArgumentParser.Argument(help: "The reverse-DNS type, like com.example.notes.document.") var type: String
@@ -102,7 +103,7 @@ struct Types: AsyncParsableCommand {
     }
 
     struct Unregister: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Unregister a type; its activities are removed too.")
+        static let configuration = CommandConfiguration(commandName: "unregister", abstract: "Unregister a type; its activities are removed too.")
         @ArgumentParser.Argument(help: "The type to remove.") var type: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -152,7 +153,7 @@ struct Activities: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List live activities, newest first.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List live activities, newest first.")
         @Option(help: "Only this type.") var type: String?
         @Option(help: "Only this app's.") var app: String?
         @Option(help: "Only the current activity of this scene (path or id).") var scene: String?
@@ -176,7 +177,7 @@ struct Activities: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show one activity with its payload.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one activity with its payload.")
         @ArgumentParser.Argument(help: "The activity id.") var id: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -199,6 +200,7 @@ struct Activities: AsyncParsableCommand {
 
     struct Advertise: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "advertise",
             abstract: "Advertise an activity of a registered type; prints its id.",
             discussion: #"Example: baton activities advertise com.example.notes.document "Chapter 3" '{"id": "c3"}' --keyword draft --searchable"#)
         @ArgumentParser.Argument(help: "The registered type.") var type: String
@@ -221,6 +223,7 @@ struct Activities: AsyncParsableCommand {
 
     struct Update: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "update",
             abstract: "Merge payload keys into an activity and change its fields.",
             discussion: "The payload's top-level keys replace or extend the stored ones; omit it to change fields only.")
         @ArgumentParser.Argument(help: "The activity id.") var id: String
@@ -239,7 +242,7 @@ struct Activities: AsyncParsableCommand {
     }
 
     struct Invalidate: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove an activity.")
+        static let configuration = CommandConfiguration(commandName: "invalidate", abstract: "Remove an activity.")
         @ArgumentParser.Argument(help: "The activity id.") var id: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -251,7 +254,7 @@ struct Activities: AsyncParsableCommand {
     }
 
     struct Search: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Find searchable activities by title and keywords: title matches first, newest first.")
+        static let configuration = CommandConfiguration(commandName: "search", abstract: "Find searchable activities by title and keywords: title matches first, newest first.")
         @ArgumentParser.Argument(help: "Words to find (each matches as a word prefix).") var query: String
         @Option(help: "At most this many (default 50).") var limit: UInt32 = 0
         @OptionGroup var global: GlobalOptions
@@ -265,6 +268,7 @@ struct Activities: AsyncParsableCommand {
 
     struct Continue: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "continue",
             abstract: "Continue an activity: open a scene for it (the app's handler fills it); prints the scene.")
         @ArgumentParser.Argument(help: "The activity id.") var id: String
         @Option(help: "Continue into this existing scene (path or id) instead of a new one.") var scene: String?

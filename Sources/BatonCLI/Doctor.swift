@@ -6,6 +6,7 @@ import Glibc
 /// `baton doctor`: checks everything Baton needs and says how to fix what is wrong.
 struct Doctor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "doctor",
         abstract: "Check the bus, the daemon, the installed unit and service files, and the state directory.",
         discussion: "Exits 0 when everything is in order, 1 otherwise. It reads files and asks the bus; it changes nothing.")
     @OptionGroup var global: GlobalOptions

@@ -32,7 +32,7 @@ struct Scenes: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List scenes, oldest first.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List scenes, oldest first.")
         @Option(help: "Only this app's.") var app: String?
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -54,7 +54,7 @@ struct Scenes: AsyncParsableCommand {
     }
 
     struct Open: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Open an empty scene for an app; prints its path.")
+        static let configuration = CommandConfiguration(commandName: "open", abstract: "Open an empty scene for an app; prints its path.")
         @ArgumentParser.Argument(help: "The app (reverse-DNS).") var app: String
         @Option(help: "The window title.") var title: String?
         @OptionGroup var global: GlobalOptions
@@ -68,7 +68,7 @@ struct Scenes: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show a scene's properties and storage.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Show a scene's properties and storage.")
         @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -97,7 +97,7 @@ struct Scenes: AsyncParsableCommand {
     }
 
     struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print one stored value.")
+        static let configuration = CommandConfiguration(commandName: "get", abstract: "Print one stored value.")
         @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
         @ArgumentParser.Argument(help: "The key.") var key: String
         @OptionGroup var global: GlobalOptions
@@ -177,7 +177,7 @@ struct Scenes: AsyncParsableCommand {
     }
 
     struct Remove: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove a stored value.")
+        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a stored value.")
         @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
         @ArgumentParser.Argument(help: "The key.") var key: String
         @OptionGroup var global: GlobalOptions
@@ -190,7 +190,7 @@ struct Scenes: AsyncParsableCommand {
     }
 
     struct Close: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Close a scene, discarding its storage.")
+        static let configuration = CommandConfiguration(commandName: "close", abstract: "Close a scene, discarding its storage.")
         @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -205,7 +205,7 @@ struct Scenes: AsyncParsableCommand {
 // MARK: - status
 
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Is batond reachable, and what does it hold?")
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Is batond reachable, and what does it hold?")
     @OptionGroup var global: GlobalOptions
     func run() async throws {
         try await perform {

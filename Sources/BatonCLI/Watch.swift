@@ -6,6 +6,7 @@ import Glibc
 /// `baton watch`: the daemon's signals as they happen.
 struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "watch",
         abstract: "Print activities advertised, invalidated and continued, and scene changes, as they happen.",
         discussion: """
             Runs until interrupted (Ctrl-C). With --json, prints one JSON object per line, flushed \
