@@ -15,6 +15,7 @@ import Synchronization
 public final class Store: Sendable {
     private let pool: DatabasePool
     private let reader: ReadConnection
+    private let checkpointer: Checkpointer
     /// Set by every write that may change the search index (and so add FTS5 segments),
     /// cleared when `tidySearchIndex` has merged them.
     private let searchIndexChanged = Atomic(true)
@@ -32,16 +33,25 @@ public final class Store: Sendable {
         var configuration = Configuration()
         configuration.label = "baton"
         configuration.busyMode = .timeout(5)
+        // Opened before the pool, so the pool's writer can hand its checkpoints to it.
+        let checkpointer = try Checkpointer(path: path)
         configuration.prepareDatabase { db in
             // The data lives on disk, not in memory (issue #6: ≤ 2 MB more resident after
             // 100 000 activities). SQLite's default page cache is 2 MiB per connection.
             try db.execute(sql: "PRAGMA cache_size = -\(Self.cacheKiB)")
+            if let handle = db.sqliteConnection { checkpointer.attach(to: handle) }
         }
         pool = try DatabasePool(path: path, configuration: configuration)
+        self.checkpointer = checkpointer
         try Schema.migrator.migrate(pool)
         reader = try ReadConnection(path: path)
         self.limits = limits
         self.path = path
+    }
+
+    /// Returns once the checkpoints that commits have asked for so far have run (for tests).
+    func waitForCheckpoints() {
+        checkpointer.waitUntilIdle()
     }
 
     /// Each connection's SQLite page cache, in KiB.
@@ -51,6 +61,7 @@ public final class Store: Sendable {
     /// Nothing may use the store afterwards.
     public func close() throws {
         reader.close()
+        checkpointer.close()
         // The pool's last connection to close is a read-only reader, which cannot
         // checkpoint: do it explicitly so the WAL is merged and emptied.
         _ = try pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }

@@ -179,6 +179,30 @@ struct StoreTests {
         #expect(try big.search("sigrid", limit: 0, now: 10_000).isEmpty)
     }
 
+    /// Commits do not checkpoint; the checkpointer copies the WAL into the database file
+    /// on its own connection once it passes 1 000 pages, and the data is all there.
+    @Test func theCheckpointerCopiesTheWALIntoTheDatabase() throws {
+        var limits = Limits()
+        limits.liveActivitiesPerApp = 1_000
+        let big = try Store(path: directory.appendingPathComponent("wal.sqlite").path, limits: limits)
+        try big.register(type)
+        let payload = #"{"id":""# + String(repeating: "x", count: 30_000) + #""}"#
+        var ids: [String] = []
+        for index in 0..<200 {
+            var item = activity("Large \(index)", at: UInt64(index))
+            item.payload = payload
+            _ = try big.insert(item)
+            ids.append(item.id)
+        }
+        big.waitForCheckpoints()
+        var info = stat()
+        #expect(stat(big.path, &info) == 0 && info.st_size > 4_000_000, "the database file holds \(info.st_size) bytes")
+        #expect(try ids.allSatisfy { try big.storedActivity(id: $0)?.payload == payload })
+        try big.close()
+        let reopened = try Store(path: big.path, limits: limits)
+        #expect(try reopened.activities(.init(), now: 1_000).count == 200)
+    }
+
     @Test func tidyingMergesTheSearchIndexesOnlyAfterWrites() throws {
         var limits = Limits()
         limits.liveActivitiesPerApp = 1_000
