@@ -278,11 +278,11 @@ public final class Store: Sendable {
     public func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
         guard limit > 0, let match = Self.ftsQuery(query) else { return [] }
         var found: [Activity] = []
-        var ids = Set<String>()
+        var seen = Set<Int64>()
         for sql in Self.searchQueries where found.count < limit {
             try reader.forEachRow(sql, [.text(match), .integer(Int64(bitPattern: now))]) { row in
-                let activity = Self.activity(from: row)
-                if ids.insert(activity.id).inserted { found.append(activity) }
+                // Title matches come again in the second read: skip them before decoding.
+                if seen.insert(row.int64(Self.searchSeqColumn)).inserted { found.append(Self.activity(from: row)) }
                 return found.count < limit
             }
         }
@@ -292,12 +292,15 @@ public final class Store: Sendable {
     /// Title matches, then all matches: live activities from each search index, newest first.
     private static let searchQueries = ["activity_title_search", "activity_search"].map { index in
         """
-        SELECT \(activityColumns.split(separator: ", ").map { "activity." + $0 }.joined(separator: ", "))
+        SELECT \(activityColumns.split(separator: ", ").map { "activity." + $0 }.joined(separator: ", ")), activity.seq
         FROM \(index) JOIN activity ON activity.seq = \(index).rowid
         WHERE \(index) MATCH ? AND (activity.expires_at IS NULL OR activity.expires_at > ?)
         ORDER BY \(index).rowid DESC
         """
     }
+
+    /// The column of `searchQueries` that holds the activity's seq, after `activityColumns`.
+    private static let searchSeqColumn = Int32(activityColumns.split(separator: ", ").count)
 
     /// Merges the search indexes' segments, a bounded step at a time, if they changed since
     /// the last call finished. Returns true when work is left for the next call.
