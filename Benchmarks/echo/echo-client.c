@@ -24,25 +24,48 @@ static double now_us(void) {
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
-/* Sum of on-CPU nanoseconds over every thread of a process. */
-static unsigned long long cpu_ns(int pid) {
+/* On-CPU nanoseconds of each thread of a process, from /proc/PID/task/TID/schedstat. */
+#define MAX_TASKS 512
+struct task_cpu { int tid; unsigned long long ns; };
+struct cpu_sample { int count; struct task_cpu tasks[MAX_TASKS]; };
+
+static void sample_cpu(int pid, struct cpu_sample *sample) {
     char path[64];
+    sample->count = 0;
     snprintf(path, sizeof path, "/proc/%d/task", pid);
     DIR *tasks = opendir(path);
-    if (!tasks) return 0;
-    unsigned long long total = 0;
+    if (!tasks) return;
     struct dirent *entry;
-    while ((entry = readdir(tasks))) {
+    while ((entry = readdir(tasks)) && sample->count < MAX_TASKS) {
         if (entry->d_name[0] == '.') continue;
         char stat[320];
         snprintf(stat, sizeof stat, "/proc/%d/task/%s/schedstat", pid, entry->d_name);
         FILE *f = fopen(stat, "r");
         if (!f) continue;
         unsigned long long ns = 0;
-        if (fscanf(f, "%llu", &ns) == 1) total += ns;
+        if (fscanf(f, "%llu", &ns) == 1) {
+            sample->tasks[sample->count].tid = atoi(entry->d_name);
+            sample->tasks[sample->count].ns = ns;
+            sample->count++;
+        }
         fclose(f);
     }
     closedir(tasks);
+}
+
+/* CPU used between two samples, thread by thread. A sum over the threads alive at each
+   moment went negative when a worker thread exited in between (batond's dispatch
+   threads come and go); here a thread that started in between counts whole, and one
+   that exited loses only what it used after the first sample. */
+static unsigned long long cpu_between(const struct cpu_sample *before, const struct cpu_sample *after) {
+    unsigned long long total = 0;
+    for (int i = 0; i < after->count; i++) {
+        unsigned long long base = 0;
+        for (int j = 0; j < before->count; j++) {
+            if (before->tasks[j].tid == after->tasks[i].tid) { base = before->tasks[j].ns; break; }
+        }
+        if (after->tasks[i].ns > base) total += after->tasks[i].ns - base;
+    }
     return total;
 }
 
@@ -218,7 +241,8 @@ int main(int argc, char **argv) {
     /* Pipelined: keep WINDOW calls in flight until PIPELINED have been answered. */
     dbus_connection_add_filter(c, on_reply, NULL, NULL);
     long sent = 0;
-    unsigned long long cpu_before = cpu_ns(pid);
+    static struct cpu_sample cpu_before, cpu_after;
+    sample_cpu(pid, &cpu_before);
     double start = now_us();
     while (completed < pipelined) {
         while (sent - completed < window && sent < pipelined) {
@@ -230,11 +254,11 @@ int main(int argc, char **argv) {
         if (!dbus_connection_read_write_dispatch(c, 5000)) { fprintf(stderr, "disconnected\n"); return 1; }
     }
     double elapsed = now_us() - start;
-    unsigned long long cpu_after = cpu_ns(pid);
+    sample_cpu(pid, &cpu_after);
 
     printf("{\"server\":\"%s\",\"method\":\"%s\",\"bytes\":%zu,\"p50_us\":%.2f,\"p99_us\":%.2f,\"calls_per_s\":%.0f,"
            "\"server_cpu_us_per_call\":%.3f,\"failed\":%ld,\"results\":%d}\n",
            destination, method, bytes, samples[sequential / 2], samples[(int)(sequential * 0.99)],
-           pipelined / (elapsed / 1e6), (cpu_after - cpu_before) / 1e3 / pipelined, failed, results);
+           pipelined / (elapsed / 1e6), cpu_between(&cpu_before, &cpu_after) / 1e3 / pipelined, failed, results);
     return failed ? 1 : 0;
 }
