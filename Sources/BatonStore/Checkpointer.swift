@@ -25,6 +25,11 @@ final class Checkpointer: Sendable {
     /// connection's lock: the request comes from inside a commit, which must not wait
     /// for a checkpoint in progress.
     private let scheduled = Atomic(false)
+    /// The WAL's size in pages when the last checkpoint was asked for. While commits keep
+    /// coming, a passive checkpoint cannot let the WAL start over, so its size keeps
+    /// rising; without this, every commit past 1 000 pages asked for another checkpoint
+    /// (and two fsyncs), back to back.
+    private let requestedAt = Atomic<Int32>(0)
     private let queue = DispatchQueue(label: "org.baton.checkpoints", qos: .utility)
 
     /// Opens its own read-write connection to the database at `path`, which must exist.
@@ -43,11 +48,24 @@ final class Checkpointer: Sendable {
     /// The checkpointer must outlive the connection (the store owns both).
     func attach(to writer: OpaquePointer) {
         sqlite3_wal_hook(writer, { context, _, _, pages in
-            if let context, pages >= Checkpointer.pagesBeforeCheckpoint {
-                Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue().schedule()
+            if let context {
+                Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue().walGrew(to: pages)
             }
             return SQLITE_OK
         }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// Called after each commit (on the writer's thread) with the WAL's size in pages.
+    private func walGrew(to pages: Int32) {
+        var since = requestedAt.load(ordering: .relaxed)
+        if pages < since {
+            // The WAL started over after a complete checkpoint.
+            since = 0
+            requestedAt.store(0, ordering: .relaxed)
+        }
+        guard pages - since >= Self.pagesBeforeCheckpoint else { return }
+        requestedAt.store(pages, ordering: .relaxed)
+        schedule()
     }
 
     /// Starts one passive checkpoint unless one is already waiting to run.
