@@ -41,6 +41,8 @@ final class Checkpointer: Sendable {
             sqlite3_close_v2(database)
             throw error
         }
+        // A checkpoint copies frames through a buffer; it needs no cache of its own.
+        sqlite3_exec(database, "PRAGMA cache_size = -64", nil, nil, nil)
         connection = Mutex(Connection(database: database))
     }
 
