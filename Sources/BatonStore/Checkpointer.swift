@@ -14,9 +14,10 @@ final class Checkpointer: Sendable {
     /// WAL pages after a commit that start a checkpoint (SQLite's automatic default).
     static let pagesBeforeCheckpoint: Int32 = 1_000
 
-    /// The checkpoint connection; used on `queue` only, the lock is for `close()`.
+    /// The checkpoint connection, opened on first use; used on `queue` only, the lock is for `close()`.
     private struct Connection: ~Copyable {
         var database: OpaquePointer?
+        var closed = false
         deinit { sqlite3_close_v2(database) }
     }
 
@@ -32,18 +33,14 @@ final class Checkpointer: Sendable {
     private let requestedAt = Atomic<Int32>(0)
     private let queue = DispatchQueue(label: "org.baton.checkpoints", qos: .utility)
 
-    /// Opens its own read-write connection to the database at `path`, which must exist.
-    init(path: String) throws(StoreError) {
-        var database: OpaquePointer?
-        let code = sqlite3_open_v2(path, &database, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)
-        guard code == SQLITE_OK, let database else {
-            let error = StoreError.sqlite(code, database.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open \(path)")
-            sqlite3_close_v2(database)
-            throw error
-        }
-        // A checkpoint copies frames through a buffer; it needs no cache of its own.
-        sqlite3_exec(database, "PRAGMA cache_size = -64", nil, nil, nil)
-        connection = Mutex(Connection(database: database))
+    private let path: String
+
+    /// A checkpointer for the database at `path`. Its connection opens at the first
+    /// checkpoint: a connection that reads the file before it is in WAL mode keeps
+    /// treating it as a rollback-journal database, and its checkpoints do nothing.
+    init(path: String) {
+        self.path = path
+        connection = Mutex(Connection())
     }
 
     /// Makes `writer` hand its checkpoints to this object instead of running them itself.
@@ -79,6 +76,17 @@ final class Checkpointer: Sendable {
     private func checkpoint() {
         scheduled.store(false, ordering: .releasing)
         connection.withLock { connection in
+            guard !connection.closed else { return }
+            if connection.database == nil {
+                guard sqlite3_open_v2(path, &connection.database, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK else {
+                    // Left for the next request to try again; until then the WAL grows.
+                    sqlite3_close_v2(connection.database)
+                    connection.database = nil
+                    return
+                }
+                // A checkpoint copies frames through a buffer; it needs no cache of its own.
+                sqlite3_exec(connection.database, "PRAGMA cache_size = -64", nil, nil, nil)
+            }
             guard let database = connection.database else { return }
             // PASSIVE: copies frames no reader still needs, without blocking anyone. A
             // failure (the disk, say) leaves the WAL to grow and the next commit to retry.
@@ -99,6 +107,7 @@ final class Checkpointer: Sendable {
         connection.withLock { connection in
             sqlite3_close_v2(connection.database)
             connection.database = nil
+            connection.closed = true
         }
     }
 }

@@ -34,7 +34,7 @@ public final class Store: Sendable {
         configuration.label = "baton"
         configuration.busyMode = .timeout(5)
         // Opened before the pool, so the pool's writer can hand its checkpoints to it.
-        let checkpointer = try Checkpointer(path: path)
+        let checkpointer = Checkpointer(path: path)
         configuration.prepareDatabase { db in
             // The data lives on disk, not in memory (issue #6: ≤ 2 MB more resident after
             // 100 000 activities). SQLite's default page cache is 2 MiB per connection.

@@ -196,7 +196,9 @@ struct StoreTests {
         }
         big.waitForCheckpoints()
         var info = stat()
-        #expect(stat(big.path, &info) == 0 && info.st_size > 4_000_000, "the database file holds \(info.st_size) bytes")
+        // Without a checkpoint the file would hold little more than the schema; the first
+        // checkpoint alone copies 1 000 frames, some of them the same index pages again.
+        #expect(stat(big.path, &info) == 0 && info.st_size > 2_000_000, "the database file holds \(info.st_size) bytes")
         #expect(try ids.allSatisfy { try big.storedActivity(id: $0)?.payload == payload })
         try big.close()
         let reopened = try Store(path: big.path, limits: limits)
