@@ -13,6 +13,12 @@ import Synchronization
 final class Checkpointer: Sendable {
     /// WAL pages after a commit that start a checkpoint (SQLite's automatic default).
     static let pagesBeforeCheckpoint: Int32 = 1_000
+    /// WAL pages after which the committing writer checkpoints itself, as SQLite would.
+    /// The WAL starts over only after a checkpoint that copied every frame, which one
+    /// running beside a steady stream of commits never does: advertising 100 000
+    /// activities left a 409 MB WAL. By then the background has copied most frames,
+    /// so this one is short.
+    static let pagesBeforeWriterCheckpoints: Int32 = 4_000
 
     /// The checkpoint connection, opened on first use; used on `queue` only, the lock is for `close()`.
     private struct Connection: ~Copyable {
@@ -46,8 +52,11 @@ final class Checkpointer: Sendable {
     /// Makes `writer` hand its checkpoints to this object instead of running them itself.
     /// The checkpointer must outlive the connection (the store owns both).
     func attach(to writer: OpaquePointer) {
-        sqlite3_wal_hook(writer, { context, _, _, pages in
-            if let context {
+        sqlite3_wal_hook(writer, { context, writer, _, pages in
+            if pages >= Checkpointer.pagesBeforeWriterCheckpoints {
+                // On the writer, inside its commit, like SQLite's own automatic checkpoint.
+                sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+            } else if let context {
                 Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue().walGrew(to: pages)
             }
             return SQLITE_OK
