@@ -22,8 +22,8 @@ public enum Identifier {
         let digits = Array("0123456789abcdef".utf8)
         return String(unsafeUninitializedCapacity: 36) { text in
             var index = 0
-            for (word, shifts) in [(high, 0..<16), (low, 0..<16)] {
-                for nibble in shifts {
+            for word in [high, low] {
+                for nibble in 0..<16 {
                     if index == 8 || index == 13 || index == 18 || index == 23 {
                         text[index] = UInt8(ascii: "-")
                         index += 1

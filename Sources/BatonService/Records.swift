@@ -41,7 +41,6 @@ enum Records {
             ("eligible_for_search", .boolean(activity.eligibleForSearch)),
             ("created_at", .uint64(activity.createdAt)), ("updated_at", .uint64(activity.updatedAt)),
         ]
-        fields.reserveCapacity(16)
         if let value = activity.payloadType { fields.append(("payload_type", .string(value))) }
         if let value = activity.targetContentID { fields.append(("target_content_id", .string(value))) }
         if let value = activity.persistentID { fields.append(("persistent_id", .string(value))) }

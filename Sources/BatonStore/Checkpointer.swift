@@ -3,13 +3,14 @@ import GRDBSQLite
 import Synchronization
 
 /// Copies the write-ahead log back into the database file on a thread of its own, so
-/// that no commit waits for it.
+/// that commits seldom wait for it.
 ///
 /// SQLite's automatic checkpoint runs inside the commit that crosses 1 000 WAL pages, and
 /// that caller waits while pages are copied and the file synced. With large payloads
 /// (32 KB Advertise calls filling the WAL) that put 10–17 ms p99 on every kind of write
 /// in `scripts/bench`. Here the writer's WAL hook only notes the size; a passive
-/// checkpoint on a separate connection runs concurrently with later commits.
+/// checkpoint on a separate connection runs concurrently with later commits. Only past
+/// `pagesBeforeWriterCheckpoints` does the writer checkpoint itself.
 final class Checkpointer: Sendable {
     /// WAL pages after a commit that start a checkpoint (SQLite's automatic default).
     static let pagesBeforeCheckpoint: Int32 = 1_000

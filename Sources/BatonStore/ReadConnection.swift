@@ -37,9 +37,8 @@ final class ReadConnection: Sendable {
         let flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &database, flags, nil)
         guard code == SQLITE_OK, let database else {
-            let error = StoreError.sqlite(code, database.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open \(path)")
-            sqlite3_close_v2(database)
-            throw error
+            defer { sqlite3_close_v2(database) }
+            throw Self.error(code, database)
         }
         sqlite3_busy_timeout(database, 5_000)
         sqlite3_exec(database, "PRAGMA cache_size = -\(Store.cacheKiB)", nil, nil, nil)
@@ -143,7 +142,6 @@ struct Columns: ~Copyable {
     func bool(_ index: Int32) -> Bool { int64(index) != 0 }
     func uint64(_ index: Int32) -> UInt64 { UInt64(bitPattern: int64(index)) }
     func optionalUInt64(_ index: Int32) -> UInt64? { isNull(index) ? nil : uint64(index) }
-    func optionalInt64(_ index: Int32) -> Int64? { isNull(index) ? nil : int64(index) }
     func double(_ index: Int32) -> Double { sqlite3_column_double(statement, index) }
 
     func bytes(_ index: Int32) -> [UInt8] {

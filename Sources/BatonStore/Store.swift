@@ -16,8 +16,8 @@ public final class Store: Sendable {
     private let pool: DatabasePool
     private let reader: ReadConnection
     private let checkpointer: Checkpointer
-    /// Set by every write that may change the search index (and so add FTS5 segments),
-    /// cleared when `tidySearchIndex` has merged them.
+    /// Set by `writeActivities` (every write that may change the search indexes, and so
+    /// add FTS5 segments), cleared when `tidySearchIndex` has merged them.
     private let searchIndexChanged = Atomic(true)
     public let limits: Limits
     /// The database file.
@@ -33,7 +33,7 @@ public final class Store: Sendable {
         var configuration = Configuration()
         configuration.label = "baton"
         configuration.busyMode = .timeout(5)
-        // Opened before the pool, so the pool's writer can hand its checkpoints to it.
+        // Made before the pool, so the pool's writer can hand its checkpoints to it.
         let checkpointer = Checkpointer(path: path)
         configuration.prepareDatabase { db in
             // The data lives on disk, not in memory (issue #6: ≤ 2 MB more resident after
@@ -104,6 +104,14 @@ public final class Store: Sendable {
         }
     }
 
+    /// A write transaction over activities. Every write that inserts, changes or deletes
+    /// activities goes through here, so that housekeeping knows the search indexes may
+    /// have new segments to merge.
+    private func writeActivities<T>(_ updates: (Database) throws -> T) throws -> T {
+        searchIndexChanged.store(true, ordering: .relaxed)
+        return try pool.write(updates)
+    }
+
     // MARK: Activity types
 
     /// Adds or replaces a registration.
@@ -122,8 +130,7 @@ public final class Store: Sendable {
 
     /// Removes a registration and, with it, the type's activities. Returns the removed activities' ids.
     public func unregister(type: String) throws -> [String]? {
-        searchIndexChanged.store(true, ordering: .relaxed)
-        return try pool.write { db in
+        try writeActivities { db in
             let ids = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE type = ?"), arguments: [type])
             try db.cachedStatement(sql: "DELETE FROM activity_type WHERE type = ?").execute(arguments: [type])
             return db.changesCount == 0 ? nil : ids
@@ -144,14 +151,14 @@ public final class Store: Sendable {
     /// non-persistent activities are removed first (their ids are returned); when
     /// every one is persistent, the insert is refused with `QuotaExceeded`.
     public func insert(_ activity: Activity) throws -> [String] {
-        try pool.write { db in try insert(activity, in: db) }
+        try writeActivities { db in try insert(activity, in: db) }
     }
 
     /// Stores several activities in one transaction, one commit for all; each succeeds or
     /// fails on its own, and each result is as `insert(_:)` would give.
     public func insert(batch activities: [Activity]) -> [Result<[String], any Error>] {
         do {
-            return try pool.write { db in
+            return try writeActivities { db in
                 try activities.map { activity in
                     do {
                         return .success(try insert(activity, in: db))
@@ -170,8 +177,6 @@ public final class Store: Sendable {
     }
 
     private func insert(_ activity: Activity, in db: Database) throws -> [String] {
-        // Quota trims may delete indexed activities too.
-        searchIndexChanged.store(true, ordering: .relaxed)
         let live = try Int.fetchOne(
             db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
         var trimmed: [String] = []
@@ -201,8 +206,7 @@ public final class Store: Sendable {
 
     /// Replaces every field of a stored activity.
     public func update(_ activity: Activity) throws {
-        searchIndexChanged.store(true, ordering: .relaxed)
-        try pool.write { db in
+        try writeActivities { db in
             var arguments = Self.arguments(activity, idFirst: false)
             arguments += [activity.id]
             try db.cachedStatement(sql: """
@@ -294,15 +298,15 @@ public final class Store: Sendable {
     /// Title matches, then all matches: live activities from each search index, newest first.
     private static let searchQueries = ["activity_title_search", "activity_search"].map { index in
         """
-        SELECT \(activityColumns.split(separator: ", ").map { "activity." + $0 }.joined(separator: ", ")), activity.seq
+        SELECT \(activityColumnNames.map { "activity." + $0 }.joined(separator: ", ")), activity.seq
         FROM \(index) JOIN activity ON activity.seq = \(index).rowid
         WHERE \(index) MATCH ? AND (activity.expires_at IS NULL OR activity.expires_at > ?)
         ORDER BY \(index).rowid DESC
         """
     }
 
-    /// The column of `searchQueries` that holds the activity's seq, after `activityColumns`.
-    private static let searchSeqColumn = Int32(activityColumns.split(separator: ", ").count)
+    /// The column of `searchQueries` that holds the activity's seq, after the activity's own.
+    private static let searchSeqColumn = Int32(activityColumnNames.count)
 
     /// Merges the search indexes' segments, a bounded step at a time, if they changed since
     /// the last call finished. Returns true when work is left for the next call.
@@ -341,8 +345,7 @@ public final class Store: Sendable {
 
     /// Deletes activities; returns the ids that were removed.
     public func deleteActivities(ids: [String]) throws -> [String] {
-        searchIndexChanged.store(true, ordering: .relaxed)
-        return try pool.write { db in
+        try writeActivities { db in
             var removed: [String] = []
             for id in ids {
                 try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
@@ -354,8 +357,7 @@ public final class Store: Sendable {
 
     /// Deletes every activity carrying one of `persistentIDs`; returns their ids.
     public func deleteSaved(persistentIDs: [String]) throws -> [String] {
-        searchIndexChanged.store(true, ordering: .relaxed)
-        return try pool.write { db in
+        try writeActivities { db in
             var removed: [String] = []
             for persistentID in persistentIDs {
                 removed += try String.fetchAll(
@@ -367,16 +369,14 @@ public final class Store: Sendable {
 
     /// Deletes every activity of an app; returns their ids.
     public func deleteAll(appID: String) throws -> [String] {
-        searchIndexChanged.store(true, ordering: .relaxed)
-        return try pool.write { db in
+        try writeActivities { db in
             try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ? RETURNING id"), arguments: [appID])
         }
     }
 
     /// Deletes activities that expired before `now`; returns their ids.
     public func purgeExpired(now: UInt64) throws -> [String] {
-        searchIndexChanged.store(true, ordering: .relaxed)
-        return try pool.write { db in
+        try writeActivities { db in
             try String.fetchAll(
                 db.cachedStatement(sql: "DELETE FROM activity WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING id"),
                 arguments: [now])
@@ -542,10 +542,11 @@ public final class Store: Sendable {
 
     // Rows are read by column index; the lists below fix the indices.
     static let typeColumns = "type, app_id, title, handler, handler_path, required_keys, payload_type"
-    static let activityColumns = """
-        id, type, app_id, title, payload, payload_type, target_content_id, persistent_id, keywords, webpage_url, \
-        eligible_for_handoff, eligible_for_search, scene_id, created_at, updated_at, expires_at
-        """
+    static let activityColumnNames = [
+        "id", "type", "app_id", "title", "payload", "payload_type", "target_content_id", "persistent_id", "keywords",
+        "webpage_url", "eligible_for_handoff", "eligible_for_search", "scene_id", "created_at", "updated_at", "expires_at",
+    ]
+    static let activityColumns = activityColumnNames.joined(separator: ", ")
     static let sceneColumns = "id, app_id, title, activity_id, created_at, last_active_at"
 
     private static func activityType(from row: borrowing Columns) -> ActivityType {

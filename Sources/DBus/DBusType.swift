@@ -15,13 +15,15 @@ public indirect enum DBusType: Hashable, Sendable {
 
     /// The signature text of this type, such as `a{sv}`.
     public var signature: String {
-        guard !isBasic, self != .variant else {
+        switch self {
+        case .array, .dictionary, .structure:
+            var text = ""
+            write(to: &text)
+            return text
+        default:
             // One ASCII letter: a small string, built without allocating.
             return String(Unicode.Scalar(code))
         }
-        var text = ""
-        write(to: &text)
-        return text
     }
 
     /// The length of `signature`, computed without building it.

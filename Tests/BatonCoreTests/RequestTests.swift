@@ -2,7 +2,7 @@
 import Testing
 
 struct IdentifierTests {
-    @Test func identifiersAreLowercaseVersion4AndNormalize() throws {
+    @Test func identifiersAreLowercaseVersion7AndNormalize() throws {
         let id = Identifier.make()
         #expect(try Identifier.normalize(id) == id)
         #expect(id == id.lowercased())
