@@ -33,20 +33,22 @@ enum Records {
         return .record(fields)
     }
 
+    /// Fields in key order, as `DBusValue.record` keeps them: listed so, nothing is sorted.
     static func record(_ activity: Activity) -> DBusValue {
         var fields: [(key: String, value: DBusValue)] = [
-            ("id", .string(activity.id)), ("type", .string(activity.type)), ("app_id", .string(activity.appID)),
-            ("title", .string(activity.title)), ("payload", .string(activity.payload)), ("keywords", .strings(activity.keywords)),
+            ("app_id", .string(activity.appID)), ("created_at", .uint64(activity.createdAt)),
             ("eligible_for_handoff", .boolean(activity.eligibleForHandoff)),
             ("eligible_for_search", .boolean(activity.eligibleForSearch)),
-            ("created_at", .uint64(activity.createdAt)), ("updated_at", .uint64(activity.updatedAt)),
         ]
-        if let value = activity.payloadType { fields.append(("payload_type", .string(value))) }
-        if let value = activity.targetContentID { fields.append(("target_content_id", .string(value))) }
-        if let value = activity.persistentID { fields.append(("persistent_id", .string(value))) }
-        if let value = activity.webpageURL { fields.append(("webpage_url", .string(value))) }
-        if let value = activity.sceneID { fields.append(("scene", .objectPath(scenePath(value)))) }
+        fields.reserveCapacity(16)
         if let value = activity.expiresAt { fields.append(("expires_at", .uint64(value))) }
+        fields += [("id", .string(activity.id)), ("keywords", .strings(activity.keywords)), ("payload", .string(activity.payload))]
+        if let value = activity.payloadType { fields.append(("payload_type", .string(value))) }
+        if let value = activity.persistentID { fields.append(("persistent_id", .string(value))) }
+        if let value = activity.sceneID { fields.append(("scene", .objectPath(scenePath(value)))) }
+        if let value = activity.targetContentID { fields.append(("target_content_id", .string(value))) }
+        fields += [("title", .string(activity.title)), ("type", .string(activity.type)), ("updated_at", .uint64(activity.updatedAt))]
+        if let value = activity.webpageURL { fields.append(("webpage_url", .string(value))) }
         return .record(fields)
     }
 

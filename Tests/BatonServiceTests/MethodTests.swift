@@ -33,6 +33,16 @@ struct MethodTests {
         #expect(updated["payload"] == .string(#"{"id":"a","name":"Agatha the Wise","book":1}"#))
         #expect(updated["title"] == .string("Agatha the Wise") && updated["persistent_id"] == .string("p-agatha"))
         #expect(updated["keywords"] == .strings(["witch", "mentor"]))
+        // Every field a record can carry but the scene's, in key order on the wire (busctl and gdbus print them as sent).
+        let full = try await world.advertise("Full", options: [
+            "target_content_id": "t", "persistent_id": "p", "webpage_url": "https://example.com/a", "expires_in": "600",
+            "payload_type": "Character",
+        ])
+        let wire = try #require(try await world.call(Self.activities, "Get", [.string(full)]).first?.dictionaryEntries)
+        #expect(wire.compactMap(\.key.stringValue) == [
+            "app_id", "created_at", "eligible_for_handoff", "eligible_for_search", "expires_at", "id", "keywords", "payload",
+            "payload_type", "persistent_id", "target_content_id", "title", "type", "updated_at", "webpage_url",
+        ])
         let bad = await errorName { try await world.call(Self.activities, "Update", [.string(agatha), .string(#"{"id":null,"id":1}"#), .stringMap([:])]) }
         #expect(bad == "org.baton.Handoff1.Error.InvalidPayload")
         #expect(await errorName { try await world.call(Self.activities, "Update", [.string(Identifier.make()), .string(""), .stringMap([:])]) }

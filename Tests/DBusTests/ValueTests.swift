@@ -52,6 +52,10 @@ struct SignatureTests {
         #expect(record.type.signature == "a{sv}")
         #expect(record.dictionaryEntries?.map(\.key) == [.string("a"), .string("b")])
         #expect(record.stringKeyedValue?["b"] == .variant(.int32(1)))
+        // Fields listed in key order are kept; any other order is sorted.
+        let keys = { (value: DBusValue) in value.dictionaryEntries?.compactMap(\.key.stringValue) }
+        #expect(keys(.record([(key: "a", value: .int32(1)), (key: "b", value: .int32(2)), (key: "c", value: .int32(3))])) == ["a", "b", "c"])
+        #expect(keys(.record([(key: "a", value: .int32(1)), (key: "c", value: .int32(3)), (key: "b", value: .int32(2))])) == ["a", "b", "c"])
         #expect(DBusValue.variant(.variant(.uint32(3))).unwrapped == .uint32(3))
         #expect(throws: DBusError.self) { try DBusValue.string("x").check(against: .int32) }
         #expect(throws: DBusError.self) { try DBusValue.array(.int32, [.uint32(1)]).check(against: .array(.int32)) }
