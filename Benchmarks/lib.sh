@@ -1,0 +1,27 @@
+# Shared by the benchmark scripts (sourced, not run).
+
+# need COMMAND PACKAGE: stops with the package to install when COMMAND is missing.
+need() { command -v "$1" >/dev/null || { echo "${0##*/}: $1 is missing; run: apt-get install $2" >&2; exit 1; }; }
+
+# start_private_bus DIR: starts a private session dbus-daemon listening in DIR, exports
+# DBUS_SESSION_BUS_ADDRESS for it and sets bus_pid.
+start_private_bus() {
+    local dir=$1
+    cat > "$dir/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=$dir/bus</listen>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+CONF
+    # The pid goes through a file: inside $(…) the forked daemon stalls on the pipe.
+    dbus-daemon --config-file="$dir/bus.conf" --fork --print-pid=3 3>"$dir/bus.pid"
+    bus_pid=$(cat "$dir/bus.pid")
+    export DBUS_SESSION_BUS_ADDRESS="unix:path=$dir/bus"
+}
