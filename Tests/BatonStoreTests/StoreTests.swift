@@ -128,6 +128,8 @@ struct StoreTests {
         #expect(try store.search("WITCH", limit: 10, now: 5).map(\.title) == ["Agatha"])
         // FTS5 syntax in a query is only text.
         #expect(try store.search("\"agatha\" OR NEAR(x) *", limit: 10, now: 5).isEmpty)
+        // Quotes split words (they are punctuation), so a quoted word never holds one.
+        #expect(Store.ftsQuery(#"say "agatha" ""#) == #""say"* "agatha"*"#)
         #expect(try store.search("   ", limit: 10, now: 5).isEmpty)
         #expect(try store.search("agatha", limit: 1, now: 5).count == 1)
     }
@@ -253,6 +255,34 @@ struct StoreTests {
         #expect(try upgraded.search("jamie", limit: 10, now: 5).map(\.title) == ["Jamie public"])
         #expect(try upgraded.deleteActivities(ids: ["a", "b"]) == ["a", "b"])
         #expect(try upgraded.search("jamie", limit: 10, now: 5).isEmpty)
+    }
+
+    /// A database migrated to v2 as v2 shipped has no index of scenes by activity; opening
+    /// it adds one, and a database that already has it (v2 as edited later) opens too.
+    @Test func upgradingAVersion2DatabaseIndexesScenesByActivity() throws {
+        func hasIndex(_ path: String) throws -> Bool {
+            try DatabaseQueue(path: path).read { db in
+                try Bool.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'scene_activity'") ?? false
+            }
+        }
+        let shipped = directory.appendingPathComponent("v2.sqlite").path
+        let queue = try DatabaseQueue(path: shipped)
+        try Schema.migrator.migrate(queue, upTo: "v2")
+        try queue.close()
+        #expect(try !hasIndex(shipped))
+        let upgraded = try Store(path: shipped)
+        #expect(try hasIndex(shipped))
+        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
+        try upgraded.insert(scene)
+        try upgraded.close()
+
+        let edited = directory.appendingPathComponent("v2-edited.sqlite").path
+        let editedQueue = try DatabaseQueue(path: edited)
+        try Schema.migrator.migrate(editedQueue, upTo: "v2")
+        try editedQueue.write { try $0.execute(sql: "CREATE INDEX scene_activity ON scene(activity_id) WHERE activity_id IS NOT NULL") }
+        try editedQueue.close()
+        #expect(throws: Never.self) { try Store(path: edited).close() }
+        #expect(try hasIndex(edited))
     }
 
     @Test func unregisteringATypeRemovesItsActivities() throws {
