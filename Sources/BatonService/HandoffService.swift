@@ -196,16 +196,17 @@ public final class HandoffService: Sendable {
                 if let scene = activity?.sceneID { self.emitSceneChanged(scene) }
                 return []
             },
-            Method("Get", in: [Argument("id", "s")], out: [Argument("activity", "a{sv}")]) { call in
-                [Records.record(try self.liveActivity(try call.argument(0), now: WallClock.nowMicroseconds()))]
+            // The three readers of records write their replies straight into the message.
+            Method.encoded("Get", in: [Argument("id", "s")], out: [Argument("activity", "a{sv}")]) { call in
+                Records.encodedRecord(try self.liveActivity(try call.argument(0), now: WallClock.nowMicroseconds()))
             },
-            Method("List", in: [Argument("filter", "a{ss}")], out: [Argument("activities", "aa{sv}")]) { call in
-                [Records.records(try self.store.activities(try self.filter(try call.argument(0)), now: WallClock.nowMicroseconds()))]
+            Method.encoded("List", in: [Argument("filter", "a{ss}")], out: [Argument("activities", "aa{sv}")]) { call in
+                Records.encodedRecords(try self.store.activities(try self.filter(try call.argument(0)), now: WallClock.nowMicroseconds()))
             },
-            Method("Search", in: [Argument("query", "s"), Argument("limit", "u")], out: [Argument("activities", "aa{sv}")]) { call in
+            Method.encoded("Search", in: [Argument("query", "s"), Argument("limit", "u")], out: [Argument("activities", "aa{sv}")]) { call in
                 let requested: UInt32 = try call.argument(1)
                 let limit = requested == 0 ? 50 : Int(min(requested, 1000))
-                return [Records.records(try self.store.search(try call.argument(0), limit: limit, now: WallClock.nowMicroseconds()))]
+                return Records.encodedRecords(try self.store.search(try call.argument(0), limit: limit, now: WallClock.nowMicroseconds()))
             },
             Method("DeleteSaved", in: [Argument("persistent_ids", "as")], out: [Argument("deleted", "u")]) { call in
                 let removed = try self.store.deleteSaved(persistentIDs: try call.argument(0))

@@ -304,7 +304,14 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     /// Sends a message that expects no reply. Returns false once the connection is gone.
     @discardableResult
     func sendNow(_ message: Message) -> Bool {
-        guard !finished, let raw = try? message.makeRaw() else { return false }
+        (try? send(message)) ?? false
+    }
+
+    /// Sends `message`; throws when it cannot be built (a bad value in its body), returns
+    /// false when the connection is closed or out of memory.
+    func send(_ message: Message) throws(DBusError) -> Bool {
+        guard !finished else { return false }
+        let raw = try message.makeRaw()
         defer { dbus_message_unref(raw) }
         return dbus_connection_send(connection, raw, nil) != 0
     }

@@ -307,19 +307,31 @@ public final class Connection: Sendable {
         }
     }
 
+    /// What a handler answered: values, or a body that writes itself with this signature.
+    private enum ReplyBody: Sendable {
+        case values([DBusValue])
+        case encoded(EncodedBody, Signature)
+    }
+
     private nonisolated(nonsending) func run(_ route: ObjectRegistry.Route, _ call: MethodCall) async {
-        let result: Result<[DBusValue], any Error>
+        let result: Result<ReplyBody, any Error>
         do {
             switch route {
             case .method(let method):
-                let body = try await method.handler(call)
-                guard body.matches(method.outputSignature.types) else {
-                    throw InternalError(
-                        "\(method.name) returned '\(Signature(body.map(\.type)))', declared '\(method.outputSignature)'")
+                switch method.responder {
+                case .values(let handler):
+                    let body = try await handler(call)
+                    guard body.matches(method.outputSignature.types) else {
+                        throw InternalError(
+                            "\(method.name) returned '\(Signature(body.map(\.type)))', declared '\(method.outputSignature)'")
+                    }
+                    result = .success(.values(body))
+                case .encoded(let handler):
+                    // Its signature is compared with the declared one once written (Message.makeRaw).
+                    result = .success(.encoded(try await handler(call), method.outputSignature))
                 }
-                result = .success(body)
             case .standard(let standard, let member, _):
-                result = .success(try await registry.standard(standard, member, call))
+                result = .success(.values(try await registry.standard(standard, member, call)))
             }
         } catch {
             result = .failure(error)
@@ -327,12 +339,15 @@ public final class Connection: Sendable {
         reply(to: call.message, with: result)
     }
 
-    private func reply(to message: Message, with result: Result<[DBusValue], any Error>) {
+    private func reply(to message: Message, with result: Result<ReplyBody, any Error>) {
         guard !message.noReplyExpected else { return }
         var reply: Message
         switch result {
-        case .success(let body):
+        case .success(.values(let body)):
             reply = message.makeReturn(body)
+        case .success(.encoded(let body, let signature)):
+            reply = message.makeReturn()
+            reply.encodedBody = (body, signature)
         case .failure(let error as any DBusErrorConvertible):
             var dbusError = error.dbusError
             if !DBusNames.isValid(dbusError.name, as: .errorName) {
@@ -355,9 +370,19 @@ public final class Connection: Sendable {
         }
         let finalReply = reply
         if loop.isCurrentThread {
-            loop.sendNow(finalReply)
+            send(finalReply, answering: message)
         } else {
-            loop.submit { [loop] in loop.sendNow(finalReply) }
+            loop.submit { [self] in send(finalReply, answering: message) }
+        }
+    }
+
+    /// Sends a reply on the bus thread; one whose encoded body fails to write is replaced by `Failed`.
+    private func send(_ reply: Message, answering message: Message) {
+        do {
+            _ = try loop.send(reply)
+        } catch {
+            log("reply to \(message.member ?? "") could not be sent: \(error)")
+            loop.sendNow(message.makeError(.failed("the service produced a reply that could not be sent; see its log")))
         }
     }
 }

@@ -4,7 +4,11 @@
 /// still have a signature. Values built in Swift are checked against their type
 /// (`check(against:)`) before they are marshalled; values read from a message
 /// are valid by construction.
-public indirect enum DBusValue: Hashable, Sendable {
+///
+/// Only a variant is boxed: the other cases hold their payload inline or in an array's
+/// buffer. (The whole enum was `indirect` once, which put every value, down to each
+/// integer of a record, in its own heap allocation.)
+public enum DBusValue: Hashable, Sendable {
     case byte(UInt8)
     case boolean(Bool)
     case int16(Int16)
@@ -17,7 +21,7 @@ public indirect enum DBusValue: Hashable, Sendable {
     case string(String)
     case objectPath(ObjectPath)
     case signature(Signature)
-    case variant(DBusValue)
+    indirect case variant(DBusValue)
     case array(DBusType, [DBusValue])
     case dictionary(key: DBusType, value: DBusType, [DictionaryEntry])
     case structure([DBusValue])

@@ -76,6 +76,13 @@ public struct MethodCall: Sendable {
 /// A method: its arguments, its handler, and how its calls are ordered.
 public struct Method: Sendable {
     public typealias Handler = @Sendable (MethodCall) async throws -> [DBusValue]
+    /// A handler whose reply writes itself (see `EncodedBody`).
+    public typealias EncodingHandler = @Sendable (MethodCall) async throws -> EncodedBody
+
+    enum Responder: Sendable {
+        case values(Handler)
+        case encoded(EncodingHandler)
+    }
 
     /// How calls to a method are scheduled relative to other incoming calls.
     public enum Ordering: Sendable {
@@ -91,7 +98,7 @@ public struct Method: Sendable {
     public let inputs: [Argument]
     public let outputs: [Argument]
     public let ordering: Ordering
-    public let handler: Handler
+    let responder: Responder
     let inputSignature: Signature
     let outputSignature: Signature
 
@@ -101,11 +108,27 @@ public struct Method: Sendable {
         ordering: Ordering = .inOrder,
         handler: @escaping Handler
     ) {
+        self.init(name, in: inputs, out: outputs, ordering: ordering, responder: .values(handler))
+    }
+
+    /// A method whose handler returns a body that writes itself, for large replies on hot
+    /// paths; the body must have the signature of `outputs`. (A factory, not an `init`, so
+    /// that a handler closure that only throws is not ambiguous.)
+    public static func encoded(
+        _ name: String,
+        in inputs: [Argument] = [], out outputs: [Argument] = [],
+        ordering: Ordering = .inOrder,
+        handler: @escaping EncodingHandler
+    ) -> Method {
+        Method(name, in: inputs, out: outputs, ordering: ordering, responder: .encoded(handler))
+    }
+
+    private init(_ name: String, in inputs: [Argument], out outputs: [Argument], ordering: Ordering, responder: Responder) {
         self.name = name
         self.inputs = inputs
         self.outputs = outputs
         self.ordering = ordering
-        self.handler = handler
+        self.responder = responder
         self.inputSignature = Signature(inputs.map(\.type))
         self.outputSignature = Signature(outputs.map(\.type))
         precondition(inputSignature.text.utf8.count <= Signature.maximumLength

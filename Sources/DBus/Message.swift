@@ -24,6 +24,9 @@ public struct Message: Sendable {
     /// Whether the bus may start the destination service to deliver this call.
     public var autoStart = true
     public var body: [DBusValue]
+    /// A reply's body written straight into the message after `body`, and the signature
+    /// it must end with (see `EncodedBody`).
+    var encodedBody: (body: EncodedBody, signature: Signature)?
 
     public init(kind: Kind, body: [DBusValue] = []) {
         self.kind = kind
@@ -137,6 +140,14 @@ extension Message {
         do throws(DBusError) {
             guard ok else { throw DBusError(name: DBusError.Name.noMemory, message: "out of memory while building a message") }
             try Marshal.append(body, to: raw)
+            if let encodedBody {
+                var writer = BodyWriter(appendingTo: raw)
+                try encodedBody.body.write(&writer)
+                let written = String(cString: dbus_message_get_signature(raw))
+                guard written == encodedBody.signature.text else {
+                    throw .failed("the body written has signature '\(written)', declared '\(encodedBody.signature)'")
+                }
+            }
         } catch {
             dbus_message_unref(raw)
             throw error

@@ -38,6 +38,9 @@ struct ExternalClientTests {
             (target + ["\(Fixture.interface).BadReply"], DBusError.Name.failed),
             // What the handler produced could not be sent as it was: the caller still gets an answer.
             (target + ["\(Fixture.interface).NulReply"], DBusError.Name.failed),
+            (target + ["\(Fixture.interface).EncodedNul"], DBusError.Name.failed),
+            (target + ["\(Fixture.interface).EncodedWrongElement"], DBusError.Name.failed),
+            (target + ["\(Fixture.interface).EncodedBadReply"], DBusError.Name.failed),
             (target + ["\(Fixture.interface).Fail", "string:not an error name", "string:boom"], DBusError.Name.failed),
         ]
         for (arguments, errorName) in expectations {
@@ -94,6 +97,15 @@ struct ExternalClientTests {
             (byte 0x07, true, int16 -2, uint16 3, -4, uint32 5, int64 -6, uint64 7, 8.5, 'nine', objectpath '/ten', \
             signature 'a{sv}', <11>, ['twelve'], {'thirteen': <13>}, (14, 'fifteen', false), [[byte 0x01], []])
             """, "\(echoed)")
+
+        // A reply written straight into the message (EncodedBody), as GLib reads it.
+        let records = try await run(world, gdbus, ["call"] + target + ["--method", "\(Fixture.interface).Records", "2"])
+        #expect(records.stdout.trimmed == """
+            ([{'done': <false>, 'id': <'record 0 “quoted” 🦅'>, 'n': <uint64 18446744073709551615>, \
+            'path': <objectpath '/org/baton/Test/r0'>, 'tags': <@as []>}, \
+            {'done': <true>, 'id': <'record 1 “quoted” 🦅'>, 'n': <uint64 18446744073709551614>, \
+            'path': <objectpath '/org/baton/Test/r1'>, 'tags': <['a', '\(String(repeating: "b", count: 300))']>}],)
+            """, "\(records)")
 
         let ping = try await run(world, gdbus, ["call"] + target + ["--method", "org.freedesktop.DBus.Peer.Ping"])
         #expect(ping.status == 0 && ping.stdout.trimmed == "()", "\(ping)")

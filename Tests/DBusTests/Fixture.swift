@@ -80,6 +80,40 @@ enum Fixture {
                 Method("HeldCount", out: [Argument("count", "u")]) { _ in
                     [.uint32(UInt32(state.held.withLock { $0.count }))]
                 },
+                // Replies written straight into the message (EncodedBody).
+                Method.encoded("Records", in: [Argument("count", "u")], out: [Argument("records", "aa{sv}")]) { call in
+                    let count: UInt32 = try call.argument(0)
+                    return EncodedBody { body throws(DBusError) in
+                        try body.array(of: .dictionary(key: .string, value: .variant)) { records throws(DBusError) in
+                            for index in 0..<count {
+                                try records.record { record throws(DBusError) in try recordFields(index, to: &record) }
+                            }
+                        }
+                    }
+                },
+                Method.encoded("EncodedNul", out: [Argument("records", "aa{sv}")]) { _ in
+                    EncodedBody { body throws(DBusError) in
+                        try body.array(of: .dictionary(key: .string, value: .variant)) { records throws(DBusError) in
+                            try records.record { record throws(DBusError) in try recordFields(0, to: &record) }
+                            try records.record { record throws(DBusError) in
+                                try record.field("a", string: "fine")
+                                try record.field("b", string: "cut\u{0}here")
+                            }
+                        }
+                    }
+                },
+                // libdbus aborts on an array element of the wrong type: the writer must refuse it first.
+                Method.encoded("EncodedWrongElement", out: [Argument("texts", "as")]) { _ in
+                    EncodedBody { body throws(DBusError) in
+                        try body.array(of: .string) { texts throws(DBusError) in
+                            try texts.string("fine")
+                            try texts.uint64(1)
+                        }
+                    }
+                },
+                Method.encoded("EncodedBadReply", out: [Argument("text", "s")]) { _ in
+                    EncodedBody { body throws(DBusError) in try body.uint64(1) }
+                },
                 Method("CallerUser", out: [Argument("uid", "u")]) { call in
                     [.uint32(try await call.connection.unixUser(of: call.sender ?? ""))]
                 },
@@ -93,6 +127,15 @@ enum Fixture {
             ],
             signals: [Signal("Pinged", [Argument("text", "s")])]
         )
+    }
+
+    /// The fields of the `index`th record that `Records` writes: one of each kind a record takes.
+    static func recordFields<Fields: RecordFields & ~Copyable>(_ index: UInt32, to record: inout Fields) throws(Fields.Failure) {
+        try record.field("done", boolean: index % 2 == 1)
+        try record.field("id", string: "record \(index) “quoted” 🦅")
+        try record.field("n", uint64: UInt64.max - UInt64(index))
+        try record.field("path", objectPath: (try? ObjectPath(validating: "/org/baton/Test/r\(index)")) ?? .root)
+        try record.field("tags", strings: index == 0 ? [] : ["a", String(repeating: "b", count: 300)])
     }
 
     /// A bus, a server connection that owns `busName` with the fixture exported, and a client connection.
