@@ -14,6 +14,10 @@ final class ReadConnection: Sendable {
     enum Argument {
         case text(String)
         case integer(Int64)
+        case null
+
+        /// Text, or NULL when absent.
+        static func text(_ value: String?) -> Argument { value.map { .text($0) } ?? .null }
     }
 
     private struct State: ~Copyable {
@@ -63,14 +67,8 @@ final class ReadConnection: Sendable {
                 sqlite3_reset(statement)
                 sqlite3_clear_bindings(statement)
             }
-            for (index, argument) in arguments.enumerated() {
-                let position = Int32(index + 1)
-                let code = switch argument {
-                case .integer(let value): sqlite3_bind_int64(statement, position, value)
-                case .text(let value): Self.bind(value, at: position, to: statement)
-                }
-                guard code == SQLITE_OK else { throw Self.error(code, state.database) }
-            }
+            let bound = Self.bind(arguments, to: statement)
+            guard bound == SQLITE_OK else { throw Self.error(bound, state.database) }
             while true {
                 let code = sqlite3_step(statement)
                 if code == SQLITE_DONE { return }
@@ -110,6 +108,21 @@ final class ReadConnection: Sendable {
         return statement
     }
 
+    /// Binds `arguments` to the parameters of `statement`, in order; the first failing result
+    /// code, or SQLITE_OK.
+    static func bind(_ arguments: [Argument], to statement: OpaquePointer) -> Int32 {
+        for (index, argument) in arguments.enumerated() {
+            let position = Int32(index + 1)
+            let code = switch argument {
+            case .integer(let value): sqlite3_bind_int64(statement, position, value)
+            case .text(let value): bind(value, at: position, to: statement)
+            case .null: sqlite3_bind_null(statement, position)
+            }
+            guard code == SQLITE_OK else { return code }
+        }
+        return SQLITE_OK
+    }
+
     private static func bind(_ text: String, at position: Int32, to statement: OpaquePointer) -> Int32 {
         var text = text
         return text.withUTF8 { bytes in
@@ -119,7 +132,7 @@ final class ReadConnection: Sendable {
         }
     }
 
-    private static func error(_ code: Int32, _ database: OpaquePointer?) -> StoreError {
+    static func error(_ code: Int32, _ database: OpaquePointer?) -> StoreError {
         .sqlite(code, database.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code)))
     }
 }

@@ -2,6 +2,7 @@ import BatonCore
 import Foundation
 import Glibc
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 /// Baton's persistent state in one SQLite database (WAL): writes and migrations
@@ -177,8 +178,10 @@ public final class Store: Sendable {
     }
 
     private func insert(_ activity: Activity, in db: Database) throws -> [String] {
-        let live = try Int.fetchOne(
-            db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
+        var live = 0
+        try Self.run(db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), [.text(activity.appID)], in: db) {
+            live = Int(sqlite3_column_int64($0, 0))
+        }
         var trimmed: [String] = []
         if live >= limits.liveActivitiesPerApp {
             trimmed = try String.fetchAll(db.cachedStatement(sql: """
@@ -192,11 +195,11 @@ public final class Store: Sendable {
                 try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
             }
         }
-        try db.cachedStatement(sql: """
+        try Self.run(db.cachedStatement(sql: """
             INSERT INTO activity (id, type, app_id, title, payload, payload_type, target_content_id, persistent_id,
                 keywords, webpage_url, eligible_for_handoff, eligible_for_search, scene_id, created_at, updated_at, expires_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: Self.arguments(activity, idFirst: true))
+            """), [.text(activity.id)] + Self.boundFields(activity), in: db)
         if let scene = activity.sceneID {
             try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
                 .execute(arguments: [activity.id, activity.updatedAt, scene])
@@ -562,6 +565,40 @@ public final class Store: Sendable {
     /// 3 700 instructions for a one-keyword list.
     static func split(_ text: String) -> [String] {
         text.isEmpty ? [] : text.utf8.split(separator: UInt8(ascii: separator)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Runs a statement from GRDB's cache with `arguments` bound directly, handing each result
+    /// row to `row`. For Advertise's writes: GRDB's `StatementArguments` boxed each of an
+    /// activity's 16 values, 23 000 of the 106 000 instructions an insert took (callgrind).
+    private static func run(
+        _ statement: Statement, _ arguments: [ReadConnection.Argument], in db: Database, row: (OpaquePointer) -> Void = { _ in }
+    ) throws {
+        let raw = statement.sqliteStatement
+        defer {
+            sqlite3_reset(raw)
+            sqlite3_clear_bindings(raw)
+        }
+        var code = ReadConnection.bind(arguments, to: raw)
+        if code == SQLITE_OK {
+            code = sqlite3_step(raw)
+            while code == SQLITE_ROW {
+                row(raw)
+                code = sqlite3_step(raw)
+            }
+        }
+        guard code == SQLITE_DONE else { throw ReadConnection.error(code, db.sqliteConnection) }
+    }
+
+    /// An activity's columns after its id, in the order of `activityColumnNames`.
+    private static func boundFields(_ activity: Activity) -> [ReadConnection.Argument] {
+        [
+            .text(activity.type), .text(activity.appID), .text(activity.title), .text(activity.payload),
+            .text(activity.payloadType), .text(activity.targetContentID), .text(activity.persistentID),
+            .text(join(activity.keywords)), .text(activity.webpageURL),
+            .integer(activity.eligibleForHandoff ? 1 : 0), .integer(activity.eligibleForSearch ? 1 : 0), .text(activity.sceneID),
+            .integer(Int64(bitPattern: activity.createdAt)), .integer(Int64(bitPattern: activity.updatedAt)),
+            activity.expiresAt.map { .integer(Int64(bitPattern: $0)) } ?? .null,
+        ]
     }
 
     private static func arguments(_ activity: Activity, idFirst: Bool) -> StatementArguments {
