@@ -25,3 +25,11 @@ CONF
     bus_pid=$(cat "$dir/bus.pid")
     export DBUS_SESSION_BUS_ADDRESS="unix:path=$dir/bus"
 }
+
+# stop_all: kills the processes in the array pids, waits for those this shell started
+# (callgrind writes its last dump as it exits), then removes $work. For `trap stop_all EXIT`.
+stop_all() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
