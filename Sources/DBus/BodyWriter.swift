@@ -3,7 +3,7 @@ import Glibc
 
 /// A reply body that writes itself into the message, for methods whose replies are large
 /// and hot (lists of records): built as `DBusValue`s first, every field was a value to
-/// allocate, then to check, then to copy out again. See `Method.init(_:in:out:ordering:encoding:)`.
+/// allocate, then to check, then to copy out again. See `Method.encoded(_:in:out:ordering:handler:)`.
 ///
 /// The body is written on the bus thread when the reply is sent. Strings are checked for
 /// NUL as they are written, and the finished body's signature must equal the method's
