@@ -62,18 +62,9 @@ final class ReadConnection: Sendable {
     /// The statement is prepared on first use and kept: `sql` should come from a fixed set.
     func forEachRow(_ sql: String, _ arguments: [Argument], _ row: (borrowing Columns) throws -> Bool) throws {
         try state.withLock { state throws in
-            let statement = try Self.prepared(sql, in: &state)
-            defer {
-                sqlite3_reset(statement)
-                sqlite3_clear_bindings(statement)
-            }
-            let bound = Self.bind(arguments, to: statement)
-            guard bound == SQLITE_OK else { throw Self.error(bound, state.database) }
-            while true {
-                let code = sqlite3_step(statement)
-                if code == SQLITE_DONE { return }
-                guard code == SQLITE_ROW else { throw Self.error(code, state.database) }
-                guard try row(Columns(statement: statement)) else { return }
+            let statement = try PreparedStatement(try Self.prepared(sql, in: &state), of: state.database, arguments)
+            while let columns = try statement.next() {
+                guard try row(columns) else { return }
             }
         }
     }
@@ -108,19 +99,48 @@ final class ReadConnection: Sendable {
         return statement
     }
 
-    /// Binds `arguments` to the parameters of `statement`, in order; the first failing result
-    /// code, or SQLITE_OK.
-    static func bind(_ arguments: [Argument], to statement: OpaquePointer) -> Int32 {
+    fileprivate static func error(_ code: Int32, _ database: OpaquePointer?) -> StoreError {
+        .sqlite(code, database.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code)))
+    }
+}
+
+/// A prepared statement of a connection with its arguments bound, stepped row by row and
+/// reset when it goes away: the read connection's statements, and the store writer's hot
+/// ones (GRDB's cached statements).
+struct PreparedStatement: ~Copyable {
+    private let statement: OpaquePointer
+    private let database: OpaquePointer?
+
+    init(_ statement: OpaquePointer, of database: OpaquePointer?, _ arguments: [ReadConnection.Argument]) throws {
+        self.statement = statement
+        self.database = database
         for (index, argument) in arguments.enumerated() {
             let position = Int32(index + 1)
             let code = switch argument {
             case .integer(let value): sqlite3_bind_int64(statement, position, value)
-            case .text(let value): bind(value, at: position, to: statement)
+            case .text(let value): Self.bind(value, at: position, to: statement)
             case .null: sqlite3_bind_null(statement, position)
             }
-            guard code == SQLITE_OK else { return code }
+            guard code == SQLITE_OK else { throw ReadConnection.error(code, database) }
         }
-        return SQLITE_OK
+    }
+
+    deinit {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+    }
+
+    /// The next result row, or nil once the statement is done.
+    func next() throws -> Columns? {
+        let code = sqlite3_step(statement)
+        if code == SQLITE_DONE { return nil }
+        guard code == SQLITE_ROW else { throw ReadConnection.error(code, database) }
+        return Columns(statement: statement)
+    }
+
+    /// Steps the statement to its end, for statements that return no rows.
+    func run() throws {
+        while try next() != nil {}
     }
 
     private static func bind(_ text: String, at position: Int32, to statement: OpaquePointer) -> Int32 {
@@ -130,10 +150,6 @@ final class ReadConnection: Sendable {
             sqlite3_bind_text(statement, position, bytes.baseAddress, Int32(bytes.count),
                               unsafeBitCast(-1, to: sqlite3_destructor_type.self))
         }
-    }
-
-    static func error(_ code: Int32, _ database: OpaquePointer?) -> StoreError {
-        .sqlite(code, database.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code)))
     }
 }
 

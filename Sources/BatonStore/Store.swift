@@ -179,9 +179,11 @@ public final class Store: Sendable {
 
     private func insert(_ activity: Activity, in db: Database) throws -> [String] {
         var live = 0
-        try Self.run(db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), [.text(activity.appID)], in: db) {
-            live = Int(sqlite3_column_int64($0, 0))
-        }
+        do {
+            let count = try Self.prepared(
+                db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), [.text(activity.appID)], in: db)
+            if let row = try count.next() { live = Int(row.int64(0)) }
+        }  // reset here, before the writes
         var trimmed: [String] = []
         if live >= limits.liveActivitiesPerApp {
             trimmed = try String.fetchAll(db.cachedStatement(sql: """
@@ -195,11 +197,11 @@ public final class Store: Sendable {
                 try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
             }
         }
-        try Self.run(db.cachedStatement(sql: """
+        try Self.prepared(db.cachedStatement(sql: """
             INSERT INTO activity (id, type, app_id, title, payload, payload_type, target_content_id, persistent_id,
                 keywords, webpage_url, eligible_for_handoff, eligible_for_search, scene_id, created_at, updated_at, expires_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """), [.text(activity.id)] + Self.boundFields(activity), in: db)
+            """), Self.arguments(of: activity), in: db).run()
         if let scene = activity.sceneID {
             try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
                 .execute(arguments: [activity.id, activity.updatedAt, scene])
@@ -210,14 +212,13 @@ public final class Store: Sendable {
     /// Replaces every field of a stored activity.
     public func update(_ activity: Activity) throws {
         try writeActivities { db in
-            var arguments = Self.arguments(activity, idFirst: false)
-            arguments += [activity.id]
-            try db.cachedStatement(sql: """
-                UPDATE activity SET type = ?, app_id = ?, title = ?, payload = ?, payload_type = ?, target_content_id = ?,
-                    persistent_id = ?, keywords = ?, webpage_url = ?, eligible_for_handoff = ?, eligible_for_search = ?,
-                    scene_id = ?, created_at = ?, updated_at = ?, expires_at = ?
-                WHERE id = ?
-                """).execute(arguments: arguments)
+            // Numbered parameters, so that the arguments are the insert's, in column order.
+            try Self.prepared(db.cachedStatement(sql: """
+                UPDATE activity SET type = ?2, app_id = ?3, title = ?4, payload = ?5, payload_type = ?6, target_content_id = ?7,
+                    persistent_id = ?8, keywords = ?9, webpage_url = ?10, eligible_for_handoff = ?11, eligible_for_search = ?12,
+                    scene_id = ?13, created_at = ?14, updated_at = ?15, expires_at = ?16
+                WHERE id = ?1
+                """), Self.arguments(of: activity), in: db).run()
             if db.changesCount == 0 { throw BatonError.notFound("no activity \(activity.id)") }
         }
     }
@@ -567,48 +568,25 @@ public final class Store: Sendable {
         text.isEmpty ? [] : text.utf8.split(separator: UInt8(ascii: separator)).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// Runs a statement from GRDB's cache with `arguments` bound directly, handing each result
-    /// row to `row`. For Advertise's writes: GRDB's `StatementArguments` boxed each of an
-    /// activity's 16 values, 23 000 of the 106 000 instructions an insert took (callgrind).
-    private static func run(
-        _ statement: Statement, _ arguments: [ReadConnection.Argument], in db: Database, row: (OpaquePointer) -> Void = { _ in }
-    ) throws {
-        let raw = statement.sqliteStatement
-        defer {
-            sqlite3_reset(raw)
-            sqlite3_clear_bindings(raw)
-        }
-        var code = ReadConnection.bind(arguments, to: raw)
-        if code == SQLITE_OK {
-            code = sqlite3_step(raw)
-            while code == SQLITE_ROW {
-                row(raw)
-                code = sqlite3_step(raw)
-            }
-        }
-        guard code == SQLITE_DONE else { throw ReadConnection.error(code, db.sqliteConnection) }
+    /// A statement from GRDB's cache with `arguments` bound directly. For the activity
+    /// writes: GRDB's `StatementArguments` boxed each of an activity's 16 values, 23 000 of
+    /// the 106 000 instructions an insert took (callgrind).
+    private static func prepared(
+        _ statement: Statement, _ arguments: [ReadConnection.Argument], in db: Database
+    ) throws -> PreparedStatement {
+        try PreparedStatement(statement.sqliteStatement, of: db.sqliteConnection, arguments)
     }
 
-    /// An activity's columns after its id, in the order of `activityColumnNames`.
-    private static func boundFields(_ activity: Activity) -> [ReadConnection.Argument] {
+    /// An activity's columns, in the order of `activityColumnNames`.
+    private static func arguments(of activity: Activity) -> [ReadConnection.Argument] {
         [
-            .text(activity.type), .text(activity.appID), .text(activity.title), .text(activity.payload),
+            .text(activity.id), .text(activity.type), .text(activity.appID), .text(activity.title), .text(activity.payload),
             .text(activity.payloadType), .text(activity.targetContentID), .text(activity.persistentID),
             .text(join(activity.keywords)), .text(activity.webpageURL),
             .integer(activity.eligibleForHandoff ? 1 : 0), .integer(activity.eligibleForSearch ? 1 : 0), .text(activity.sceneID),
             .integer(Int64(bitPattern: activity.createdAt)), .integer(Int64(bitPattern: activity.updatedAt)),
             activity.expiresAt.map { .integer(Int64(bitPattern: $0)) } ?? .null,
         ]
-    }
-
-    private static func arguments(_ activity: Activity, idFirst: Bool) -> StatementArguments {
-        let fields: [(any DatabaseValueConvertible)?] = [
-            activity.type, activity.appID, activity.title, activity.payload, activity.payloadType,
-            activity.targetContentID, activity.persistentID, join(activity.keywords), activity.webpageURL,
-            activity.eligibleForHandoff, activity.eligibleForSearch, activity.sceneID,
-            activity.createdAt, activity.updatedAt, activity.expiresAt,
-        ]
-        return StatementArguments(idFirst ? [activity.id] + fields : fields)
     }
 
     // Rows are read by column index; the lists below fix the indices.

@@ -62,7 +62,12 @@ public struct BodyWriter: ~Copyable {
 
     /// An array of `element`, its values written by `body`.
     public mutating func array(of element: DBusType, _ body: (inout BodyWriter) throws(DBusError) -> Void) throws(DBusError) {
-        try expect(.array(element))
+        if let expected = self.element {
+            // Matched without building `.array(element)`, which boxes (one allocation a record's keywords).
+            guard case .array(let expectedElement) = expected, expectedElement == element else {
+                throw mismatch(.array(element), expected)
+            }
+        }
         try container(UInt8(ascii: "a"), signature: element.signature, element: element, body)
     }
 
@@ -90,9 +95,11 @@ public struct BodyWriter: ~Copyable {
     private static let recordType = DBusType.dictionary(key: .string, value: .variant)
 
     private func expect(_ type: DBusType) throws(DBusError) {
-        if let element, element != type {
-            throw .failed("a value of type '\(type.signature)' was written into an array of '\(element.signature)'")
-        }
+        if let element, element != type { throw mismatch(type, element) }
+    }
+
+    private func mismatch(_ type: DBusType, _ element: DBusType) -> DBusError {
+        .failed("a value of type '\(type.signature)' was written into an array of '\(element.signature)'")
     }
 
     /// Opens a container, lets `body` fill it and closes it. Inside a variant or dictionary
@@ -128,9 +135,7 @@ public struct BodyWriter: ~Copyable {
         let appended: dbus_bool_t? = text.withCString { chars in
             strlen(chars) == text.utf8.count ? cdbus_iter_append_string(&iter, Int32(code), chars) : nil
         }
-        guard let appended else {
-            throw .invalidArgs("string '\(DBusError.printable(text))' contains a NUL byte, which D-Bus strings cannot carry")
-        }
+        guard let appended else { throw DBusNames.nulInString(text) }
         try succeed(appended)
     }
 

@@ -307,14 +307,8 @@ public final class Connection: Sendable {
         }
     }
 
-    /// What a handler answered: values, or a body that writes itself with this signature.
-    private enum ReplyBody: Sendable {
-        case values([DBusValue])
-        case encoded(EncodedBody, Signature)
-    }
-
     private nonisolated(nonsending) func run(_ route: ObjectRegistry.Route, _ call: MethodCall) async {
-        let result: Result<ReplyBody, any Error>
+        let result: Result<Message, any Error>
         do {
             switch route {
             case .method(let method):
@@ -325,13 +319,15 @@ public final class Connection: Sendable {
                         throw InternalError(
                             "\(method.name) returned '\(Signature(body.map(\.type)))', declared '\(method.outputSignature)'")
                     }
-                    result = .success(.values(body))
+                    result = .success(call.message.makeReturn(body))
                 case .encoded(let handler):
                     // Its signature is compared with the declared one once written (Message.makeRaw).
-                    result = .success(.encoded(try await handler(call), method.outputSignature))
+                    var reply = call.message.makeReturn()
+                    reply.encodedBody = (try await handler(call), method.outputSignature)
+                    result = .success(reply)
                 }
             case .standard(let standard, let member, _):
-                result = .success(.values(try await registry.standard(standard, member, call)))
+                result = .success(call.message.makeReturn(try await registry.standard(standard, member, call)))
             }
         } catch {
             result = .failure(error)
@@ -339,15 +335,13 @@ public final class Connection: Sendable {
         reply(to: call.message, with: result)
     }
 
-    private func reply(to message: Message, with result: Result<ReplyBody, any Error>) {
+    /// Sends the reply to `message`, or the error reply its handler's failure calls for.
+    private func reply(to message: Message, with result: consuming Result<Message, any Error>) {
         guard !message.noReplyExpected else { return }
-        var reply: Message
-        switch result {
-        case .success(.values(let body)):
-            reply = message.makeReturn(body)
-        case .success(.encoded(let body, let signature)):
-            reply = message.makeReturn()
-            reply.encodedBody = (body, signature)
+        let reply: Message
+        switch consume result {
+        case .success(let made):
+            reply = made
         case .failure(let error as any DBusErrorConvertible):
             var dbusError = error.dbusError
             if !DBusNames.isValid(dbusError.name, as: .errorName) {
@@ -360,25 +354,20 @@ public final class Connection: Sendable {
             log("\(message.interface ?? "").\(message.member ?? "") on \(message.path ?? .root) failed: \(error)")
             reply = message.makeError(.failed("the service failed to handle \(message.member ?? "the call"); see its log"))
         }
-        do {
-            // The header came from the bus and the error name was checked above: only
-            // the body can hold something libdbus would refuse.
-            for value in reply.body { try value.check(against: value.type) }
-        } catch {
-            log("reply to \(message.member ?? "") could not be sent: \(error)")
-            reply = message.makeError(.failed("the service produced a reply that could not be sent; see its log"))
-        }
-        let finalReply = reply
         if loop.isCurrentThread {
-            send(finalReply, answering: message)
+            send(reply, answering: message)
         } else {
-            loop.submit { [self] in send(finalReply, answering: message) }
+            loop.submit { [self] in send(reply, answering: message) }
         }
     }
 
-    /// Sends a reply on the bus thread; one whose encoded body fails to write is replaced by `Failed`.
+    /// Sends a reply on the bus thread. One that cannot be sent as it is (a value libdbus would
+    /// refuse, an encoded body that fails to write) is replaced by `Failed`.
     private func send(_ reply: Message, answering message: Message) {
         do {
+            // The header came from the bus and the error name was checked: only the body can
+            // hold something libdbus would refuse. An encoded body checks itself as it is written.
+            for value in reply.body { try value.check(against: value.type) }
             _ = try loop.send(reply)
         } catch {
             log("reply to \(message.member ?? "") could not be sent: \(error)")

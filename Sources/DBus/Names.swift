@@ -128,9 +128,11 @@ public enum DBusNames {
     /// Swift strings are always valid UTF-8 without surrogates, which is all
     /// libdbus 1.14 checks, so NUL is the one thing left to refuse.
     static func validateString(_ text: String) throws(DBusError) {
-        if containsNUL(text) {
-            throw .invalidArgs("string '\(DBusError.printable(text))' contains a NUL byte, which D-Bus strings cannot carry")
-        }
+        if containsNUL(text) { throw nulInString(text) }
+    }
+
+    static func nulInString(_ text: String) -> DBusError {
+        .invalidArgs("string '\(DBusError.printable(text))' contains a NUL byte, which D-Bus strings cannot carry")
     }
 }
 

@@ -32,10 +32,22 @@ struct StoreTests {
         let reopened = try Store(path: store.path)
         #expect(try reopened.activityType(type.type) == type)
         #expect(try reopened.activity(id: agatha.id, now: 2) == agatha)
+        // Every column changed: the update binds each to its own numbered parameter.
         var changed = agatha
         changed.title = "Agatha the Wise"
+        changed.payload = #"{"id":"agatha","wise":true}"#
+        changed.payloadType = "Character"
+        changed.targetContentID = "c-agatha"
+        changed.persistentID = "p-agatha"
+        changed.keywords = ["witch"]
+        changed.webpageURL = "https://example.com/agatha"
+        changed.eligibleForHandoff.toggle()
+        changed.eligibleForSearch.toggle()
+        changed.createdAt = 2
+        changed.updatedAt = 3
+        changed.expiresAt = 9_000
         try reopened.update(changed)
-        #expect(try store.activity(id: agatha.id, now: 2)?.title == "Agatha the Wise")
+        #expect(try store.activity(id: agatha.id, now: 4) == changed)
         #expect(throws: BatonError.self) { try store.update(activity("ghost", at: 1)) }
     }
 

@@ -116,7 +116,7 @@ struct RoundTripTests {
         // The same function fills a RecordBuilder: the two paths agree field for field.
         var builder = RecordBuilder()
         Fixture.recordFields(1, to: &builder)
-        #expect(records.first?.arrayValue?[1] == builder.value)
+        #expect(records.first?.arrayValue?.dropFirst().first == builder.value)
         #expect(try await world.client.fixture("Records", [.uint32(0)]) == [.array(.dictionary(key: .string, value: .variant), [])])
     }
 
@@ -126,13 +126,11 @@ struct RoundTripTests {
         let world = try await Fixture.start()
         defer { world.stop() }
         for member in ["EncodedNul", "EncodedWrongElement", "EncodedBadReply"] {
-            await #expect(throws: DBusError.self, "\(member)") {
-                do {
-                    _ = try await world.client.fixture(member)
-                } catch let error as DBusError {
-                    #expect(error.name == DBusError.Name.failed, "\(member): \(error)")
-                    throw error
-                }
+            do {
+                let reply = try await world.client.fixture(member)
+                Issue.record("\(member) was answered \(reply)")
+            } catch let error as DBusError {
+                #expect(error.name == DBusError.Name.failed, "\(member): \(error)")
             }
         }
         #expect(try await world.client.fixture("Records", [.uint32(1)]).first?.arrayValue?.count == 1)
