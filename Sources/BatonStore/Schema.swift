@@ -182,6 +182,22 @@ enum Schema {
         migrator.registerMigration("v4") { db in
             try db.execute(sql: "CREATE INDEX IF NOT EXISTS scene_activity ON scene(activity_id) WHERE activity_id IS NOT NULL")
         }
+        // v5: `activity_clear_scene` runs its UPDATE only when a scene refers to the
+        // activity. The UPDATE changes the column it looks scenes up by, so SQLite
+        // collects their rowids in a temporary table first: 87 KB of page cache
+        // allocated and freed on every activity delete (each quota trim), even when no
+        // scene matched, and glibc handed that memory back to the kernel each time.
+        // Advertise at the quota, 64 in flight: 5 to 6 page faults per call before, none
+        // after; batond's CPU per call 140-170 µs before, 115-120 µs after.
+        migrator.registerMigration("v5") { db in
+            try db.execute(sql: """
+                DROP TRIGGER activity_clear_scene;
+                CREATE TRIGGER activity_clear_scene AFTER DELETE ON activity
+                WHEN EXISTS (SELECT 1 FROM scene WHERE activity_id = old.id) BEGIN
+                    UPDATE scene SET activity_id = NULL WHERE activity_id = old.id;
+                END;
+                """)
+        }
         return migrator
     }
 }

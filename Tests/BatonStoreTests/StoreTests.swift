@@ -365,16 +365,23 @@ extension StoreTests {
         #expect(try store.storage(sceneID: scene.id) == ["tab": .string("b1")])
     }
 
+    /// Every scene continued from the activity loses it; a scene showing another keeps its own.
     @Test func invalidatingTheCurrentActivityClearsItFromTheScene() throws {
         try store.register(type)
-        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
-        try store.insert(scene)
+        let scenes = (0..<3).map { _ in Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1) }
+        for scene in scenes { try store.insert(scene) }
         let current = activity("Agatha", at: 5)
+        let other = activity("Jamie", at: 5)
         _ = try store.insert(current)
-        try store.continueInto(sceneID: scene.id, activityID: current.id, storage: [("k", .int(1))], now: 6)
-        #expect(try store.scene(id: scene.id)?.activityID == current.id)
+        _ = try store.insert(other)
+        try store.continueInto(sceneID: scenes[0].id, activityID: current.id, storage: [("k", .int(1))], now: 6)
+        try store.continueInto(sceneID: scenes[1].id, activityID: current.id, storage: [("k", .int(2))], now: 6)
+        try store.continueInto(sceneID: scenes[2].id, activityID: other.id, storage: [("k", .int(3))], now: 6)
+        #expect(try store.scene(id: scenes[0].id)?.activityID == current.id)
         #expect(try store.deleteActivities(ids: [current.id]) == [current.id])
-        #expect(try store.scene(id: scene.id)?.activityID == nil)
+        #expect(try store.scene(id: scenes[0].id)?.activityID == nil)
+        #expect(try store.scene(id: scenes[1].id)?.activityID == nil)
+        #expect(try store.scene(id: scenes[2].id)?.activityID == other.id)
     }
 }
 
