@@ -93,16 +93,20 @@ public enum Validate {
     }
 
     /// Text that travels to other programs: no NUL, within `limit` bytes.
-    public static func text(_ text: String, what: String, limit: Int) throws(BatonError) {
-        if text.utf8.contains(0) { throw .invalidArgument("\(what) contains a NUL byte") }
+    ///
+    /// `what` names the text in the error, and is built only for one: callers quote the
+    /// text itself, and quoting every storage key of every scene written showed in the
+    /// profile of Continue with a handler.
+    public static func text(_ text: String, what: @autoclosure () -> String, limit: Int) throws(BatonError) {
+        if text.utf8.contains(0) { throw .invalidArgument("\(what()) contains a NUL byte") }
         let size = text.utf8.count
-        if size > limit { throw .quotaExceeded("\(what) is \(size) bytes; the limit is \(limit)") }
+        if size > limit { throw .quotaExceeded("\(what()) is \(size) bytes; the limit is \(limit)") }
     }
 
     /// Words and keys that are stored joined by a control character must not hold one.
-    public static func noControlCharacters(_ text: String, what: String) throws(BatonError) {
+    public static func noControlCharacters(_ text: String, what: @autoclosure () -> String) throws(BatonError) {
         if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-            throw .invalidArgument("\(what) contains a control character")
+            throw .invalidArgument("\(what()) contains a control character")
         }
     }
 
