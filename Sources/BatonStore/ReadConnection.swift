@@ -14,6 +14,8 @@ final class ReadConnection: Sendable {
     enum Argument {
         case text(String)
         case integer(Int64)
+        case real(Double)
+        case blob([UInt8])
         case null
 
         /// Text, or NULL when absent.
@@ -118,7 +120,9 @@ struct PreparedStatement: ~Copyable {
             let position = Int32(index + 1)
             let code = switch argument {
             case .integer(let value): sqlite3_bind_int64(statement, position, value)
+            case .real(let value): sqlite3_bind_double(statement, position, value)
             case .text(let value): Self.bind(value, at: position, to: statement)
+            case .blob(let bytes): Self.bind(bytes, at: position, to: statement)
             case .null: sqlite3_bind_null(statement, position)
             }
             guard code == SQLITE_OK else { throw ReadConnection.error(code, database) }
@@ -143,12 +147,21 @@ struct PreparedStatement: ~Copyable {
         while try next() != nil {}
     }
 
+    /// SQLITE_TRANSIENT: SQLite copies the bytes, which live only for the binding call.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
     private static func bind(_ text: String, at position: Int32, to statement: OpaquePointer) -> Int32 {
         var text = text
         return text.withUTF8 { bytes in
-            // SQLITE_TRANSIENT: SQLite copies the bytes, which live only for this closure.
-            sqlite3_bind_text(statement, position, bytes.baseAddress, Int32(bytes.count),
-                              unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+            sqlite3_bind_text(statement, position, bytes.baseAddress, Int32(bytes.count), transient)
+        }
+    }
+
+    private static func bind(_ bytes: [UInt8], at position: Int32, to statement: OpaquePointer) -> Int32 {
+        // An empty array may have no address, and a blob bound from none would be NULL.
+        guard !bytes.isEmpty else { return sqlite3_bind_zeroblob(statement, position, 0) }
+        return bytes.withUnsafeBytes { buffer in
+            sqlite3_bind_blob(statement, position, buffer.baseAddress, Int32(buffer.count), transient)
         }
     }
 }

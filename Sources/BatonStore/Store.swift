@@ -1,5 +1,4 @@
 import BatonCore
-import Foundation
 import Glibc
 import GRDB
 import GRDBSQLite
@@ -434,11 +433,7 @@ public final class Store: Sendable {
     // MARK: Scenes
 
     public func insert(_ scene: Scene) throws {
-        try pool.write { db in
-            try db.cachedStatement(sql: """
-                INSERT INTO scene (id, app_id, title, activity_id, created_at, last_active_at) VALUES (?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [scene.id, scene.appID, scene.title, scene.activityID, scene.createdAt, scene.lastActiveAt])
-        }
+        try insert(scene, storage: [])
     }
 
     /// Creates a scene together with its first storage, in one transaction: a
@@ -446,9 +441,10 @@ public final class Store: Sendable {
     public func insert(_ scene: Scene, storage: [(String, StorageValue)]) throws {
         try checkStorage(storage)
         try pool.write { db in
-            try db.cachedStatement(sql: """
+            try Self.prepared(db.cachedStatement(sql: """
                 INSERT INTO scene (id, app_id, title, activity_id, created_at, last_active_at) VALUES (?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [scene.id, scene.appID, scene.title, scene.activityID, scene.createdAt, scene.lastActiveAt])
+                """), [.text(scene.id), .text(scene.appID), .text(scene.title), .text(scene.activityID),
+                       .integer(Int64(bitPattern: scene.createdAt)), .integer(Int64(bitPattern: scene.lastActiveAt))], in: db).run()
             _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
         }
     }
@@ -457,8 +453,8 @@ public final class Store: Sendable {
     public func continueInto(sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64) throws {
         try checkStorage(storage)
         try pool.write { db in
-            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
-                .execute(arguments: [activityID, now, sceneID])
+            try Self.prepared(db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?"),
+                              [.text(activityID), .integer(Int64(bitPattern: now)), .text(sceneID)], in: db).run()
             if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
             _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
         }
@@ -538,18 +534,23 @@ public final class Store: Sendable {
     private func applyStorage(_ db: Database, sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
         var removed: [String] = []
         for key in keys {
-            try db.cachedStatement(sql: "DELETE FROM scene_storage WHERE scene_id = ? AND key = ?").execute(arguments: [sceneID, key])
+            try Self.prepared(db.cachedStatement(sql: "DELETE FROM scene_storage WHERE scene_id = ? AND key = ?"),
+                              [.text(sceneID), .text(key)], in: db).run()
             if db.changesCount > 0 { removed.append(key) }
         }
         for (key, value) in values {
             let (kind, stored) = Self.stored(value)
-            try db.cachedStatement(sql: """
+            try Self.prepared(db.cachedStatement(sql: """
                 INSERT INTO scene_storage (scene_id, key, kind, value, size) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(scene_id, key) DO UPDATE SET kind = excluded.kind, value = excluded.value, size = excluded.size
-                """).execute(arguments: [sceneID, key, kind, stored, key.utf8.count + value.byteSize])
+                """), [.text(sceneID), .text(key), .integer(kind), stored, .integer(Int64(key.utf8.count + value.byteSize))], in: db).run()
         }
-        let total = try Int.fetchOne(
-            db.cachedStatement(sql: "SELECT COALESCE(SUM(size), 0) FROM scene_storage WHERE scene_id = ?"), arguments: [sceneID]) ?? 0
+        var total: Int64 = 0
+        do {
+            let sum = try Self.prepared(
+                db.cachedStatement(sql: "SELECT COALESCE(SUM(size), 0) FROM scene_storage WHERE scene_id = ?"), [.text(sceneID)], in: db)
+            if let row = try sum.next() { total = row.int64(0) }
+        }
         guard total <= limits.sceneStorageBytes else {
             // Throwing rolls the whole transaction back: nothing of this change is kept.
             throw BatonError.quotaExceeded("the scene's storage would be \(total) bytes; the limit is \(limits.sceneStorageBytes)")
@@ -618,13 +619,13 @@ public final class Store: Sendable {
     }
 
     /// How a storage value is kept: a kind code and a value SQLite stores natively.
-    private static func stored(_ value: StorageValue) -> (Int, DatabaseValue) {
+    private static func stored(_ value: StorageValue) -> (Int64, ReadConnection.Argument) {
         switch value {
-        case .bool(let v): (0, v.databaseValue)
-        case .int(let v): (1, v.databaseValue)
-        case .double(let v): (2, v.databaseValue)
-        case .string(let v): (3, v.databaseValue)
-        case .bytes(let v): (4, Data(v).databaseValue)
+        case .bool(let v): (0, .integer(v ? 1 : 0))
+        case .int(let v): (1, .integer(v))
+        case .double(let v): (2, .real(v))
+        case .string(let v): (3, .text(v))
+        case .bytes(let v): (4, .blob(v))
         }
     }
 

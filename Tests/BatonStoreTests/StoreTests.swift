@@ -311,11 +311,13 @@ struct StoreTests {
         try store.insert(scene)
         try store.changeStorage(sceneID: scene.id, set: [
             ("ContentView.CurrentTab", .string("b2")), ("flag", .bool(true)), ("count", .int(-3)),
-            ("ratio", .double(0.25)), ("blob", .bytes([0, 255])),
+            ("ratio", .double(0.25)), ("blob", .bytes([0, 255])), ("none", .bytes([])),
         ], remove: [])
         #expect(try store.storage(sceneID: scene.id) == [
             "ContentView.CurrentTab": .string("b2"), "flag": .bool(true), "count": .int(-3), "ratio": .double(0.25), "blob": .bytes([0, 255]),
+            "none": .bytes([]),
         ])
+        #expect(try store.storageValue(sceneID: scene.id, key: "none") == .bytes([]))
         // Over the 100-byte limit: refused, and the removal in the same change is undone too.
         #expect(throws: BatonError.self) {
             try store.changeStorage(sceneID: scene.id, set: [("big", .string(String(repeating: "x", count: 90)))], remove: ["flag"])
