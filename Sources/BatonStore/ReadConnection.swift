@@ -10,18 +10,6 @@ import Synchronization
 /// Each statement runs in its own implicit read transaction, so it sees everything
 /// committed before it started, as the pool's readers do.
 final class ReadConnection: Sendable {
-    /// A value bound to a statement's parameter.
-    enum Argument {
-        case text(String)
-        case integer(Int64)
-        case real(Double)
-        case blob([UInt8])
-        case null
-
-        /// Text, or NULL when absent.
-        static func text(_ value: String?) -> Argument { value.map { .text($0) } ?? .null }
-    }
-
     private struct State: ~Copyable {
         var database: OpaquePointer?
         /// Prepared statements by their SQL, as GRDB's `cachedStatement` keeps them.
@@ -62,7 +50,7 @@ final class ReadConnection: Sendable {
 
     /// Runs `sql` with `arguments` and hands each result row to `row`, until it returns false.
     /// The statement is prepared on first use and kept: `sql` should come from a fixed set.
-    func forEachRow(_ sql: String, _ arguments: [Argument], _ row: (borrowing Columns) throws -> Bool) throws {
+    func forEachRow(_ sql: String, _ arguments: [StatementArgument], _ row: (borrowing Columns) throws -> Bool) throws {
         try state.withLock { state throws in
             let statement = try PreparedStatement(try Self.prepared(sql, in: &state), of: state.database, arguments)
             while let columns = try statement.next() {
@@ -72,7 +60,7 @@ final class ReadConnection: Sendable {
     }
 
     /// The first result row of `sql`, decoded, or nil when there is none.
-    func fetchOne<T>(_ sql: String, _ arguments: [Argument], _ decode: (borrowing Columns) throws -> T) throws -> T? {
+    func fetchOne<T>(_ sql: String, _ arguments: [StatementArgument], _ decode: (borrowing Columns) throws -> T) throws -> T? {
         var result: T?
         try forEachRow(sql, arguments) { columns in
             result = try decode(columns)
@@ -82,7 +70,7 @@ final class ReadConnection: Sendable {
     }
 
     /// Every result row of `sql`, decoded.
-    func fetchAll<T>(_ sql: String, _ arguments: [Argument], _ decode: (borrowing Columns) throws -> T) throws -> [T] {
+    func fetchAll<T>(_ sql: String, _ arguments: [StatementArgument], _ decode: (borrowing Columns) throws -> T) throws -> [T] {
         var results: [T] = []
         try forEachRow(sql, arguments) { columns in
             results.append(try decode(columns))
@@ -106,6 +94,18 @@ final class ReadConnection: Sendable {
     }
 }
 
+/// A value bound to a statement's parameter, by the read connection and the store's writes alike.
+enum StatementArgument {
+    case text(String)
+    case integer(Int64)
+    case real(Double)
+    case blob([UInt8])
+    case null
+
+    /// Text, or NULL when absent.
+    static func text(_ value: String?) -> StatementArgument { value.map { .text($0) } ?? .null }
+}
+
 /// A prepared statement of a connection with its arguments bound, stepped row by row and
 /// reset when it goes away: the read connection's statements, and the store writer's hot
 /// ones (GRDB's cached statements).
@@ -113,7 +113,7 @@ struct PreparedStatement: ~Copyable {
     private let statement: OpaquePointer
     private let database: OpaquePointer?
 
-    init(_ statement: OpaquePointer, of database: OpaquePointer?, _ arguments: [ReadConnection.Argument]) throws {
+    init(_ statement: OpaquePointer, of database: OpaquePointer?, _ arguments: [StatementArgument]) throws {
         self.statement = statement
         self.database = database
         for (index, argument) in arguments.enumerated() {

@@ -185,15 +185,19 @@ public final class Store: Sendable {
         }  // reset here, before the writes
         var trimmed: [String] = []
         if live >= limits.liveActivitiesPerApp {
-            trimmed = try String.fetchAll(db.cachedStatement(sql: """
-                SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL ORDER BY seq LIMIT ?
-                """), arguments: [activity.appID, live - limits.liveActivitiesPerApp + 1])
+            // At the quota every insert trims: these run on each Advertise there.
+            do {
+                let oldest = try Self.prepared(db.cachedStatement(sql: """
+                    SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL ORDER BY seq LIMIT ?
+                    """), [.text(activity.appID), .integer(Int64(live - limits.liveActivitiesPerApp + 1))], in: db)
+                while let row = try oldest.next() { trimmed.append(row.string(0)) }
+            }
             guard live - trimmed.count < limits.liveActivitiesPerApp else {
                 throw BatonError.quotaExceeded(
                     "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
             }
             for id in trimmed {
-                try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
+                try Self.prepared(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?"), [.text(id)], in: db).run()
             }
         }
         try Self.prepared(db.cachedStatement(sql: """
@@ -202,8 +206,8 @@ public final class Store: Sendable {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """), Self.arguments(of: activity), in: db).run()
         if let scene = activity.sceneID {
-            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
-                .execute(arguments: [activity.id, activity.updatedAt, scene])
+            try Self.prepared(db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?"),
+                              [.text(activity.id), .integer(Int64(bitPattern: activity.updatedAt)), .text(scene)], in: db).run()
         }
         return trimmed
     }
@@ -257,7 +261,7 @@ public final class Store: Sendable {
     public func activities(_ filter: ActivityFilter, now: UInt64) throws -> [Activity] {
         // One statement per combination of filter fields (at most 64), each prepared once.
         var conditions = ["(expires_at IS NULL OR expires_at > ?)"]
-        var arguments: [ReadConnection.Argument] = [.integer(Int64(bitPattern: now))]
+        var arguments: [StatementArgument] = [.integer(Int64(bitPattern: now))]
         for (column, value) in [("type", filter.type), ("app_id", filter.appID), ("scene_id", filter.sceneID),
                                 ("persistent_id", filter.persistentID), ("target_content_id", filter.targetContentID)] {
             if let value {
@@ -292,7 +296,7 @@ public final class Store: Sendable {
     /// missing from this answer, or still in it.
     public func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
         guard limit > 0, let match = Self.ftsQuery(query) else { return [] }
-        let arguments: [ReadConnection.Argument] = [.text(match), .integer(Int64(bitPattern: now))]
+        let arguments: [StatementArgument] = [.text(match), .integer(Int64(bitPattern: now))]
         var newest: [(seq: Int64, activity: Activity)] = []
         try reader.forEachRow(Self.searchNewest, arguments) { row in
             newest.append((row.int64(Self.searchSeqColumn), Self.activity(from: row)))
@@ -532,6 +536,8 @@ public final class Store: Sendable {
 
     /// Writes storage changes inside the caller's transaction and checks the scene's total.
     private func applyStorage(_ db: Database, sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
+        // A scene opened or continued into without storage changes nothing: no total to check.
+        if values.isEmpty && keys.isEmpty { return [] }
         var removed: [String] = []
         for key in keys {
             try Self.prepared(db.cachedStatement(sql: "DELETE FROM scene_storage WHERE scene_id = ? AND key = ?"),
@@ -573,13 +579,13 @@ public final class Store: Sendable {
     /// writes: GRDB's `StatementArguments` boxed each of an activity's 16 values, 23 000 of
     /// the 106 000 instructions an insert took (callgrind).
     private static func prepared(
-        _ statement: Statement, _ arguments: [ReadConnection.Argument], in db: Database
+        _ statement: Statement, _ arguments: [StatementArgument], in db: Database
     ) throws -> PreparedStatement {
         try PreparedStatement(statement.sqliteStatement, of: db.sqliteConnection, arguments)
     }
 
     /// An activity's columns, in the order of `activityColumnNames`.
-    private static func arguments(of activity: Activity) -> [ReadConnection.Argument] {
+    private static func arguments(of activity: Activity) -> [StatementArgument] {
         [
             .text(activity.id), .text(activity.type), .text(activity.appID), .text(activity.title), .text(activity.payload),
             .text(activity.payloadType), .text(activity.targetContentID), .text(activity.persistentID),
@@ -619,7 +625,7 @@ public final class Store: Sendable {
     }
 
     /// How a storage value is kept: a kind code and a value SQLite stores natively.
-    private static func stored(_ value: StorageValue) -> (Int64, ReadConnection.Argument) {
+    private static func stored(_ value: StorageValue) -> (Int64, StatementArgument) {
         switch value {
         case .bool(let v): (0, .integer(v ? 1 : 0))
         case .int(let v): (1, .integer(v))

@@ -317,7 +317,11 @@ struct StoreTests {
             "ContentView.CurrentTab": .string("b2"), "flag": .bool(true), "count": .int(-3), "ratio": .double(0.25), "blob": .bytes([0, 255]),
             "none": .bytes([]),
         ])
-        #expect(try store.storageValue(sceneID: scene.id, key: "none") == .bytes([]))
+        // Stored as a zero-length blob, not NULL (which reads back as empty bytes too).
+        let storedType = try DatabaseQueue(path: store.path).read { db in
+            try String.fetchOne(db, sql: "SELECT typeof(value) FROM scene_storage WHERE key = 'none'")
+        }
+        #expect(storedType == "blob")
         // Over the 100-byte limit: refused, and the removal in the same change is undone too.
         #expect(throws: BatonError.self) {
             try store.changeStorage(sceneID: scene.id, set: [("big", .string(String(repeating: "x", count: 90)))], remove: ["flag"])
