@@ -124,21 +124,10 @@ extension Message {
         guard let raw = dbus_message_new(type) else {
             throw .init(name: DBusError.Name.noMemory, message: "out of memory while building a message")
         }
-        var ok = true
-        if let path { ok = ok && path.text.withCString { dbus_message_set_path(raw, $0) } != 0 }
-        if let interface { ok = ok && interface.withCString { dbus_message_set_interface(raw, $0) } != 0 }
-        if let member { ok = ok && member.withCString { dbus_message_set_member(raw, $0) } != 0 }
-        if let errorName { ok = ok && errorName.withCString { dbus_message_set_error_name(raw, $0) } != 0 }
-        if let destination { ok = ok && destination.withCString { dbus_message_set_destination(raw, $0) } != 0 }
-        if let replySerial { ok = ok && dbus_message_set_reply_serial(raw, replySerial) != 0 }
-        if kind == .methodCall {
-            dbus_message_set_no_reply(raw, noReplyExpected ? 1 : 0)
-            dbus_message_set_auto_start(raw, autoStart ? 1 : 0)
-        } else if kind != .signal {
-            dbus_message_set_no_reply(raw, 1)
-        }
+        // The body goes in before the header fields. libdbus rewrites the signature
+        // field after each top-level argument, and every header field it sets walks
+        // the fields already there: with few fields present, those walks are short.
         do throws(DBusError) {
-            guard ok else { throw DBusError(name: DBusError.Name.noMemory, message: "out of memory while building a message") }
             try Marshal.append(body, to: raw)
             if let encodedBody {
                 var writer = BodyWriter(appendingTo: raw)
@@ -148,9 +137,23 @@ extension Message {
                     throw .failed("the body written has signature '\(written)', declared '\(encodedBody.signature)'")
                 }
             }
+            var ok = true
+            if let path { ok = ok && path.text.withCString { dbus_message_set_path(raw, $0) } != 0 }
+            if let interface { ok = ok && interface.withCString { dbus_message_set_interface(raw, $0) } != 0 }
+            if let member { ok = ok && member.withCString { dbus_message_set_member(raw, $0) } != 0 }
+            if let errorName { ok = ok && errorName.withCString { dbus_message_set_error_name(raw, $0) } != 0 }
+            if let destination { ok = ok && destination.withCString { dbus_message_set_destination(raw, $0) } != 0 }
+            if let replySerial { ok = ok && dbus_message_set_reply_serial(raw, replySerial) != 0 }
+            guard ok else { throw DBusError(name: DBusError.Name.noMemory, message: "out of memory while building a message") }
         } catch {
             dbus_message_unref(raw)
             throw error
+        }
+        if kind == .methodCall {
+            dbus_message_set_no_reply(raw, noReplyExpected ? 1 : 0)
+            dbus_message_set_auto_start(raw, autoStart ? 1 : 0)
+        } else if kind != .signal {
+            dbus_message_set_no_reply(raw, 1)
         }
         return raw
     }
