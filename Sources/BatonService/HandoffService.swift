@@ -325,7 +325,7 @@ public final class HandoffService: Sendable {
             let scene = Scene(id: sceneID, appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now)
             try store.insert(scene, storage: storage)
-            try await connection.export(path, [sceneInterface])
+            try await connection.export(path, [sceneInterface], properties: [Self.scene: sceneProperties(scene)])
         }
         emitActivities("Continued", [.string(activity.id), .objectPath(path)])
         log.debug("continued \(activity.id) into \(path)")
@@ -380,7 +380,7 @@ public final class HandoffService: Sendable {
                 let scene = Scene(id: Identifier.make(), appID: appID, title: title, createdAt: now, lastActiveAt: now)
                 try self.store.insert(scene)
                 let path = Records.scenePath(scene.id)
-                try await self.connection.export(path, [self.sceneInterface])
+                try await self.connection.export(path, [self.sceneInterface], properties: [Self.scene: self.sceneProperties(scene)])
                 return [.objectPath(path)]
             },
             Method("ListScenes", in: [Argument("app_id", "s")], out: [Argument("scenes", "ao")]) { call in

@@ -240,12 +240,16 @@ public final class Connection: Sendable {
     ///
     /// With `objectManager`, the path also implements `org.freedesktop.DBus.ObjectManager`
     /// for everything below it. An object exported below a manager is announced with
-    /// `InterfacesAdded`. Export before requesting a name: activated services get calls at once.
-    public func export(_ path: ObjectPath, _ interfaces: [Interface], objectManager: Bool = false) async throws {
+    /// `InterfacesAdded`, with the values in `properties` (by interface name: every property
+    /// of that interface) where given, so that a caller who just stored them need not have
+    /// them read back. Export before requesting a name: activated services get calls at once.
+    public func export(
+        _ path: ObjectPath, _ interfaces: [Interface], objectManager: Bool = false, properties: [String: [String: DBusValue]] = [:]
+    ) async throws {
         let object = ObjectRegistry.Object(interfaces: interfaces, isObjectManager: objectManager)
         let managers = registry.add(path, object)
         guard !managers.isEmpty else { return }
-        let record = try await registry.interfacesRecord(object, at: path)
+        let record = try await registry.interfacesRecord(object, at: path, known: properties)
         for manager in managers {
             try emit(path: manager, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded", [
                 .objectPath(path), record,

@@ -200,14 +200,15 @@ final class ObjectRegistry: Sendable {
         return value
     }
 
-    /// The `a{sv}` of an interface's properties.
-    func propertyRecord(_ interface: Interface, at path: ObjectPath) async throws -> DBusValue {
+    /// The `a{sv}` of an interface's properties: `known` when given (every property of
+    /// the interface, as its `readAll` would give them), else read.
+    func propertyRecord(_ interface: Interface, at path: ObjectPath, known: [String: DBusValue]? = nil) async throws -> DBusValue {
         var entries: [DBusValue.DictionaryEntry] = []
-        if let readAll = interface.readAll {
-            let values = try await readAll(path)
+        let all: [String: DBusValue]? = if let known { known } else if let readAll = interface.readAll { try await readAll(path) } else { nil }
+        if let values = all {
             for property in interface.properties {
                 guard let value = values[property.name], value.type == property.type else {
-                    throw InternalError("\(interface.name).readAll at \(path) gave no '\(property.type.signature)' for \(property.name)")
+                    throw InternalError("\(interface.name) at \(path) has no '\(property.type.signature)' value for \(property.name)")
                 }
                 entries.append(.init(.string(property.name), .variant(value)))
             }
@@ -219,14 +220,15 @@ final class ObjectRegistry: Sendable {
         return .dictionary(key: .string, value: .variant, entries)
     }
 
-    /// The `a{sa{sv}}` describing every interface of an object, for ObjectManager.
-    func interfacesRecord(_ object: Object, at path: ObjectPath) async throws -> DBusValue {
+    /// The `a{sa{sv}}` describing every interface of an object, for ObjectManager; `known`
+    /// holds property values the caller already has, by interface name.
+    func interfacesRecord(_ object: Object, at path: ObjectPath, known: [String: [String: DBusValue]] = [:]) async throws -> DBusValue {
         var entries: [DBusValue.DictionaryEntry] = []
         for standard in [StandardInterface.introspectable.rawValue, StandardInterface.properties.rawValue, "org.freedesktop.DBus.Peer"] {
             entries.append(.init(.string(standard), .dictionary(key: .string, value: .variant, [])))
         }
         for interface in object.interfaces {
-            entries.append(.init(.string(interface.name), try await propertyRecord(interface, at: path)))
+            entries.append(.init(.string(interface.name), try await propertyRecord(interface, at: path, known: known[interface.name])))
         }
         return .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), entries)
     }

@@ -126,6 +126,9 @@ struct MethodTests {
         #expect(added?.member == "InterfacesAdded" && added?.body.first == .objectPath(scene))
         let all = try await world.call("org.freedesktop.DBus.ObjectManager", "GetManagedObjects")
         #expect(all.first?.dictionaryEntries?.map(\.key) == [.objectPath(scene)])
+        // The announcement's properties are the scene's as stored (it is built from the values
+        // just written, GetManagedObjects reads them back).
+        #expect(added?.body.last == all.first?.dictionaryEntries?.first?.value)
 
         let changes = try await world.client.signals(matching: MatchRule(path: scene))
         var changed = changes.makeAsyncIterator()
@@ -153,6 +156,13 @@ struct MethodTests {
             if next.member == "InterfacesRemoved" { removed = next; break }
         }
         #expect(removed?.body.first == .objectPath(scene))
+
+        // A scene that Continue opens is announced with its stored properties too.
+        let continued = try #require(try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])]).first?.objectPathValue)
+        let announced = await objects.next()
+        #expect(announced?.member == "InterfacesAdded" && announced?.body.first == .objectPath(continued))
+        let stored = try await world.call("org.freedesktop.DBus.ObjectManager", "GetManagedObjects")
+        #expect(announced?.body.last == stored.first?.dictionaryEntries?.first(where: { $0.key == .objectPath(continued) })?.value)
     }
 
     @Test func sigtermLetsAContinuationInFlightFinish() async throws {
