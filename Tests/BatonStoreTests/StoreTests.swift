@@ -297,6 +297,20 @@ struct StoreTests {
         #expect(try hasIndex(edited))
     }
 
+    /// Registrations are looked up from memory: a change or a removal must show at once.
+    @Test func aChangedOrRemovedRegistrationShowsAtOnce() throws {
+        #expect(try store.activityType(type.type) == nil)
+        try store.register(type)
+        #expect(try store.activityType(type.type) == type)
+        var changed = type
+        changed.handler = nil
+        changed.requiredKeys = ["id", "name"]
+        try store.register(changed)
+        #expect(try store.activityType(type.type) == changed)
+        _ = try store.unregister(type: type.type)
+        #expect(try store.activityType(type.type) == nil)
+    }
+
     @Test func unregisteringATypeRemovesItsActivities() throws {
         try store.register(type)
         let one = activity("one", at: 1)
