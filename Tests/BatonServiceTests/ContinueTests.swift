@@ -44,7 +44,7 @@ struct ContinueTests {
 
     @Test func theHandlersStorageOpensTheSceneAndFailuresLeaveNone() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         world.extraArguments = ["--handler-timeout", "0.5"]
         try await world.startDaemon()
         let app = try await Self.startApp(world)
@@ -86,7 +86,7 @@ struct ContinueTests {
 
     @Test func theDaemonKeepsServingWhileAHandlerThinks() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         world.extraArguments = ["--handler-timeout", "1.5"]
         try await world.startDaemon()
         let app = try await Self.startApp(world)
@@ -105,7 +105,7 @@ struct ContinueTests {
 
     @Test func withoutAHandlerTheSceneCarriesTheActivity() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let id = try await world.advertise("Agatha")
@@ -119,7 +119,7 @@ struct ContinueTests {
 
     @Test func theBusStartsAHandlerThatIsNotRunning() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         let python = try Executables.require("/usr/bin/python3", package: "python3-dbus python3-gi")
         let script = world.bus.directory.appendingPathComponent("handler.py")
         try """

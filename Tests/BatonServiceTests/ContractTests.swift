@@ -37,7 +37,7 @@ struct ContractTests {
             "org.baton.Handoff1.Scene", "org.baton.Handoff1.Status", "org.baton.Handoff1.Handler",
         ])
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         let scene = try #require(try await world.call("org.baton.Handoff1.Scenes", "OpenScene", [.string("com.example.app"), .stringMap([:])]).first?.objectPathValue)
         var served: [String: String] = [:]

@@ -14,7 +14,7 @@ struct DaemonTests {
 
     @Test func shellClientsRegisterAdvertiseAndRead() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         let signals = try await world.client.signals(matching: MatchRule(interface: Self.activities))
         var received = signals.makeAsyncIterator()
@@ -57,7 +57,7 @@ struct DaemonTests {
 
     @Test func badInputIsRefusedByNameAndChangesNothing() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let kept = try await world.advertise("kept")
@@ -111,7 +111,7 @@ struct DaemonTests {
 
     @Test func scenesComeBackAfterARestartWithTheirStorage() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap(["title": "Window 1"])]).first?.objectPathValue)
@@ -140,7 +140,7 @@ struct DaemonTests {
 
     @Test func acknowledgedWritesSurviveKill9() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let acknowledged = AcknowledgedIDs()
@@ -177,7 +177,7 @@ struct DaemonTests {
             return
         }
         let world = try DaemonWorld(allowOtherUsers: true)
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let setpriv = try Executables.require("setpriv", package: "util-linux")
@@ -239,7 +239,7 @@ extension DaemonTests {
     /// wrote without pause, growing the WAL and the heap; this would have caught it.
     @Test func anIdleDaemonUsesNoCPU() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         _ = try await world.advertise("expires soon", options: ["expires_in": "1"])

@@ -45,6 +45,15 @@ final class DaemonWorld: @unchecked Sendable {
         bus.stop()
     }
 
+    /// Kills batond and the bus at once, for `defer`. A `Task` started in a `defer` may not
+    /// run before the test process exits, and then left one bus daemon running per test run.
+    func close() {
+        daemon?.process.kill(SIGKILL)
+        daemon = nil
+        client.close()
+        bus.stop()
+    }
+
     // MARK: Calls
 
     func call(_ interface: String, _ member: String, _ arguments: [DBusValue] = [], path: ObjectPath = root) async throws -> [DBusValue] {

@@ -78,7 +78,7 @@ struct FuzzTests {
 
     @Test func randomCallsGetNamedAnswers() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         let python = try Executables.require("/usr/bin/python3", package: "python3-dbus")
         let result = try await Executables.run(python, ["-", "\(Int.random(in: 0..<1_000_000))", "1500"],

@@ -19,7 +19,7 @@ struct MethodTests {
 
     @Test func updateMergesAndSearchRanks() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let agatha = try await world.advertise("Agatha", payload: #"{"id":"a","name":"Agatha"}"#,
@@ -65,7 +65,7 @@ struct MethodTests {
 
     @Test func deletionsAndUnregisteringAnnounceWhatWent() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let gone = try await world.client.signals(matching: MatchRule(interface: Self.activities, member: "Invalidated"))
@@ -97,7 +97,7 @@ struct MethodTests {
 
     @Test func expiredActivitiesVanishAtOnceAndArePurged() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let brief = try await world.advertise("brief", options: ["expires_in": "1"])
@@ -116,7 +116,7 @@ struct MethodTests {
 
     @Test func scenesAnnounceThemselvesAndTheirChanges() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let managed = try await world.client.signals(matching: MatchRule(interface: "org.freedesktop.DBus.ObjectManager"))
@@ -167,7 +167,7 @@ struct MethodTests {
 
     @Test func sigtermLetsAContinuationInFlightFinish() async throws {
         let world = try DaemonWorld()
-        defer { Task { await world.stop() } }
+        defer { world.close() }
         try await world.startDaemon()
         let app = try world.bus.connect()
         defer { app.close() }
