@@ -325,7 +325,7 @@ public final class HandoffService: Sendable {
             let scene = Scene(id: sceneID, appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now)
             try store.insert(scene, storage: storage)
-            try await connection.export(path, [sceneInterface], properties: [Self.scene: sceneProperties(scene)])
+            try await exportNew(scene)
         }
         emitActivities("Continued", [.string(activity.id), .objectPath(path)])
         log.debug("continued \(activity.id) into \(path)")
@@ -379,9 +379,8 @@ public final class HandoffService: Sendable {
                 let now = WallClock.nowMicroseconds()
                 let scene = Scene(id: Identifier.make(), appID: appID, title: title, createdAt: now, lastActiveAt: now)
                 try self.store.insert(scene)
-                let path = Records.scenePath(scene.id)
-                try await self.connection.export(path, [self.sceneInterface], properties: [Self.scene: self.sceneProperties(scene)])
-                return [.objectPath(path)]
+                try await self.exportNew(scene)
+                return [.objectPath(Records.scenePath(scene.id))]
             },
             Method("ListScenes", in: [Argument("app_id", "s")], out: [Argument("scenes", "ao")]) { call in
                 let appID: String = try call.argument(0)
@@ -480,6 +479,12 @@ public final class HandoffService: Sendable {
         ], signals: [
             Signal("StorageChanged", [Argument("changed", "a{sv}"), Argument("removed", "as")]),
         ], readAll: { path in self.sceneProperties(try self.scene(at: path)) })
+    }
+
+    /// Exports a scene just stored, announced (`InterfacesAdded`) with the properties it
+    /// was stored with rather than read back.
+    private func exportNew(_ scene: Scene) async throws {
+        try await connection.export(Records.scenePath(scene.id), [sceneInterface], properties: [Self.scene: sceneProperties(scene)])
     }
 
     /// Every property of a scene from one row: `GetAll`, and `InterfacesAdded` when a

@@ -122,8 +122,9 @@ public final class Store: Sendable {
     ///
     /// GRDB's `write` prepares its BEGIN and COMMIT anew, from SQL text, on every
     /// transaction; these are cached statements stepped directly. One scene insert
-    /// (Continue): about 90 000 instructions through `pool.write`. The transaction
-    /// observers GRDB notifies from its own statements: this store registers none.
+    /// (Continue): about 90 000 instructions through `pool.write`, 8 000 of them preparing.
+    /// Stepped this way, the commit is not reported to GRDB's transaction observers; this
+    /// store registers none (and GRDB resets its commit bookkeeping at its next statement).
     private func write<T>(_ updates: (Database) throws -> T) throws -> T {
         try pool.writeWithoutTransaction { db in
             try Self.prepared(db.cachedStatement(sql: "BEGIN IMMEDIATE"), [], in: db).run()

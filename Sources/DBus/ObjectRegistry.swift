@@ -204,8 +204,9 @@ final class ObjectRegistry: Sendable {
     /// the interface, as its `readAll` would give them), else read.
     func propertyRecord(_ interface: Interface, at path: ObjectPath, known: [String: DBusValue]? = nil) async throws -> DBusValue {
         var entries: [DBusValue.DictionaryEntry] = []
-        let all: [String: DBusValue]? = if let known { known } else if let readAll = interface.readAll { try await readAll(path) } else { nil }
-        if let values = all {
+        var values = known
+        if values == nil, let readAll = interface.readAll { values = try await readAll(path) }
+        if let values {
             for property in interface.properties {
                 guard let value = values[property.name], value.type == property.type else {
                     throw InternalError("\(interface.name) at \(path) has no '\(property.type.signature)' value for \(property.name)")

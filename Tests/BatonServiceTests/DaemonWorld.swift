@@ -39,14 +39,9 @@ final class DaemonWorld: @unchecked Sendable {
 
     var daemonLog: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    func stop() async {
-        await stopDaemon(SIGKILL)
-        client.close()
-        bus.stop()
-    }
-
-    /// Kills batond and the bus at once, for `defer`. A `Task` started in a `defer` may not
-    /// run before the test process exits, and then left one bus daemon running per test run.
+    /// Kills batond and the bus at once, for `defer`. (A `Task` started in a `defer` to stop
+    /// them may not run before the test process exits: that left one bus daemon running per
+    /// test run.)
     func close() {
         daemon?.process.kill(SIGKILL)
         daemon = nil
