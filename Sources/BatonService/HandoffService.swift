@@ -46,8 +46,8 @@ public final class HandoffService: Sendable {
     /// Exports every object (scenes from the database marked restored), then owns the bus name.
     public func start() async throws {
         let ownUser = getuid()
-        connection.setAccessCheck { call in
-            guard let sender = call.sender, try await call.connection.unixUser(of: sender) == ownUser else {
+        connection.setAccessCheck { _, callerUser in
+            guard callerUser == ownUser else {
                 throw BatonError.accessDenied("batond serves only its own user (uid \(ownUser))")
             }
         }

@@ -32,11 +32,13 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     private var pending: [UInt32: PendingCall] = [:]
     private var subscriptions: [UInt64: SignalSubscription] = [:]
     private var closeWaiters: [CheckedContinuation<Void, Never>] = []
-    /// Incoming method calls not yet taken by the dispatcher, oldest at `inboxHead`.
-    private var inbox: [Message] = []
+    /// Incoming method calls not yet taken by the dispatcher, oldest at `inboxHead`; each
+    /// is moved out as it is taken (a copy would retain every string it holds).
+    private var inbox: [Message?] = []
     private var inboxHead = 0
     /// The dispatcher, when it waits for the next call.
     private var parkedDispatcher: UnsafeContinuation<Void, Never>?
+    private var headerStrings = HeaderStrings()
     private var stopping = false
     private var finished = false
 
@@ -355,13 +357,14 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
             if finished { return nil }
             precondition(isCurrentThread, "the dispatcher must run on the bus thread")
             if inboxHead < inbox.count {
-                let message = inbox[inboxHead]
+                let message = inbox[inboxHead].take()
                 inboxHead += 1
                 if inboxHead == inbox.count {
                     inbox.removeAll(keepingCapacity: true)
                     inboxHead = 0
                 }
-                return message
+                if let message { return message }
+                continue
             }
             await withUnsafeContinuation { parkedDispatcher = $0 }
         }
@@ -402,7 +405,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
                 return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
             }
             do {
-                let reply = try Message(raw: raw)
+                let reply = try Message(raw: raw, known: &headerStrings)
                 if let error = reply.error {
                     call.continuation.resume(throwing: error)
                 } else {
@@ -421,7 +424,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
         case DBUS_MESSAGE_TYPE_METHOD_CALL:
             do {
-                inbox.append(try Message(raw: raw))
+                inbox.append(try Message(raw: raw, known: &headerStrings))
                 if let dispatcher = parkedDispatcher {
                     parkedDispatcher = nil
                     dispatcher.resume()
@@ -438,7 +441,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     }
 
     private func deliverSignal(_ raw: OpaquePointer) {
-        guard !subscriptions.isEmpty, let signal = try? Message(raw: raw) else { return }
+        guard !subscriptions.isEmpty, let signal = try? Message(raw: raw, known: &headerStrings) else { return }
         for subscription in subscriptions.values where subscription.rule.matches(signal) {
             subscription.continuation.yield(signal)
         }

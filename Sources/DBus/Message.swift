@@ -1,4 +1,5 @@
 import CDBus
+import Glibc
 
 /// A D-Bus message as plain Swift data: header fields and a decoded body.
 ///
@@ -158,8 +159,9 @@ extension Message {
         return raw
     }
 
-    /// Reads a libdbus message (borrowed) into Swift values.
-    init(raw: OpaquePointer) throws(DBusError) {
+    /// Reads a libdbus message (borrowed) into Swift values. Header strings seen before
+    /// are taken from `known`, without a copy.
+    init(raw: OpaquePointer, known: inout HeaderStrings) throws(DBusError) {
         let kind: Kind
         switch dbus_message_get_type(raw) {
         case DBUS_MESSAGE_TYPE_METHOD_CALL: kind = .methodCall
@@ -168,7 +170,7 @@ extension Message {
         default: kind = .signal
         }
         self.init(kind: kind)
-        func text(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.map { String(cString: $0) } }
+        func text(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.map { known.string($0) } }
         path = text(dbus_message_get_path(raw)).map(ObjectPath.init(unchecked:))
         interface = text(dbus_message_get_interface(raw))
         member = text(dbus_message_get_member(raw))
@@ -191,6 +193,39 @@ extension Message {
         message.serial = dbus_message_get_serial(raw)
         message.noReplyExpected = dbus_message_get_no_reply(raw) != 0
         return message
+    }
+}
+
+/// The header strings of recent messages (paths, interfaces, members, names), so that
+/// a message naming one again shares the stored string: no allocation, no UTF-8 check.
+///
+/// Most calls name the same few objects and interfaces, in strings longer than the 15
+/// bytes Swift stores inline. Reading one afresh cost about 550 instructions, most of a
+/// message's header; a hit costs a length comparison per entry and one `memcmp`.
+/// Header strings were validated by libdbus, so equal bytes are an equal string.
+struct HeaderStrings {
+    private var recent: [String] = []
+    private var replaced = 0
+    private let capacity = 32
+
+    mutating func string(_ pointer: UnsafePointer<CChar>) -> String {
+        let length = strlen(pointer)
+        // Short strings are stored inline in the String itself: nothing to share.
+        guard length > 15 else { return String(cString: pointer) }
+        for candidate in recent where candidate.utf8.count == length {
+            let same = candidate.utf8.withContiguousStorageIfAvailable { bytes in
+                bytes.baseAddress.map { memcmp($0, pointer, length) == 0 } ?? false
+            }
+            if same == true { return candidate }
+        }
+        let made = String(cString: pointer)
+        if recent.count < capacity {
+            recent.append(made)
+        } else {
+            recent[replaced] = made
+            replaced = (replaced + 1) % capacity
+        }
+        return made
     }
 }
 

@@ -65,7 +65,7 @@ final class ObjectRegistry: Sendable {
             guard let signature = standard.signature(of: member) else {
                 throw .init(name: DBusError.Name.unknownMethod, message: "\(interface) has no method \(member)")
             }
-            return .standard(standard, member: member, signature: signature)
+            return .standard(standard, member: member, signature: signature, object: object)
         }
 
         guard object != nil || isAncestorOfExported(path) else {
@@ -84,18 +84,20 @@ final class ObjectRegistry: Sendable {
         if let method = interfaces.lazy.compactMap({ $0.method(named: member) }).first {
             return .method(method)
         }
-        if member == "Introspect" { return .standard(.introspectable, member: member, signature: .empty) }
+        if member == "Introspect" { return .standard(.introspectable, member: member, signature: .empty, object: object) }
         throw .init(name: DBusError.Name.unknownMethod, message: "\(path) has no method \(member)")
     }
 
     enum Route {
         case method(Method)
-        case standard(StandardInterface, member: String, signature: Signature)
+        /// A standard interface's method; `object` is what `resolve` found at the path, so
+        /// that the method need not look it up again.
+        case standard(StandardInterface, member: String, signature: Signature, object: Object?)
 
         var signature: Signature {
             switch self {
             case .method(let method): method.inputSignature
-            case .standard(_, _, let signature): signature
+            case .standard(_, _, let signature, _): signature
             }
         }
 
@@ -137,24 +139,24 @@ final class ObjectRegistry: Sendable {
         private static let ssv: Signature = "ssv"
     }
 
-    /// Runs a standard-interface method for `call`.
-    func standard(_ standard: StandardInterface, _ member: String, _ call: MethodCall) async throws -> [DBusValue] {
+    /// Runs a standard-interface method for `call` on `object`, the one at its path.
+    func standard(_ standard: StandardInterface, _ member: String, on object: Object?, _ call: MethodCall) async throws -> [DBusValue] {
         let path = call.path
         switch (standard, member) {
         case (.introspectable, _):
             return [.string(introspect(path))]
         case (.properties, "Get"):
-            let (_, property) = try findProperty(call, at: path)
+            let (_, property) = try findProperty(call, on: object, at: path)
             return [.variant(try await checkedValue(of: property, at: path))]
         case (.properties, "GetAll"):
             let name = try call.argument(0, as: String.self)
-            guard let interface = object(at: path)?.interfaces.first(where: { $0.name == name }) else {
+            guard let interface = object?.interfaces.first(where: { $0.name == name }) else {
                 // An empty interface name means "all"; none of ours are empty.
                 throw DBusError(name: DBusError.Name.unknownInterface, message: "\(path) has no interface \(name)")
             }
             return [try await propertyRecord(interface, at: path)]
         case (.properties, "Set"):
-            let (interface, property) = try findProperty(call, at: path)
+            let (interface, property) = try findProperty(call, on: object, at: path)
             guard let set = property.setter else {
                 throw DBusError(name: DBusError.Name.propertyReadOnly, message: "\(interface.name).\(property.name) is read-only")
             }
@@ -180,10 +182,10 @@ final class ObjectRegistry: Sendable {
         }
     }
 
-    private func findProperty(_ call: MethodCall, at path: ObjectPath) throws(DBusError) -> (Interface, Property) {
+    private func findProperty(_ call: MethodCall, on object: Object?, at path: ObjectPath) throws(DBusError) -> (Interface, Property) {
         let interfaceName = try call.argument(0, as: String.self)
         let propertyName = try call.argument(1, as: String.self)
-        guard let interface = object(at: path)?.interfaces.first(where: { $0.name == interfaceName }) else {
+        guard let interface = object?.interfaces.first(where: { $0.name == interfaceName }) else {
             throw .init(name: DBusError.Name.unknownInterface, message: "\(path) has no interface \(DBusError.printable(interfaceName))")
         }
         guard let property = interface.property(named: propertyName) else {
