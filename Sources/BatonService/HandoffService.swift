@@ -40,7 +40,7 @@ public final class HandoffService: Sendable {
         self.store = store
         self.log = log
         self.handlerTimeout = handlerTimeout
-        self.commits = CommitQueue(store: store)
+        self.commits = CommitQueue(store: store, schedule: connection.afterDispatch)
     }
 
     /// Exports every object (scenes from the database marked restored), then owns the bus name.

@@ -39,6 +39,8 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     /// The dispatcher, when it waits for the next call.
     private var parkedDispatcher: UnsafeContinuation<Void, Never>?
     private var headerStrings = HeaderStrings()
+    /// Work to run once the calls received so far have been dispatched (`afterDispatch`).
+    private var afterDispatch: [Job] = []
     private var stopping = false
     private var finished = false
 
@@ -170,11 +172,18 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         var polled: [OpaquePointer?] = []
         while !stopping {
             // Handlers resumed by dispatch queue jobs, and jobs may send and read:
-            // drain both before sleeping in poll().
+            // drain both before sleeping in poll(). Then the work that waited for every
+            // call read so far (a group commit), which may resume handlers: drain again.
             repeat {
-                runJobs()
-                dispatchIncoming()
-            } while !stopping && queue.withLock({ !$0.jobs.isEmpty })
+                repeat {
+                    runJobs()
+                    dispatchIncoming()
+                } while !stopping && queue.withLock({ !$0.jobs.isEmpty })
+                if stopping || afterDispatch.isEmpty { break }
+                let due = afterDispatch
+                afterDispatch.removeAll(keepingCapacity: true)
+                for job in due { job() }
+            } while true
             if stopping { break }
             if dbus_connection_get_is_connected(connection) == 0 {
                 stopping = true
@@ -285,6 +294,9 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         finished = true
         // Jobs queued before the close still run, and see `finished`.
         for job in leftover { job() }
+        let due = afterDispatch
+        afterDispatch.removeAll()
+        for job in due { job() }
         for call in pending.values { call.continuation.resume(throwing: DBusError.disconnected()) }
         pending.removeAll()
         for subscription in subscriptions.values { subscription.continuation.finish() }
@@ -368,6 +380,13 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
             }
             await withUnsafeContinuation { parkedDispatcher = $0 }
         }
+    }
+
+    /// Runs `job` once the calls received so far have been dispatched and what they
+    /// queued has run, before the thread next waits on the bus (bus thread only).
+    func runAfterDispatch(_ job: @escaping Job) {
+        if finished { return job() }
+        afterDispatch.append(job)
     }
 
     func addSubscription(id: UInt64, _ subscription: SignalSubscription) {

@@ -82,6 +82,18 @@ public final class Connection: Sendable {
         }
     }
 
+    /// Runs `job` on the bus thread once every call received so far has been dispatched
+    /// and the work it queued has run, before the thread next waits for the bus: for work
+    /// that the calls of a burst can share, such as one commit for all their writes.
+    /// After the connection has closed, `job` runs at once on the caller's thread.
+    public func afterDispatch(_ job: @escaping @Sendable () -> Void) {
+        if loop.isCurrentThread {
+            loop.runAfterDispatch(job)
+        } else {
+            loop.submit({ [loop] in loop.runAfterDispatch(job) }, ifClosed: job)
+        }
+    }
+
     /// Emits a signal from `path`.
     public func emit(path: ObjectPath, interface: String, member: String, _ body: [DBusValue] = []) throws(DBusError) {
         try send(.signal(path: path, interface: interface, member: member, body: body))

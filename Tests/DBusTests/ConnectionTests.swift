@@ -66,6 +66,41 @@ struct ConnectionTests {
         #expect(world.state.notified.withLock { $0 } == (0..<200).map { "\($0)" })
     }
 
+    @Test func workAfterDispatchWaitsForTheCallsAlreadyRead() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let gathered = try await world.client.signals(matching: MatchRule(interface: Fixture.interface, member: "Gathered"))
+        var batches = gathered.makeAsyncIterator()
+        func call(_ member: String, _ body: [DBusValue] = []) -> Message {
+            .methodCall(destination: Fixture.busName, path: Fixture.path, interface: Fixture.interface, member: member, body: body)
+        }
+
+        // Ten calls wait in the socket while the server's thread is held, then are read together.
+        try world.client.send(call("Block").noReply())
+        try await eventually("Block holds the server's thread") { world.state.blocked.load(ordering: .acquiring) }
+        for index in 0..<10 { try world.client.send(call("Gather", [.string("\(index)")]).noReply()) }
+        // The bus answers in order: once it has replied to this, it has passed the ten on.
+        _ = try await world.client.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId")
+        var one: UInt8 = 1
+        #expect(write(world.state.gate.write, &one, 1) == 1)
+
+        // libdbus reads about 2 KB at a time, so the ten may be split once; flushed one by
+        // one (work run as soon as it is scheduled), they would come in ten batches.
+        var notes: [String] = []
+        var batchSizes: [Int] = []
+        while notes.count < 10, let batch = await batches.next()?.body.first?.arrayValue {
+            notes += batch.compactMap(\.stringValue)
+            batchSizes.append(batch.count)
+        }
+        #expect(notes == (0..<10).map { "\($0)" })
+        #expect(batchSizes.count <= 2 && batchSizes.first ?? 0 > 1, "batches of \(batchSizes)")
+
+        // A lone call is flushed on its own.
+        let replied = try await world.client.call(call("Gather", [.string("alone")]))
+        #expect(replied.body.isEmpty)
+        #expect(await batches.next()?.body == [.strings(["alone"])])
+    }
+
     @Test func signalsFollowTheirMatchRules() async throws {
         let world = try await Fixture.start()
         defer { world.stop() }

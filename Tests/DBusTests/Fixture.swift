@@ -1,4 +1,5 @@
 import DBus
+import Glibc
 import Synchronization
 import TestSupport
 
@@ -18,6 +19,23 @@ enum Fixture {
         let notified = Mutex<[String]>([])
         /// Resumed by `Release`; `Hold` waits on it.
         let held = Mutex<[CheckedContinuation<Void, Never>]>([])
+        /// Notes `Gather` took since its last flush.
+        let gathering = Mutex<[String]>([])
+        /// True while `Block` holds the server's bus thread.
+        let blocked = Atomic<Bool>(false)
+        /// `Block` reads one byte from `gate.read`; the test writes it to `gate.write`.
+        let gate: (read: Int32, write: Int32)
+
+        init() {
+            var fds: [Int32] = [-1, -1]
+            precondition(pipe(&fds) == 0, "pipe failed: errno \(errno)")
+            gate = (fds[0], fds[1])
+        }
+
+        deinit {
+            close(gate.read)
+            close(gate.write)
+        }
     }
 
     static func interface(_ state: State) -> Interface {
@@ -77,6 +95,34 @@ enum Fixture {
                     for continuation in waiting { continuation.resume() }
                     return [.uint32(UInt32(waiting.count))]
                 },
+                // Holds the server's bus thread itself, not only this call, until the test
+                // writes a byte to the gate: calls sent meanwhile wait unread in the socket.
+                Method("Block") { _ in
+                    state.blocked.store(true, ordering: .releasing)
+                    var byte: UInt8 = 0
+                    _ = read(state.gate.read, &byte, 1)
+                    state.blocked.store(false, ordering: .releasing)
+                    return []
+                },
+                // Takes a note; the first of a burst schedules the flush, after dispatch,
+                // which announces every note taken by then as one batch.
+                Method("Gather", in: [Argument("note", "s")]) { call in
+                    let note: String = try call.argument(0)
+                    let first = state.gathering.withLock { notes in
+                        notes.append(note)
+                        return notes.count == 1
+                    }
+                    guard first else { return [] }
+                    let connection = call.connection
+                    connection.afterDispatch {
+                        let batch = state.gathering.withLock { notes in
+                            defer { notes.removeAll() }
+                            return notes
+                        }
+                        try? connection.emit(path: path, interface: interface, member: "Gathered", [.strings(batch)])
+                    }
+                    return []
+                },
                 Method("HeldCount", out: [Argument("count", "u")]) { _ in
                     [.uint32(UInt32(state.held.withLock { $0.count }))]
                 },
@@ -125,7 +171,7 @@ enum Fixture {
                 }),
                 Property("Name", "s", changeSignal: .const, get: { _ in .string("fixture") }),
             ],
-            signals: [Signal("Pinged", [Argument("text", "s")])]
+            signals: [Signal("Pinged", [Argument("text", "s")]), Signal("Gathered", [Argument("notes", "as")])]
         )
     }
 
