@@ -1,14 +1,17 @@
 import BatonCore
 import BatonStore
+import Dispatch
 import Synchronization
 
 /// Group commit for new activities: the Advertise calls read from the bus together
 /// share one transaction, so a burst costs a few commits instead of one each. Every
 /// caller resumes only after the transaction holding its activity has committed.
 ///
-/// The commit runs on the bus thread, once the calls already received have been
-/// dispatched (`Connection.afterDispatch`): a lone call commits at once, with no hop
-/// to another thread and back, and calls that arrive together wait for one another.
+/// The calls at hand are gathered until the bus thread has dispatched everything it
+/// read (`Connection.afterDispatch`). A lone call with no commit running then commits
+/// right there, on the bus thread, with no hop to another thread and back. A burst
+/// goes to the writer thread, which commits while the bus thread reads the next calls,
+/// and takes whatever arrives meanwhile into its next transaction.
 final class CommitQueue: Sendable {
     private struct Waiting {
         let activity: Activity
@@ -16,8 +19,12 @@ final class CommitQueue: Sendable {
     }
 
     private struct State {
-        var waiting: [Waiting] = []
-        var scheduled = false
+        /// Gathered from the calls being dispatched.
+        var gathered: [Waiting] = []
+        var gathering = false
+        /// Handed to the writer thread.
+        var queued: [Waiting] = []
+        var writing = false
     }
 
     typealias Schedule = @Sendable (@escaping @Sendable () -> Void) -> Void
@@ -25,8 +32,9 @@ final class CommitQueue: Sendable {
     private let store: Store
     private let state = Mutex(State())
     private let schedule: Schedule
+    private let writer = DispatchQueue(label: "org.baton.commits")
 
-    /// `schedule` runs the commit once the calls at hand have queued their activities.
+    /// `schedule` runs `flush` once the calls at hand have queued their activities.
     init(store: Store, schedule: @escaping Schedule) {
         self.store = store
         self.schedule = schedule
@@ -36,22 +44,49 @@ final class CommitQueue: Sendable {
     func insert(_ activity: Activity) async throws -> [String] {
         try await withCheckedThrowingContinuation { continuation in
             let first = state.withLock { state -> Bool in
-                state.waiting.append(Waiting(activity: activity, continuation: continuation))
-                defer { state.scheduled = true }
-                return !state.scheduled
+                state.gathered.append(Waiting(activity: activity, continuation: continuation))
+                defer { state.gathering = true }
+                return !state.gathering
             }
-            if first { schedule { self.commit() } }
+            if first { schedule { self.flush() } }
         }
     }
 
-    /// Commits everything waiting in one transaction and resumes its callers.
-    private func commit() {
-        let batch = state.withLock { state -> [Waiting] in
-            state.scheduled = false
-            defer { state.waiting.removeAll(keepingCapacity: true) }
-            return state.waiting
+    /// Commits a lone activity at once, or hands the batch to the writer thread.
+    private func flush() {
+        enum Next { case nothing, inline([Waiting]), startWriter }
+        let next = state.withLock { state -> Next in
+            let batch = state.gathered
+            state.gathered.removeAll(keepingCapacity: true)
+            state.gathering = false
+            if batch.isEmpty { return .nothing }
+            if batch.count == 1 && !state.writing { return .inline(batch) }
+            state.queued += batch
+            if state.writing { return .nothing }
+            state.writing = true
+            return .startWriter
         }
-        guard !batch.isEmpty else { return }
+        switch next {
+        case .nothing: break
+        case .inline(let batch): commit(batch)
+        case .startWriter: writer.async { self.drain() }
+        }
+    }
+
+    /// On the writer thread: commits batches until none is queued.
+    private func drain() {
+        while true {
+            let batch = state.withLock { state -> [Waiting] in
+                defer { state.queued.removeAll(keepingCapacity: true) }
+                if state.queued.isEmpty { state.writing = false }
+                return state.queued
+            }
+            guard !batch.isEmpty else { return }
+            commit(batch)
+        }
+    }
+
+    private func commit(_ batch: [Waiting]) {
         let results = store.insert(batch: batch.map(\.activity))
         for (waiting, result) in zip(batch, results) { waiting.continuation.resume(with: result) }
     }

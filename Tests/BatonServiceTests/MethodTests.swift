@@ -63,6 +63,29 @@ struct MethodTests {
         #expect(gdbus.status == 0 && gdbus.stdout.contains("'title': <'Agatha the Wise'>"), "\(gdbus)")
     }
 
+    @Test func aBurstOfAdvertiseCallsIsStoredBeforeEachReply() async throws {
+        let world = try DaemonWorld()
+        defer { world.close() }
+        try await world.startDaemon()
+        try await world.register()
+        // Sixty calls in flight at once: the daemon commits them in shared transactions,
+        // and each caller reads its activity back the moment its own reply arrives.
+        let ids = try await withThrowingTaskGroup(of: String.self) { group in
+            for index in 0..<60 {
+                group.addTask {
+                    let id = try await world.advertise("burst \(index)")
+                    let stored = try await world.call(Self.activities, "Get", [.string(id)]).first?.stringKeyedValue
+                    #expect(stored?["title"]?.unwrapped == .string("burst \(index)"))
+                    return id
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(Set(ids).count == 60)
+        let listed = try await world.call(Self.activities, "List", [.stringMap([:])]).first?.arrayValue
+        #expect(listed?.count == 60)
+    }
+
     @Test func deletionsAndUnregisteringAnnounceWhatWent() async throws {
         let world = try DaemonWorld()
         defer { world.close() }
