@@ -19,9 +19,8 @@ final class CommitQueue: Sendable {
     }
 
     private struct State {
-        /// Gathered from the calls being dispatched.
+        /// Gathered from the calls being dispatched; a flush is scheduled while it is not empty.
         var gathered: [Waiting] = []
-        var gathering = false
         /// Handed to the writer thread.
         var queued: [Waiting] = []
         var writing = false
@@ -44,9 +43,8 @@ final class CommitQueue: Sendable {
     func insert(_ activity: Activity) async throws -> [String] {
         try await withCheckedThrowingContinuation { continuation in
             let first = state.withLock { state -> Bool in
-                state.gathered.append(Waiting(activity: activity, continuation: continuation))
-                defer { state.gathering = true }
-                return !state.gathering
+                defer { state.gathered.append(Waiting(activity: activity, continuation: continuation)) }
+                return state.gathered.isEmpty
             }
             if first { schedule { self.flush() } }
         }
@@ -58,8 +56,6 @@ final class CommitQueue: Sendable {
         let next = state.withLock { state -> Next in
             let batch = state.gathered
             state.gathered.removeAll(keepingCapacity: true)
-            state.gathering = false
-            if batch.isEmpty { return .nothing }
             if batch.count == 1 && !state.writing { return .inline(batch) }
             state.queued += batch
             if state.writing { return .nothing }

@@ -172,18 +172,15 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         var polled: [OpaquePointer?] = []
         while !stopping {
             // Handlers resumed by dispatch queue jobs, and jobs may send and read:
-            // drain both before sleeping in poll(). Then the work that waited for every
-            // call read so far (a group commit), which may resume handlers: drain again.
+            // drain both before sleeping in poll(). Once both are drained, the work that
+            // waited for every call read so far (a group commit), which may resume handlers.
+            var again = false
             repeat {
-                repeat {
-                    runJobs()
-                    dispatchIncoming()
-                } while !stopping && queue.withLock({ !$0.jobs.isEmpty })
-                if stopping || afterDispatch.isEmpty { break }
-                let due = afterDispatch
-                afterDispatch.removeAll(keepingCapacity: true)
-                for job in due { job() }
-            } while true
+                runJobs()
+                dispatchIncoming()
+                again = queue.withLock { !$0.jobs.isEmpty }
+                if !again && !stopping { again = runAfterDispatchJobs() }
+            } while !stopping && again
             if stopping { break }
             if dbus_connection_get_is_connected(connection) == 0 {
                 stopping = true
@@ -236,6 +233,15 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
             return jobs
         }
         for job in jobs { job() }
+    }
+
+    /// Runs the `afterDispatch` work queued so far; true if there was any.
+    private func runAfterDispatchJobs() -> Bool {
+        guard !afterDispatch.isEmpty else { return false }
+        let due = afterDispatch
+        afterDispatch.removeAll(keepingCapacity: true)
+        for job in due { job() }
+        return true
     }
 
     private func dispatchIncoming() {
@@ -294,9 +300,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         finished = true
         // Jobs queued before the close still run, and see `finished`.
         for job in leftover { job() }
-        let due = afterDispatch
-        afterDispatch.removeAll()
-        for job in due { job() }
+        _ = runAfterDispatchJobs()
         for call in pending.values { call.continuation.resume(throwing: DBusError.disconnected()) }
         pending.removeAll()
         for subscription in subscriptions.values { subscription.continuation.finish() }

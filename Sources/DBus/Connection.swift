@@ -231,7 +231,7 @@ public final class Connection: Sendable {
     ///
     /// Cached: unique names are never reused during a bus's lifetime.
     public func unixUser(of sender: String) async throws -> UInt32 {
-        if let known = knownUnixUser(of: sender) { return known }
+        if let cached = uidCache.withLock({ $0[sender] }) { return cached }
         guard let uid = try await callBus("GetConnectionUnixUser", [.string(sender)]).first?.uint32Value else {
             throw DBusError.failed("the bus did not say which user \(sender) runs as")
         }
@@ -240,10 +240,6 @@ public final class Connection: Sendable {
             cache[sender] = uid
         }
         return uid
-    }
-
-    private func knownUnixUser(of sender: String) -> UInt32? {
-        uidCache.withLock { $0[sender] }
     }
 
     private func callBus(_ member: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
@@ -321,9 +317,7 @@ public final class Connection: Sendable {
         if let box = accessCheck.withLock({ $0 }) {
             do {
                 var user: UInt32?
-                if let sender = call.sender {
-                    user = if let known = knownUnixUser(of: sender) { known } else { try await unixUser(of: sender) }
-                }
+                if let sender = call.sender { user = try await unixUser(of: sender) }
                 try box.check(call, user)
             } catch {
                 return reply(to: call.message, with: .failure(error))

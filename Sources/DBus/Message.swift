@@ -206,7 +206,7 @@ extension Message {
 struct HeaderStrings {
     private var recent: [String] = []
     private var replaced = 0
-    private let capacity = 32
+    private static let capacity = 32
 
     mutating func string(_ pointer: UnsafePointer<CChar>) -> String {
         let length = strlen(pointer)
@@ -219,11 +219,11 @@ struct HeaderStrings {
             if same == true { return candidate }
         }
         let made = String(cString: pointer)
-        if recent.count < capacity {
+        if recent.count < Self.capacity {
             recent.append(made)
         } else {
             recent[replaced] = made
-            replaced = (replaced + 1) % capacity
+            replaced = (replaced + 1) % Self.capacity
         }
         return made
     }

@@ -84,8 +84,9 @@ struct ConnectionTests {
         var one: UInt8 = 1
         #expect(write(world.state.gate.write, &one, 1) == 1)
 
-        // libdbus reads about 2 KB at a time, so the ten may be split once; flushed one by
-        // one (work run as soon as it is scheduled), they would come in ten batches.
+        // libdbus may take the ten from the socket in more than one read, so they may be
+        // split once; flushed one by one (work run as soon as it is scheduled), they would
+        // come in ten batches.
         var notes: [String] = []
         var batchSizes: [Int] = []
         while notes.count < 10, let batch = await batches.next()?.body.first?.arrayValue {
