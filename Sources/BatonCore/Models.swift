@@ -125,7 +125,7 @@ public enum StorageValue: Equatable, Sendable {
         guard byteSize <= limits.storageValueBytes else {
             throw .quotaExceeded("the value of '\(printable(key))' is \(byteSize) bytes; the limit is \(limits.storageValueBytes)")
         }
-        if case .string(let text) = self, text.utf8.contains(0) {
+        if case .string(let text) = self, containsNUL(text) {
             throw .invalidArgument("the value of '\(printable(key))' contains a NUL byte; store bytes instead")
         }
         if case .double(let number) = self, !number.isFinite {

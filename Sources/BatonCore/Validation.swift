@@ -98,7 +98,7 @@ public enum Validate {
     /// text itself, and quoting every storage key of every scene written showed in the
     /// profile of Continue with a handler.
     public static func text(_ text: String, what: @autoclosure () -> String, limit: Int) throws(BatonError) {
-        if text.utf8.contains(0) { throw .invalidArgument("\(what()) contains a NUL byte") }
+        if containsNUL(text) { throw .invalidArgument("\(what()) contains a NUL byte") }
         let size = text.utf8.count
         if size > limit { throw .quotaExceeded("\(what()) is \(size) bytes; the limit is \(limit)") }
     }
@@ -124,6 +124,13 @@ public enum Validate {
         default: throw .invalidArgument("option \(option) must be true or false, not '\(printable(text))'")
         }
     }
+}
+
+/// True when `text` holds a NUL byte: memchr over the string's bytes. The generic
+/// `text.utf8.contains(0)` is a loop of about 30 instructions a byte.
+func containsNUL(_ text: String) -> Bool {
+    var text = text
+    return text.withUTF8 { bytes in bytes.baseAddress.map { memchr($0, 0, bytes.count) != nil } ?? false }
 }
 
 /// Text safe to quote in an error message: no control characters, at most 80 characters.

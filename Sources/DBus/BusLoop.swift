@@ -74,7 +74,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         case .session:
             opened = dbus_bus_get_private(DBUS_BUS_SESSION, &error)
         case .address(let text):
-            guard !text.utf8.contains(0) else { throw .invalidArgs("the bus address contains a NUL byte") }
+            guard !containsNUL(text) else { throw .invalidArgs("the bus address contains a NUL byte") }
             opened = text.withCString { dbus_connection_open_private($0, &error) }
             if let opened, dbus_bus_register(opened, &error) == 0 {
                 dbus_connection_close(opened)

@@ -124,6 +124,20 @@ struct RequestTests {
         #expect(throws: BatonError.self) { try StorageValue.bytes(Array(repeating: 0, count: 64 * 1024 + 1)).validate(key: "k", limits: limits) }
         #expect(throws: BatonError.self) { try Validate.storageKey("", limits: limits) }
     }
+
+    /// Short strings live inside the String value and long ones on the heap: a NUL is found
+    /// in both, wherever it is, and text without one passes.
+    @Test func textWithANulByteIsRefused() {
+        let long = String(repeating: "x", count: 300)
+        for text in ["\u{0}", "a\u{0}", "\u{0}b", "Agatha\u{0}", long + "\u{0}", "\u{0}" + long, long + "\u{0}" + long] {
+            #expect(throws: BatonError.invalidArgument("the title contains a NUL byte")) {
+                try Validate.text(text, what: "the title", limit: 1_000)
+            }
+        }
+        for text in ["", "Agatha", long] {
+            #expect(throws: Never.self) { try Validate.text(text, what: "the title", limit: 1_000) }
+        }
+    }
 }
 
 struct SceneAddressTests {

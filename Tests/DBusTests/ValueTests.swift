@@ -38,7 +38,9 @@ struct SignatureTests {
         #expect(DBusNames.isValid("org.baton.Handoff1", as: .busName))
         #expect(DBusNames.isValid(":1.42", as: .busName))
         #expect(!DBusNames.isValid("org", as: .interface))
+        // A NUL cuts the C string libdbus would validate, in a long name and in a short one.
         #expect(!DBusNames.isValid("org.baton.Handoff1\u{0}.x", as: .interface))
+        #expect(!DBusNames.isValid("Get\u{0}All", as: .member))
         #expect(!DBusNames.isValid("Has-Dash", as: .member))
         #expect(!DBusNames.isValid("org.baton.Error.😀", as: .errorName))
         #expect(!DBusNames.isValid("//double", as: .objectPath))
