@@ -100,7 +100,7 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("A bus address instead of the session bus.", valueName: "address"))
     var address: String?
 
-    var output: Output { Output(json: json, noColor: noColor, environment: ProcessEnvironment.current()) }
+    var output: Output { Output(json: json, noColor: noColor) }
 
     func daemon() throws -> Daemon { try Daemon(address: address) }
 }
