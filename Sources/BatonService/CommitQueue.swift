@@ -55,7 +55,7 @@ final class CommitQueue: Sendable {
         enum Next { case nothing, inline([Waiting]), startWriter }
         let next = state.withLock { state -> Next in
             let batch = state.gathered
-            state.gathered.removeAll(keepingCapacity: true)
+            state.gathered = []
             if batch.count == 1 && !state.writing { return .inline(batch) }
             state.queued += batch
             if state.writing { return .nothing }
@@ -73,9 +73,10 @@ final class CommitQueue: Sendable {
     private func drain() {
         while true {
             let batch = state.withLock { state -> [Waiting] in
-                defer { state.queued.removeAll(keepingCapacity: true) }
-                if state.queued.isEmpty { state.writing = false }
-                return state.queued
+                let batch = state.queued
+                state.queued = []
+                if batch.isEmpty { state.writing = false }
+                return batch
             }
             guard !batch.isEmpty else { return }
             commit(batch)

@@ -229,7 +229,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     private func runJobs() {
         let jobs = queue.withLock { queue in
             let jobs = queue.jobs
-            queue.jobs.removeAll(keepingCapacity: true)
+            queue.jobs = []
             return jobs
         }
         for job in jobs { job() }
@@ -239,7 +239,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     private func runAfterDispatchJobs() -> Bool {
         guard !afterDispatch.isEmpty else { return false }
         let due = afterDispatch
-        afterDispatch.removeAll(keepingCapacity: true)
+        afterDispatch = []
         for job in due { job() }
         return true
     }
