@@ -65,6 +65,8 @@ let package = Package(
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),
+        // Benchmarks: the least a Swift program can do to make baton's benchmarked call (no DBus module).
+        .executableTarget(name: "cli-floor", dependencies: ["CDBus"], path: "Benchmarks/CLIFloor", linkerSettings: packedRelocations),
         // The companion CLI: commands over the bus, tables or JSON. No Foundation, for a fast start.
         .target(name: "BatonCLI", dependencies: [
             "DBus", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -107,6 +107,28 @@ for kind, name, key, bound, against in TARGETS:
     print(f"  {'met ' if met else 'MISS'} {name} {key} against {against}: {s['median']:.2f} "
           f"({s['min']:.2f}–{s['max']:.2f}), target {sign} {bound}")
 
+# Floors: a C libdbus server answering the same call with the same reply and no storage. A
+# target its floor misses is out of reach of any libdbus server; "against the floor" is
+# what batond's own code costs on top.
+FLOORS = {"get": "get (C, same record)"}
+for name, floor in FLOORS.items():
+    if name not in labels or floor not in labels:
+        continue
+    print(f"\n{name}'s floor, {floor}: a C libdbus server that answers with the same reply, no storage")
+    for kind, target_name, key, bound, against in TARGETS:
+        if target_name != name or against != "echo":
+            continue
+        reach = summary(ratios_to_echo(floor, key))
+        own = summary(ratios_between(name, floor, key))
+        reachable = reach["median"] <= bound if kind == "max" else reach["median"] >= bound
+        sign = "≤" if kind == "max" else "≥"
+        result.setdefault("floors", []).append({"call": name, "floor": floor, "measure": key, "bound": bound, "kind": kind,
+                                                "floor_to_echo": reach, "call_to_floor": own, "reachable": reachable})
+        print(f"  {key}: the floor against echo {reach['median']:.2f} ({reach['min']:.2f}–{reach['max']:.2f}), "
+              f"target {sign} {bound}{'' if reachable else ', out of reach for libdbus'}; "
+              f"{name} against the floor {own['median']:.2f} ({own['min']:.2f}–{own['max']:.2f})")
+
+
 
 def verdict(met):
     return "met " if met else "MISS"
@@ -117,6 +139,11 @@ cli = extra["cli"]
 cli_ratio = med([c["ratio"] for c in cli])
 print(f"\n{verdict(cli_ratio <= 2)} baton for one call, whole process: {cli_ratio:.2f}× dbus-send "
       f"({med([c['baton_ms'] for c in cli]):.2f} ms against {med([c['dbus_send_ms'] for c in cli]):.2f} ms); target ≤ 2")
+if all("floor_ratio" in c for c in cli):
+    floor = [c["floor_ratio"] for c in cli]
+    print(f"     its floor, cli-floor (Swift, libdbus, nothing else): {med(floor):.2f}× dbus-send "
+          f"({min(floor):.2f}–{max(floor):.2f}; {med([c['floor_ms'] for c in cli]):.2f} ms); "
+          f"baton against it {med([c['ratio'] / c['floor_ratio'] for c in cli]):.2f}×")
 # The issue's targets are in MB (10^6 bytes); /proc counts kB of 1 024 bytes.
 def mb(kib): return kib * 1024 / 1e6
 # Only the loaded start-up has a target; the empty one is for scale.
@@ -149,7 +176,7 @@ data = os.path.join(work, "chart.dat")
 with open(data, "w") as f:
     for entry in result["methods"]:
         f.write(f"\"{entry['label']}\" {entry['p50_us']['median']:.2f} {entry['calls_per_s']['median']:.1f} "
-                f"{1 if entry['label'].startswith('zg') else 2 if entry['label'] == 'echo (C)' else 0}\n")
+                f"{1 if entry['label'].startswith('zg') else 2 if '(C' in entry['label'] else 0}\n")
 png = os.path.join(out_dir, "daemon.png")
 script = f"""
 set terminal pngcairo size 1400,900 font ",10"
@@ -170,6 +197,6 @@ unset multiplot
 """
 try:
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
-    print(f"wrote {png} (blue: C echo, green: batond, orange: Zeitgeist)")
+    print(f"wrote {png} (blue: the C servers, green: batond, orange: Zeitgeist)")
 except (OSError, subprocess.CalledProcessError) as error:
     print(f"no chart: gnuplot failed ({error}); apt-get install gnuplot-nox")

@@ -1,32 +1,140 @@
 /* The baseline: the least a libdbus service can do to answer Echo(s) -> s.
  * One thread, read_write_dispatch, a filter that replies with the same string.
- * Usage: echo-server BUS_NAME */
+ *
+ * With SOURCE and ID it is also the floor of batond's Get: it asks SOURCE (batond)
+ * once for Activities.Get(ID), keeps the record's fields as plain C values, and answers
+ * every org.baton.Handoff1.Activities.Get, whatever id it names, by writing that record
+ * into the reply, as a server holding it in memory would. No storage, no Swift: what
+ * is left is libdbus building the reply.
+ *
+ * Usage: echo-server BUS_NAME [SOURCE ID] */
 #include <dbus/dbus.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* One field of the record: a basic value, or an array of them (keywords, `as`). */
+struct field {
+    char *key;
+    char signature[3];    /* the variant's: "s", "t", "as", ... */
+    int count;            /* values: 1 for a basic value */
+    DBusBasicValue *values;
+};
+static struct field *fields;
+static int field_count = -1; /* -1: no record, Get is not answered */
+
+static dbus_bool_t is_string(int type) {
+    return type == DBUS_TYPE_STRING || type == DBUS_TYPE_OBJECT_PATH || type == DBUS_TYPE_SIGNATURE;
+}
+
+/* The value under `iter`, strings copied (they live in the message). */
+static DBusBasicValue take_basic(DBusMessageIter *iter) {
+    DBusBasicValue value;
+    dbus_message_iter_get_basic(iter, &value);
+    if (is_string(dbus_message_iter_get_arg_type(iter))) value.str = strdup(value.str);
+    return value;
+}
+
+/* Reads an a{sv} record whose values are basic or arrays of basic values; 0 on success. */
+static int keep_record(DBusMessage *reply) {
+    DBusMessageIter body, entries;
+    if (!dbus_message_iter_init(reply, &body) || strcmp(dbus_message_iter_get_signature(&body), "a{sv}") != 0) return 1;
+    dbus_message_iter_recurse(&body, &entries);
+    fields = calloc(64, sizeof *fields);
+    for (field_count = 0; dbus_message_iter_get_arg_type(&entries) == DBUS_TYPE_DICT_ENTRY && field_count < 64;
+         dbus_message_iter_next(&entries), field_count++) {
+        struct field *f = &fields[field_count];
+        DBusMessageIter entry, variant, items;
+        dbus_message_iter_recurse(&entries, &entry);
+        f->key = take_basic(&entry).str;
+        dbus_message_iter_next(&entry);
+        dbus_message_iter_recurse(&entry, &variant);
+        int type = dbus_message_iter_get_arg_type(&variant);
+        if (dbus_type_is_basic(type)) {
+            f->signature[0] = (char)type;
+            f->count = 1;
+            f->values = malloc(sizeof *f->values);
+            f->values[0] = take_basic(&variant);
+            continue;
+        }
+        int element = dbus_message_iter_get_element_type(&variant);
+        if (type != DBUS_TYPE_ARRAY || !dbus_type_is_basic(element)) return 1;
+        f->signature[0] = DBUS_TYPE_ARRAY;
+        f->signature[1] = (char)element;
+        f->count = dbus_message_iter_get_element_count(&variant);
+        f->values = calloc(f->count + 1, sizeof *f->values);
+        dbus_message_iter_recurse(&variant, &items);
+        for (int i = 0; i < f->count; i++, dbus_message_iter_next(&items)) f->values[i] = take_basic(&items);
+    }
+    return 0;
+}
+
+/* Writes the kept record into `reply`. */
+static dbus_bool_t write_record(DBusMessage *reply) {
+    DBusMessageIter body, entries, entry, variant, items;
+    dbus_message_iter_init_append(reply, &body);
+    if (!dbus_message_iter_open_container(&body, DBUS_TYPE_ARRAY, "{sv}", &entries)) return FALSE;
+    for (int i = 0; i < field_count; i++) {
+        struct field *f = &fields[i];
+        if (!dbus_message_iter_open_container(&entries, DBUS_TYPE_DICT_ENTRY, NULL, &entry)
+            || !dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &f->key)
+            || !dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, f->signature, &variant))
+            return FALSE;
+        if (f->signature[0] == DBUS_TYPE_ARRAY) {
+            if (!dbus_message_iter_open_container(&variant, DBUS_TYPE_ARRAY, f->signature + 1, &items)) return FALSE;
+            for (int j = 0; j < f->count; j++)
+                if (!dbus_message_iter_append_basic(&items, f->signature[1], &f->values[j])) return FALSE;
+            if (!dbus_message_iter_close_container(&variant, &items)) return FALSE;
+        } else if (!dbus_message_iter_append_basic(&variant, f->signature[0], &f->values[0])) {
+            return FALSE;
+        }
+        if (!dbus_message_iter_close_container(&entry, &variant) || !dbus_message_iter_close_container(&entries, &entry))
+            return FALSE;
+    }
+    return dbus_message_iter_close_container(&body, &entries);
+}
 
 static DBusHandlerResult on_message(DBusConnection *connection, DBusMessage *message, void *data) {
     (void)data;
-    if (!dbus_message_is_method_call(message, "org.baton.Bench1", "Echo"))
-        return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
-    const char *text = NULL;
+    DBusMessage *reply = NULL;
     DBusMessageIter iter;
-    if (!dbus_message_iter_init(message, &iter) || dbus_message_iter_get_arg_type(&iter) != DBUS_TYPE_STRING)
+    if (dbus_message_is_method_call(message, "org.baton.Bench1", "Echo")) {
+        const char *text = NULL;
+        if (!dbus_message_iter_init(message, &iter) || dbus_message_iter_get_arg_type(&iter) != DBUS_TYPE_STRING)
+            return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
+        dbus_message_iter_get_basic(&iter, &text);
+        reply = dbus_message_new_method_return(message);
+        dbus_message_append_args(reply, DBUS_TYPE_STRING, &text, DBUS_TYPE_INVALID);
+    } else if (field_count >= 0 && dbus_message_is_method_call(message, "org.baton.Handoff1.Activities", "Get")) {
+        reply = dbus_message_new_method_return(message);
+        if (!write_record(reply)) {
+            dbus_message_unref(reply);
+            reply = dbus_message_new_error(message, DBUS_ERROR_NO_MEMORY, "cannot build the record");
+        }
+    } else {
         return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
-    dbus_message_iter_get_basic(&iter, &text);
-    DBusMessage *reply = dbus_message_new_method_return(message);
-    dbus_message_append_args(reply, DBUS_TYPE_STRING, &text, DBUS_TYPE_INVALID);
+    }
     dbus_connection_send(connection, reply, NULL);
     dbus_message_unref(reply);
     return DBUS_HANDLER_RESULT_HANDLED;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) { fprintf(stderr, "usage: %s BUS_NAME\n", argv[0]); return 2; }
+    if (argc != 2 && argc != 4) { fprintf(stderr, "usage: %s BUS_NAME [SOURCE ID]\n", argv[0]); return 2; }
     DBusError error;
     dbus_error_init(&error);
     DBusConnection *connection = dbus_bus_get(DBUS_BUS_SESSION, &error);
     if (!connection) { fprintf(stderr, "connect: %s\n", error.message); return 1; }
+    if (argc == 4) {
+        DBusMessage *get = dbus_message_new_method_call(argv[2], "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Get");
+        const char *id = argv[3];
+        dbus_message_append_args(get, DBUS_TYPE_STRING, &id, DBUS_TYPE_INVALID);
+        DBusMessage *record = dbus_connection_send_with_reply_and_block(connection, get, 10000, &error);
+        dbus_message_unref(get);
+        if (!record) { fprintf(stderr, "Get %s from %s: %s\n", id, argv[2], error.message); return 1; }
+        if (keep_record(record) != 0) { fprintf(stderr, "Get %s from %s: not a record of basic values\n", id, argv[2]); return 1; }
+        dbus_message_unref(record);
+    }
     dbus_connection_add_filter(connection, on_message, NULL, NULL);
     if (dbus_bus_request_name(connection, argv[1], DBUS_NAME_FLAG_DO_NOT_QUEUE, &error) != 1) {
         fprintf(stderr, "name: %s\n", error.message ? error.message : "taken");
