@@ -108,7 +108,7 @@ for kind, name, key, bound, against in TARGETS:
           f"({s['min']:.2f}–{s['max']:.2f}), target {sign} {bound}")
 
 # Floors: a C libdbus server answering the same call with the same reply and no storage. A
-# target its floor misses is out of reach of any libdbus server; "against the floor" is
+# target its floor misses cannot be met by building this reply through libdbus on each call; "against the floor" is
 # what batond's own code costs on top.
 FLOORS = {"get": "get (C, same record)"}
 for name, floor in FLOORS.items():
@@ -125,7 +125,7 @@ for name, floor in FLOORS.items():
         result.setdefault("floors", []).append({"call": name, "floor": floor, "measure": key, "bound": bound, "kind": kind,
                                                 "floor_to_echo": reach, "call_to_floor": own, "reachable": reachable})
         print(f"  {key}: the floor against echo {reach['median']:.2f} ({reach['min']:.2f}–{reach['max']:.2f}), "
-              f"target {sign} {bound}{'' if reachable else ', out of reach for libdbus'}; "
+              f"target {sign} {bound}{'' if reachable else ', missed by the floor too'}; "
               f"{name} against the floor {own['median']:.2f} ({own['min']:.2f}–{own['max']:.2f})")
 
 

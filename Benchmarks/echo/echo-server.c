@@ -38,11 +38,15 @@ static DBusBasicValue take_basic(DBusMessageIter *iter) {
 /* Reads an a{sv} record whose values are basic or arrays of basic values; 0 on success. */
 static int keep_record(DBusMessage *reply) {
     DBusMessageIter body, entries;
-    if (!dbus_message_iter_init(reply, &body) || strcmp(dbus_message_iter_get_signature(&body), "a{sv}") != 0) return 1;
+    if (!dbus_message_iter_init(reply, &body)) return 1;
+    char *signature = dbus_message_iter_get_signature(&body);
+    int is_record = strcmp(signature, "a{sv}") == 0;
+    dbus_free(signature);
+    if (!is_record) return 1;
+    int count = dbus_message_iter_get_element_count(&body);
+    fields = calloc(count, sizeof *fields);
     dbus_message_iter_recurse(&body, &entries);
-    fields = calloc(64, sizeof *fields);
-    for (field_count = 0; dbus_message_iter_get_arg_type(&entries) == DBUS_TYPE_DICT_ENTRY && field_count < 64;
-         dbus_message_iter_next(&entries), field_count++) {
+    for (field_count = 0; field_count < count; dbus_message_iter_next(&entries), field_count++) {
         struct field *f = &fields[field_count];
         DBusMessageIter entry, variant, items;
         dbus_message_iter_recurse(&entries, &entry);

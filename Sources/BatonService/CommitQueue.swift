@@ -43,8 +43,8 @@ final class CommitQueue: Sendable {
     func insert(_ activity: Activity) async throws -> [String] {
         try await withCheckedThrowingContinuation { continuation in
             let first = state.withLock { state -> Bool in
-                defer { state.gathered.append(Waiting(activity: activity, continuation: continuation)) }
-                return state.gathered.isEmpty
+                state.gathered.append(Waiting(activity: activity, continuation: continuation))
+                return state.gathered.count == 1
             }
             if first { schedule { self.flush() } }
         }

@@ -224,12 +224,8 @@ public final class Store: Sendable {
     }
 
     private func insert(_ activity: Activity, in db: Database) throws -> [String] {
-        var live = 0
-        do {
-            let count = try Self.prepared(
-                db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), [.text(activity.appID)], in: db)
-            if let row = try count.next() { live = Int(row.int64(0)) }
-        }  // reset here, before the writes
+        let live = Int(try Self.firstInteger(
+            db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), [.text(activity.appID)], in: db) ?? 0)
         var trimmed: [String] = []
         if live >= limits.liveActivitiesPerApp {
             // At the quota every insert trims: these run on each Advertise there.
@@ -598,12 +594,8 @@ public final class Store: Sendable {
                 ON CONFLICT(scene_id, key) DO UPDATE SET kind = excluded.kind, value = excluded.value, size = excluded.size
                 """), [.text(sceneID), .text(key), .integer(kind), stored, .integer(Int64(key.utf8.count + value.byteSize))], in: db).run()
         }
-        var total: Int64 = 0
-        do {
-            let sum = try Self.prepared(
-                db.cachedStatement(sql: "SELECT COALESCE(SUM(size), 0) FROM scene_storage WHERE scene_id = ?"), [.text(sceneID)], in: db)
-            if let row = try sum.next() { total = row.int64(0) }
-        }
+        let total = try Self.firstInteger(
+            db.cachedStatement(sql: "SELECT COALESCE(SUM(size), 0) FROM scene_storage WHERE scene_id = ?"), [.text(sceneID)], in: db) ?? 0
         guard total <= limits.sceneStorageBytes else {
             // Throwing rolls the whole transaction back: nothing of this change is kept.
             throw BatonError.quotaExceeded("the scene's storage would be \(total) bytes; the limit is \(limits.sceneStorageBytes)")
@@ -629,6 +621,14 @@ public final class Store: Sendable {
         _ statement: Statement, _ arguments: [StatementArgument], in db: Database
     ) throws -> PreparedStatement {
         try PreparedStatement(statement.sqliteStatement, of: db.sqliteConnection, arguments)
+    }
+
+    /// The first column of a statement's first row, or nil when it has none. The statement is
+    /// reset before this returns, so it holds nothing open during the writes that follow.
+    private static func firstInteger(_ statement: Statement, _ arguments: [StatementArgument], in db: Database) throws -> Int64? {
+        let rows = try prepared(statement, arguments, in: db)
+        guard let row = try rows.next() else { return nil }
+        return row.int64(0)
     }
 
     /// An activity's columns, in the order of `activityColumnNames`.
