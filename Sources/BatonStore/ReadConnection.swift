@@ -7,8 +7,15 @@ import Synchronization
 /// Through `DatabasePool`, a one-row lookup spent most of its time outside SQLite: the
 /// pool's checkout, locks, schema check and a `DispatchQueue.sync` (the profile of `Get`,
 /// issue #6). Here a lookup is bind, step, read, reset under one uncontended mutex.
-/// Each statement runs in its own implicit read transaction, so it sees everything
-/// committed before it started, as the pool's readers do.
+///
+/// Reads share one read transaction: the first read begins it, and it stays open until
+/// the store's next write ends it (`endSnapshot()`, before the write and after its
+/// commit). A statement in a transaction of its own took and released a WAL read lock,
+/// two `fcntl` calls, 7.8% of batond's CPU time under `Get` (perf, issue #6). A read
+/// therefore sees everything committed through this store before it started, but not a
+/// change another connection makes to the file: the store must be its file's only writer.
+/// Ending the snapshot before each write as well keeps it from holding the WAL at a
+/// frame a checkpoint has passed, which would stop the WAL from starting over.
 final class ReadConnection: Sendable {
     private struct State: ~Copyable {
         var database: OpaquePointer?
@@ -52,6 +59,7 @@ final class ReadConnection: Sendable {
     /// The statement is prepared on first use and kept: `sql` should come from a fixed set.
     func forEachRow(_ sql: String, _ arguments: [StatementArgument], _ row: (borrowing Columns) throws -> Bool) throws {
         try state.withLock { state throws in
+            try Self.beginSnapshot(in: &state)
             let statement = try PreparedStatement(try Self.prepared(sql, in: &state), of: state.database, arguments)
             while let columns = try statement.next() {
                 guard try row(columns) else { return }
@@ -77,6 +85,29 @@ final class ReadConnection: Sendable {
             return true
         }
         return results
+    }
+
+    /// Ends the read transaction the reads share, if one is open: the next read sees every
+    /// commit made before it. The store calls this around each write, outside its transaction.
+    func endSnapshot() {
+        state.withLock { state in
+            guard let database = state.database, sqlite3_get_autocommit(database) == 0 else { return }
+            // Every statement was reset when its read ended, so COMMIT has nothing to wait
+            // for; should it fail all the same, ROLLBACK ends a read transaction as well.
+            if let commit = try? Self.prepared("COMMIT", in: &state),
+               (try? PreparedStatement(commit, of: database, []).run()) != nil {
+                return
+            }
+            sqlite3_exec(database, "ROLLBACK", nil, nil, nil)
+        }
+    }
+
+    /// Begins the shared read transaction unless it is open. SQLite takes the snapshot at
+    /// the transaction's first read, so it holds everything committed before that read.
+    private static func beginSnapshot(in state: inout State) throws {
+        guard let database = state.database else { throw StoreError.closed }
+        guard sqlite3_get_autocommit(database) != 0 else { return }
+        try PreparedStatement(try prepared("BEGIN", in: &state), of: database, []).run()
     }
 
     private static func prepared(_ sql: String, in state: inout State) throws -> OpaquePointer {

@@ -12,6 +12,8 @@ import Synchronization
 /// caller that replies afterwards never acknowledges a write that `kill -9`
 /// could lose, and every read that starts after it sees it. Writes use cached
 /// statements: GRDB's record API rebuilds SQL on each call (shared/FIELD-NOTES.md).
+/// A store must be the only writer of its file: its reads see another connection's
+/// commits only after the store's own next write (`ReadConnection`).
 public final class Store: Sendable {
     private let pool: DatabasePool
     private let reader: ReadConnection
@@ -125,8 +127,13 @@ public final class Store: Sendable {
     /// (Continue): about 90 000 instructions through `pool.write`, 8 000 of them preparing.
     /// Stepped this way, the commit is not reported to GRDB's transaction observers; this
     /// store registers none (and GRDB resets its commit bookkeeping at its next statement).
+    ///
+    /// The reads' shared snapshot ends before the transaction (so it cannot keep the WAL
+    /// from starting over) and after it (so the next read sees the commit): see `ReadConnection`.
     private func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        try pool.writeWithoutTransaction { db in
+        reader.endSnapshot()
+        defer { reader.endSnapshot() }
+        return try pool.writeWithoutTransaction { db in
             try Self.prepared(db.cachedStatement(sql: "BEGIN IMMEDIATE"), [], in: db).run()
             do {
                 let result = try updates(db)

@@ -2,6 +2,7 @@ import BatonCore
 @testable import BatonStore
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 import TestSupport
 
@@ -227,6 +228,85 @@ struct StoreTests {
         try big.close()
         let reopened = try Store(path: big.path, limits: limits)
         #expect(try reopened.activities(.init(), now: 1_000).count == 200)
+    }
+
+    /// Reads share one read transaction, which each of the store's writes ends. Another
+    /// connection's commit is therefore seen only after the store's next write: that is
+    /// what shows the snapshot is held (a statement in a transaction of its own would see
+    /// it at once), and why a store must be its file's only writer.
+    @Test func readsShareASnapshotThatEachWriteEnds() throws {
+        try store.register(type)
+        let agatha = activity("Agatha", at: 1)
+        _ = try store.insert(agatha)
+        #expect(try store.storedActivity(id: agatha.id)?.title == "Agatha")
+
+        let outsider = try DatabaseQueue(path: store.path)
+        try outsider.write { db in try db.execute(sql: "UPDATE activity SET title = 'Agatha (outside)' WHERE id = ?", arguments: [agatha.id]) }
+        #expect(try store.storedActivity(id: agatha.id)?.title == "Agatha", "the snapshot taken by the first read")
+
+        // The store's own write ends the snapshot: the next read sees both commits.
+        let jamie = activity("Jamie", at: 2)
+        _ = try store.insert(jamie)
+        #expect(try store.storedActivity(id: agatha.id)?.title == "Agatha (outside)")
+        #expect(try store.storedActivity(id: jamie.id)?.title == "Jamie")
+        var renamed = jamie
+        renamed.title = "Jamie the Hawk"
+        try store.update(renamed)
+        #expect(try store.search("hawk", limit: 5, now: 10).map(\.id) == [jamie.id])
+    }
+
+    /// A read on another thread can begin a snapshot while a write is under way, before its
+    /// commit: the write ends the snapshot again once committed, so its caller's next read
+    /// sees the commit (as a client reads after batond's reply).
+    @Test func aWriteIsSeenByTheNextReadWhileOtherThreadsRead() throws {
+        var limits = Limits()
+        limits.liveActivitiesPerApp = 1_000
+        let busy = try Store(path: directory.appendingPathComponent("busy.sqlite").path, limits: limits)
+        try busy.register(type)
+        let seed = activity("Seed", at: 0)
+        _ = try busy.insert(seed)
+        let stop = Atomic(false)
+        let reads = Atomic(0)
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            while !stop.load(ordering: .relaxed) {
+                _ = try? busy.storedActivity(id: seed.id)
+                reads.add(1, ordering: .relaxed)
+            }
+            finished.signal()
+        }.start()
+        var unseen: [Int] = []
+        for index in 1...300 {
+            let note = activity("Note \(index)", at: UInt64(index))
+            _ = try busy.insert(note)
+            if try busy.storedActivity(id: note.id) == nil { unseen.append(index) }
+        }
+        stop.store(true, ordering: .relaxed)
+        finished.wait()
+        #expect(unseen.isEmpty, "writes not seen by the read after them: \(unseen)")
+        #expect(reads.load(ordering: .relaxed) > 300, "the other thread read throughout")
+    }
+
+    /// The snapshot ends before each write too. Held through a checkpoint that copied the
+    /// whole WAL, it would keep the next write from starting the WAL over, and the WAL
+    /// would grow for as long as reads and writes alternate.
+    @Test func aHeldSnapshotDoesNotKeepTheWALFromStartingOver() throws {
+        try store.register(type)
+        for index in 0..<3 { _ = try store.insert(activity("Note \(index)", at: UInt64(index))) }
+        let observer = try DatabaseQueue(path: store.path)
+        func checkpoint() throws -> (busy: Int, frames: Int, copied: Int) {
+            let row = try observer.writeWithoutTransaction { db in try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+            return (row?[0] ?? -1, row?[1] ?? -1, row?[2] ?? -1)
+        }
+        // A read takes its snapshot while the WAL holds frames no checkpoint has copied.
+        #expect(try store.activities(.init(), now: 10).count == 3)
+        let before = try checkpoint()
+        #expect(before.busy == 0 && before.frames > 0 && before.copied == before.frames, "\(before)")
+
+        _ = try store.insert(activity("Note 3", at: 3))
+        let after = try checkpoint()
+        #expect(after.frames < before.frames, "the WAL started over: \(after.frames) frames after, \(before.frames) before")
+        #expect(try store.activities(.init(), now: 10).count == 3, "the quota of 3 trimmed the oldest")
     }
 
     @Test func tidyingMergesTheSearchIndexesOnlyAfterWrites() throws {
