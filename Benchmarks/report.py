@@ -187,6 +187,8 @@ set boxwidth 0.7
 set grid ytics
 set logscale y
 set xtics rotate by -30 left
+# The last label runs to the right of its bar: leave it room.
+set rmargin 8
 unset key
 color(k) = k == 2 ? 0x4c72b0 : k == 1 ? 0xdd8452 : 0x55a868
 set ylabel "round trip p50, µs (log)"
