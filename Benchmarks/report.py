@@ -37,6 +37,18 @@ def ratios_to_echo(name, key):
     return [r[key] / med([e[key] for e in echo[rep]]) for rep, r in per_rep(name).items()]
 
 
+def meets(kind, value, bound):
+    """A target of kind "max" is met by a ratio at or below its bound, "min" at or above."""
+    return value <= bound if kind == "max" else value >= bound
+
+
+SIGN = {"max": "≤", "min": "≥"}
+
+
+def verdict(met):
+    return "met " if met else "MISS"
+
+
 def ratios_between(mine, theirs, key):
     a, b = per_rep(mine), per_rep(theirs)
     return [a[rep][key] / b[rep][key] for rep in a if rep in b]
@@ -100,16 +112,15 @@ for kind, name, key, bound, against in TARGETS:
         result["targets"].append({"call": name, "against": against, "comparable": False, "results": sorted(counts)})
         continue
     s = summary(values)
-    met = s["median"] <= bound if kind == "max" else s["median"] >= bound
+    met = meets(kind, s["median"], bound)
     result["targets"].append({"call": name, "measure": key, "against": against, "bound": bound, "kind": kind,
                               "ratio": s, "met": met})
-    sign = "≤" if kind == "max" else "≥"
-    print(f"  {'met ' if met else 'MISS'} {name} {key} against {against}: {s['median']:.2f} "
-          f"({s['min']:.2f}–{s['max']:.2f}), target {sign} {bound}")
+    print(f"  {verdict(met)} {name} {key} against {against}: {s['median']:.2f} "
+          f"({s['min']:.2f}–{s['max']:.2f}), target {SIGN[kind]} {bound}")
 
 # Floors: a C libdbus server answering the same call with the same reply and no storage. A
-# target its floor misses cannot be met by building this reply through libdbus on each call; "against the floor" is
-# what batond's own code costs on top.
+# target its floor misses cannot be met by building this reply through libdbus on each call;
+# "against the floor" is what batond's own code costs on top.
 FLOORS = {"get": "get (C, same record)"}
 for name, floor in FLOORS.items():
     if name not in labels or floor not in labels:
@@ -120,19 +131,12 @@ for name, floor in FLOORS.items():
             continue
         reach = summary(ratios_to_echo(floor, key))
         own = summary(ratios_between(name, floor, key))
-        reachable = reach["median"] <= bound if kind == "max" else reach["median"] >= bound
-        sign = "≤" if kind == "max" else "≥"
+        reachable = meets(kind, reach["median"], bound)
         result.setdefault("floors", []).append({"call": name, "floor": floor, "measure": key, "bound": bound, "kind": kind,
                                                 "floor_to_echo": reach, "call_to_floor": own, "reachable": reachable})
         print(f"  {key}: the floor against echo {reach['median']:.2f} ({reach['min']:.2f}–{reach['max']:.2f}), "
-              f"target {sign} {bound}{'' if reachable else ', missed by the floor too'}; "
+              f"target {SIGN[kind]} {bound}{'' if reachable else ', missed by the floor too'}; "
               f"{name} against the floor {own['median']:.2f} ({own['min']:.2f}–{own['max']:.2f})")
-
-
-
-def verdict(met):
-    return "met " if met else "MISS"
-
 
 # The issue's absolute targets.
 cli = extra["cli"]

@@ -92,13 +92,10 @@ final class ReadConnection: Sendable {
     func endSnapshot() {
         state.withLock { state in
             guard let database = state.database, sqlite3_get_autocommit(database) == 0 else { return }
-            // Every statement was reset when its read ended, so COMMIT has nothing to wait
-            // for; should it fail all the same, ROLLBACK ends a read transaction as well.
-            if let commit = try? Self.prepared("COMMIT", in: &state),
-               (try? PreparedStatement(commit, of: database, []).run()) != nil {
-                return
-            }
-            sqlite3_exec(database, "ROLLBACK", nil, nil, nil)
+            // Every statement was reset when its read ended, so COMMIT has nothing to wait for.
+            _ = try? PreparedStatement(Self.prepared("COMMIT", in: &state), of: database, []).run()
+            // Should it fail all the same, ROLLBACK ends a read transaction as well.
+            if sqlite3_get_autocommit(database) == 0 { sqlite3_exec(database, "ROLLBACK", nil, nil, nil) }
         }
     }
 

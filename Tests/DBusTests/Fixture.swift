@@ -116,8 +116,9 @@ enum Fixture {
                     let connection = call.connection
                     connection.afterDispatch {
                         let batch = state.gathering.withLock { notes in
-                            defer { notes.removeAll() }
-                            return notes
+                            let batch = notes
+                            notes = []
+                            return batch
                         }
                         try? connection.emit(path: path, interface: interface, member: "Gathered", [.strings(batch)])
                     }
