@@ -81,7 +81,7 @@ result = {"machine": {"cpus": os.cpu_count(), "uname": " ".join(os.uname()),
                                    if line.startswith("model name")), "unknown")},
           "repetitions": len(echo), "methods": [], "targets": [], "extra": extra, "raw": rows}
 
-print(f"{'call':<24} {'p50 µs':>8} {'p99 µs':>8} {'calls/s':>8} {'CPU µs':>8}   ratios to the C echo: p50, calls/s, CPU")
+print(f"{'call':<30} {'p50 µs':>8} {'p99 µs':>8} {'calls/s':>8} {'CPU µs':>8}   ratios to the C echo: p50, calls/s, CPU")
 for name in ["echo (C)"] + labels:
     mine = [e for reps in echo.values() for e in reps] if name == "echo (C)" else list(per_rep(name).values())
     entry = {"label": name, "method": mine[0]["method"], "bytes": mine[0]["bytes"],
@@ -93,7 +93,7 @@ for name in ["echo (C)"] + labels:
     result["methods"].append(entry)
     ratio = (lambda key: "1.00" if name == "echo (C)" else
              f"{entry[key]['ratio_to_echo']['median']:.2f} ({entry[key]['ratio_to_echo']['min']:.2f}–{entry[key]['ratio_to_echo']['max']:.2f})")
-    print(f"{name:<24} {entry['p50_us']['median']:>8.1f} {entry['p99_us']['median']:>8.1f} "
+    print(f"{name:<30} {entry['p50_us']['median']:>8.1f} {entry['p99_us']['median']:>8.1f} "
           f"{entry['calls_per_s']['median']:>8.0f} {entry['server_cpu_us_per_call']['median']:>8.1f}   "
           f"{ratio('p50_us')}, {ratio('calls_per_s')}, {ratio('server_cpu_us_per_call')}"
           + (f"   ({'/'.join(map(str, entry['results']))} results)" if entry["results"] != [-1] else ""))
@@ -118,14 +118,14 @@ for kind, name, key, bound, against in TARGETS:
     print(f"  {verdict(met)} {name} {key} against {against}: {s['median']:.2f} "
           f"({s['min']:.2f}–{s['max']:.2f}), target {SIGN[kind]} {bound}")
 
-# Floors: a C libdbus server answering the same call with the same reply and no storage. A
-# target its floor misses cannot be met by building this reply through libdbus on each call;
+# Floors: a C libdbus server sending the same messages for the same call, with no storage. A
+# target its floor misses cannot be met by sending these messages through libdbus on each call;
 # "against the floor" is what batond's own code costs on top.
-FLOORS = {"get": "get (C, same record)"}
+FLOORS = {"get": "get (C, same record)", "advertise 200 B": "advertise (C, same messages)"}
 for name, floor in FLOORS.items():
     if name not in labels or floor not in labels:
         continue
-    print(f"\n{name}'s floor, {floor}: a C libdbus server that answers with the same reply, no storage")
+    print(f"\n{name}'s floor, {floor}: a C libdbus server that sends the same messages, no storage")
     for kind, target_name, key, bound, against in TARGETS:
         if target_name != name or against != "echo":
             continue

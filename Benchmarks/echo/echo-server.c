@@ -7,7 +7,12 @@
  * into the reply, as a server holding it in memory would. No storage, no Swift: what
  * is left is libdbus building the reply.
  *
- * Usage: echo-server BUS_NAME [SOURCE ID] */
+ * With --advertise it is the floor of batond's Advertise at an app's quota: it answers
+ * every org.baton.Handoff1.Activities.Advertise with the messages batond sends for one
+ * there, in the same order (Invalidated for the activity the quota removes, Advertised,
+ * then the reply with the new id), and stores nothing.
+ *
+ * Usage: echo-server BUS_NAME [SOURCE ID | --advertise] */
 #include <dbus/dbus.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,8 @@ struct field {
 };
 static struct field *fields;
 static int field_count = -1; /* -1: no record, Get is not answered */
+static int advertise;        /* 1: Advertise is answered */
+static unsigned long long advertised;
 
 static dbus_bool_t is_string(int type) {
     return type == DBUS_TYPE_STRING || type == DBUS_TYPE_OBJECT_PATH || type == DBUS_TYPE_SIGNATURE;
@@ -98,6 +105,32 @@ static dbus_bool_t write_record(DBusMessage *reply) {
     return dbus_message_iter_close_container(&body, &entries);
 }
 
+/* Sends a signal of org.baton.Handoff1.Activities from batond's root object, with string arguments. */
+static void emit(DBusConnection *connection, const char *name, const char **strings, int count) {
+    DBusMessage *signal = dbus_message_new_signal("/org/baton/Handoff1", "org.baton.Handoff1.Activities", name);
+    for (int i = 0; i < count; i++) dbus_message_append_args(signal, DBUS_TYPE_STRING, &strings[i], DBUS_TYPE_INVALID);
+    dbus_connection_send(connection, signal, NULL);
+    dbus_message_unref(signal);
+}
+
+/* Advertise at the quota: the oldest activity goes (Invalidated), the new one is announced
+ * (Advertised), and the caller gets its id. Ids are lowercase UUIDs, as batond's are. */
+static DBusMessage *answer_advertise(DBusConnection *connection, DBusMessage *message) {
+    const char *type = NULL, *title = NULL, *payload = NULL;
+    if (!dbus_message_get_args(message, NULL, DBUS_TYPE_STRING, &type, DBUS_TYPE_STRING, &title,
+                               DBUS_TYPE_STRING, &payload, DBUS_TYPE_INVALID))
+        return dbus_message_new_error(message, DBUS_ERROR_INVALID_ARGS, "expected (s type, s title, s payload_json, a{ss})");
+    char oldest[37], id[37];
+    snprintf(oldest, sizeof oldest, "00000000-0000-4000-8000-%012llx", advertised);
+    snprintf(id, sizeof id, "00000000-0000-4000-8000-%012llx", ++advertised);
+    const char *invalidated[] = {oldest}, *announced[] = {id, type, title}, *reply_id = id;
+    emit(connection, "Invalidated", invalidated, 1);
+    emit(connection, "Advertised", announced, 3);
+    DBusMessage *reply = dbus_message_new_method_return(message);
+    dbus_message_append_args(reply, DBUS_TYPE_STRING, &reply_id, DBUS_TYPE_INVALID);
+    return reply;
+}
+
 static DBusHandlerResult on_message(DBusConnection *connection, DBusMessage *message, void *data) {
     (void)data;
     DBusMessage *reply = NULL;
@@ -115,6 +148,8 @@ static DBusHandlerResult on_message(DBusConnection *connection, DBusMessage *mes
             dbus_message_unref(reply);
             reply = dbus_message_new_error(message, DBUS_ERROR_NO_MEMORY, "cannot build the record");
         }
+    } else if (advertise && dbus_message_is_method_call(message, "org.baton.Handoff1.Activities", "Advertise")) {
+        reply = answer_advertise(connection, message);
     } else {
         return DBUS_HANDLER_RESULT_NOT_YET_HANDLED;
     }
@@ -124,7 +159,8 @@ static DBusHandlerResult on_message(DBusConnection *connection, DBusMessage *mes
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2 && argc != 4) { fprintf(stderr, "usage: %s BUS_NAME [SOURCE ID]\n", argv[0]); return 2; }
+    advertise = argc == 3 && strcmp(argv[2], "--advertise") == 0;
+    if (argc != 2 && argc != 4 && !advertise) { fprintf(stderr, "usage: %s BUS_NAME [SOURCE ID | --advertise]\n", argv[0]); return 2; }
     DBusError error;
     dbus_error_init(&error);
     DBusConnection *connection = dbus_bus_get(DBUS_BUS_SESSION, &error);
