@@ -272,8 +272,7 @@ public final class Connection: Sendable {
     /// Removes the object at `path`, announcing it with `InterfacesRemoved` to managers above it.
     public func unexport(_ path: ObjectPath) {
         guard let (object, managers) = registry.remove(path) else { return }
-        let names = ["org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Properties", "org.freedesktop.DBus.Peer"]
-            + object.interfaces.map(\.name)
+        let names = ObjectRegistry.StandardInterface.everyObjectHas + object.interfaces.map(\.name)
         for manager in managers {
             try? emit(path: manager, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved", [
                 .objectPath(path), .strings(names),

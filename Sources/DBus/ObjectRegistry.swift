@@ -137,6 +137,10 @@ final class ObjectRegistry: Sendable {
         private static let s: Signature = "s"
         private static let ss: Signature = "ss"
         private static let ssv: Signature = "ssv"
+
+        /// The standard interfaces every exported object has, as ObjectManager names them
+        /// when the object comes (`InterfacesAdded`) and goes (`InterfacesRemoved`).
+        static let everyObjectHas = [introspectable.rawValue, properties.rawValue, "org.freedesktop.DBus.Peer"]
     }
 
     /// Runs a standard-interface method for `call` on `object`, the one at its path.
@@ -227,7 +231,7 @@ final class ObjectRegistry: Sendable {
     /// holds property values the caller already has, by interface name.
     func interfacesRecord(_ object: Object, at path: ObjectPath, known: [String: [String: DBusValue]] = [:]) async throws -> DBusValue {
         var entries: [DBusValue.DictionaryEntry] = []
-        for standard in [StandardInterface.introspectable.rawValue, StandardInterface.properties.rawValue, "org.freedesktop.DBus.Peer"] {
+        for standard in StandardInterface.everyObjectHas {
             entries.append(.init(.string(standard), .dictionary(key: .string, value: .variant, [])))
         }
         for interface in object.interfaces {

@@ -193,6 +193,8 @@ struct ConnectionTests {
         let removed = await iterator.next()
         #expect(removed?.member == "InterfacesRemoved")
         #expect(removed?.body.first == .objectPath(item))
+        // The same interfaces go as came, standard ones included.
+        #expect(removed.flatMap { [String](dbusValue: $0.body[1]) } == interfaces)
         do {
             _ = try await world.client.call(Fixture.busName, item, Fixture.interface, "EchoString", [.string("x")])
             Issue.record("a removed object answered")
