@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus"]),
         // The domain: activity types, activities, scenes, storage values, validation, limits. No D-Bus, no SQL.
         .target(name: "BatonCore"),
-        // Persistence of the domain in SQLite (WAL): GRDB for writes and migrations, plain SQLite for reads.
+        // Persistence of the domain in SQLite (WAL) through GRDB: one writer connection, one reader.
         .target(name: "BatonStore", dependencies: [
             "BatonCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),

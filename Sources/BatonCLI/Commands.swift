@@ -15,7 +15,7 @@ public struct BatonCommand: AsyncParsableCommand {
 
             Exit status: 0 success; 1 other failure; 2 not found or expired; 3 invalid input (bad \
             payload, unknown type, over a limit); 4 batond unreachable; 5 access denied; 6 the app's \
-            handler failed; 64 wrong usage.
+            handler failed; 7 batond's storage is full, locked or damaged (see baton doctor); 64 wrong usage.
             """,
         version: "baton 1 (contract org.baton.Handoff1 version 1)",
         subcommands: [Types.self, Activities.self, Scenes.self, Watch.self, Status.self, Doctor.self])

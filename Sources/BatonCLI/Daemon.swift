@@ -10,6 +10,8 @@ public enum ExitStatus {
     public static let daemonUnavailable: Int32 = 4
     public static let accessDenied: Int32 = 5
     public static let handlerFailed: Int32 = 6
+    /// The daemon's storage cannot take the change now (full, locked, damaged).
+    public static let storageProblem: Int32 = 7
 }
 
 /// A failure told as a sentence with what to do next, and its exit status.
@@ -73,6 +75,10 @@ struct Daemon {
         case .handlerFailed:
             return CLIError(description: "the app could not continue the activity: \(error.message). See the app's log.",
                             status: ExitStatus.handlerFailed)
+        case .storageFull, .storageUnavailable, .storageCorrupt:
+            return CLIError(description: "\(error.message). Check it with: baton doctor", status: ExitStatus.storageProblem)
+        case .limitsExceeded, .notEligible, .blocked, .syncUnavailable:
+            return CLIError(description: error.message, status: ExitStatus.failure)
         }
     }
 

@@ -12,6 +12,20 @@ public struct BatonError: Error, Equatable, Sendable, CustomStringConvertible {
         case quotaExceeded = "QuotaExceeded"
         case accessDenied = "AccessDenied"
         case handlerFailed = "HandlerFailed"
+        /// The disk (or the database's size limit) is full: free space, then try again.
+        case storageFull = "StorageFull"
+        /// The database is locked by another process, busy, or failing I/O: try again.
+        case storageUnavailable = "StorageUnavailable"
+        /// The database is damaged; it is quarantined at the next start.
+        case storageCorrupt = "StorageCorrupt"
+        /// Too many calls in flight from one caller.
+        case limitsExceeded = "LimitsExceeded"
+        /// The activity does not allow what was asked.
+        case notEligible = "NotEligible"
+        /// The user blocked the app.
+        case blocked = "Blocked"
+        /// Cross-machine sync cannot do what was asked now.
+        case syncUnavailable = "SyncUnavailable"
     }
 
     public let code: Code
@@ -32,4 +46,7 @@ public struct BatonError: Error, Equatable, Sendable, CustomStringConvertible {
     public static func quotaExceeded(_ message: String) -> BatonError { .init(.quotaExceeded, message) }
     public static func accessDenied(_ message: String) -> BatonError { .init(.accessDenied, message) }
     public static func handlerFailed(_ message: String) -> BatonError { .init(.handlerFailed, message) }
+    public static func storageFull(_ message: String) -> BatonError { .init(.storageFull, message) }
+    public static func storageUnavailable(_ message: String) -> BatonError { .init(.storageUnavailable, message) }
+    public static func storageCorrupt(_ message: String) -> BatonError { .init(.storageCorrupt, message) }
 }

@@ -30,12 +30,19 @@ struct Batond: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Seconds Continue waits for an app's handler.", valueName: "seconds"))
     var handlerTimeout: Double = 10
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Live activities each app may keep; past it, its oldest non-persistent ones are removed.", valueName: "count"))
+    var maxLiveActivities: Int = Limits.default.liveActivitiesPerApp
+
     @Flag(name: .long, help: "Log each registration, continuation and purge.")
     var verbose = false
 
     func validate() throws {
         guard handlerTimeout > 0, handlerTimeout <= 600 else {
             throw ValidationError("--handler-timeout must be between 0 and 600 seconds")
+        }
+        guard maxLiveActivities >= 1, maxLiveActivities <= 1_000_000 else {
+            throw ValidationError("--max-live-activities must be between 1 and 1000000")
         }
     }
 
@@ -44,6 +51,7 @@ struct Batond: AsyncParsableCommand {
         options.database = database
         if let address { options.bus = .address(address) }
         options.verbose = verbose
+        options.limits.liveActivitiesPerApp = maxLiveActivities
         options.handlerTimeout = .milliseconds(Int(handlerTimeout * 1000))
         let status = await Daemon.run(options, environment: ProcessEnvironment.current())
         if status != 0 { throw ExitCode(status) }

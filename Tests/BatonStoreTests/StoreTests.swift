@@ -74,7 +74,7 @@ struct StoreTests {
         #expect(try store.scenes(appID: type.appID) == [current])
 
         try store.close()
-        #expect(throws: StoreError.self) { try store.storedActivity(id: full.id) }
+        #expect(throws: StoreError.closed) { try store.storedActivity(id: full.id) }
     }
 
     @Test func filesAreOwnerOnlyAndUnsafeDirectoriesAreRefused() throws {
@@ -130,6 +130,50 @@ struct StoreTests {
         _ = try store.unregister(type: type.type)
         try store.register(type)
         for index in 0..<3 { #expect(try store.insert(activity("again \(index)", at: 20)).isEmpty) }
+    }
+
+    /// Every kind of write, one after another, on one connection: each statement is left as
+    /// GRDB leaves it (run to its end, not reset) before the next write reuses it. At e75f674
+    /// the quota trim bound the statement Invalidate had just run and SQLite refused it with
+    /// SQLITE_MISUSE (error 21), the `Failed` that mixed load saw about once in 4 000 calls.
+    @Test func everyWriteFollowsEveryOtherWrite() throws {
+        try store.register(type)
+        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
+        try store.insert(scene)
+        var live: [Activity] = []
+        func insert(_ item: Activity) throws {
+            let trimmed = try store.insert(item)
+            live.removeAll { trimmed.contains($0.id) }
+            live.append(item)
+        }
+        let writes: [(String, () throws -> Void)] = [
+            ("insert", { try insert(activity("a", at: 2)) }),
+            ("insert into a scene", {
+                var item = activity("s", at: 2)
+                item.sceneID = scene.id
+                try insert(item)
+            }),
+            ("update", { if var item = live.last { item.title = "changed"; try store.update(item) } }),
+            ("invalidate", { if let item = live.popLast() { _ = try store.deleteActivities(ids: [item.id]) } }),
+            ("storage", { try store.changeStorage(sceneID: scene.id, set: [("k", .int(1))], remove: ["gone"]) }),
+            ("scene update", { try store.update(scene) }),
+            ("continue into", { if let item = live.last { try store.continueInto(sceneID: scene.id, activityID: item.id, storage: [], now: 3) } }),
+            ("purge", { _ = try store.purgeExpired(now: 1) }),
+            ("register", { try store.register(type) }),
+            ("delete saved", { _ = try store.deleteSaved(persistentIDs: ["none"]) }),
+        ]
+        // Every ordered pair of writes, with the app at its quota of 3 so that inserts trim.
+        for (firstName, first) in writes {
+            for (secondName, second) in writes {
+                for _ in 0..<4 { try insert(activity("filler", at: 1)) }
+                do {
+                    try first()
+                    try second()
+                } catch {
+                    Issue.record("\(firstName) then \(secondName): \(error)")
+                }
+            }
+        }
     }
 
     @Test func searchFindsEligibleTitlesAndKeywordsBestFirst() throws {

@@ -1,0 +1,269 @@
+import BatonCore
+import GRDB
+
+extension Store {
+    // MARK: Writing activities
+
+    /// Stores a new activity. When its app is at the live-activity limit, its oldest
+    /// non-persistent activities are removed first (their ids are returned); when
+    /// every one is persistent, the insert is refused with `QuotaExceeded`.
+    public func insert(_ activity: Activity) throws -> [String] {
+        try writeActivities { db in try insert(activity, in: db) }
+    }
+
+    /// Stores several activities in one transaction, one commit for all; each succeeds or
+    /// fails on its own, and each result is as `insert(_:)` would give.
+    public func insert(batch activities: [Activity]) -> [Result<[String], any Error>] {
+        do {
+            return try writeActivities { db in
+                try activities.map { activity in
+                    do {
+                        return .success(try insert(activity, in: db))
+                    } catch let refusal as BatonError {
+                        // Refusals (the quota) come before the first write: nothing to undo.
+                        return .failure(refusal)
+                    }
+                }
+            }
+        } catch {
+            // SQLite failed part-way through an activity, so the whole transaction rolled
+            // back. Store each on its own, so one bad activity does not fail the others.
+            return activities.map { activity in Result { try insert(activity) } }
+        }
+    }
+
+    private func insert(_ activity: Activity, in db: Database) throws -> [String] {
+        let live = try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
+        var trimmed: [String] = []
+        if live >= limits.liveActivitiesPerApp {
+            trimmed = try String.fetchAll(db.cachedStatement(sql: """
+                SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL ORDER BY seq LIMIT ?
+                """), arguments: [activity.appID, live - limits.liveActivitiesPerApp + 1])
+            guard live - trimmed.count < limits.liveActivitiesPerApp else {
+                throw BatonError.quotaExceeded(
+                    "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
+            }
+            for id in trimmed { _ = try deleteActivity(id: id, in: db) }
+        }
+        try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
+        if let scene = activity.sceneID {
+            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
+                .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
+        }
+        return trimmed
+    }
+
+    /// Deletes one activity in the caller's transaction; true when it existed.
+    private func deleteActivity(id: String, in db: Database) throws -> Bool {
+        try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
+        return db.changesCount > 0
+    }
+
+    /// Replaces every field of a stored activity.
+    public func update(_ activity: Activity) throws {
+        try writeActivities { db in
+            try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
+            if db.changesCount == 0 { throw BatonError.notFound("no activity \(activity.id)") }
+        }
+    }
+
+    /// Deletes activities; returns the ids that were removed.
+    public func deleteActivities(ids: [String]) throws -> [String] {
+        try writeActivities { db in try ids.filter { try deleteActivity(id: $0, in: db) } }
+    }
+
+    /// Deletes every activity carrying one of `persistentIDs`; returns their ids.
+    public func deleteSaved(persistentIDs: [String]) throws -> [String] {
+        try writeActivities { db in
+            try persistentIDs.flatMap { persistentID in
+                try String.fetchAll(
+                    db.cachedStatement(sql: "DELETE FROM activity WHERE persistent_id = ? RETURNING id"), arguments: [persistentID])
+            }
+        }
+    }
+
+    /// Deletes every activity of an app; returns their ids.
+    public func deleteAll(appID: String) throws -> [String] {
+        try writeActivities { db in
+            try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ? RETURNING id"), arguments: [appID])
+        }
+    }
+
+    /// Deletes activities that expired before `now`; returns their ids.
+    public func purgeExpired(now: UInt64) throws -> [String] {
+        try writeActivities { db in
+            try String.fetchAll(
+                db.cachedStatement(sql: "DELETE FROM activity WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING id"),
+                arguments: [Time.encode(now)])
+        }
+    }
+
+    // MARK: Reading activities
+
+    /// The activity with `id`, unless it is missing or expired at `now`.
+    public func activity(id: String, now: UInt64) throws -> Activity? {
+        try read { db in
+            try ActivityRow.fetchOne(db.cachedStatement(sql: """
+                SELECT \(ActivityRow.Column.list) FROM activity WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)
+                """), arguments: [id, Time.encode(now)])?.value
+        }
+    }
+
+    /// The activity with `id` even if it has expired (to tell "expired" from "unknown").
+    public func storedActivity(id: String) throws -> Activity? {
+        try read { db in
+            try ActivityRow.fetchOne(
+                db.cachedStatement(sql: "SELECT \(ActivityRow.Column.list) FROM activity WHERE id = ?"), arguments: [id])?.value
+        }
+    }
+
+    /// The earliest expiry still ahead, to schedule the next purge.
+    public func nextExpiry() throws -> UInt64? {
+        try read { db in
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(expires_at) FROM activity WHERE expires_at IS NOT NULL"))
+                .map(Time.decode)
+        }
+    }
+
+    /// Which activities `List` returns: every field is an exact match when set.
+    public struct ActivityFilter: Sendable {
+        public var type: String?
+        public var appID: String?
+        public var sceneID: String?
+        public var persistentID: String?
+        public var targetContentID: String?
+        public var limit: Int?
+        public init(type: String? = nil, appID: String? = nil, sceneID: String? = nil, persistentID: String? = nil,
+                    targetContentID: String? = nil, limit: Int? = nil) {
+            self.type = type
+            self.appID = appID
+            self.sceneID = sceneID
+            self.persistentID = persistentID
+            self.targetContentID = targetContentID
+            self.limit = limit
+        }
+    }
+
+    /// Live activities matching `filter`, newest first.
+    public func activities(_ filter: ActivityFilter, now: UInt64) throws -> [Activity] {
+        // One statement per combination of filter fields (at most 64), each prepared once.
+        var conditions = ["(expires_at IS NULL OR expires_at > ?)"]
+        var arguments: StatementArguments = [Time.encode(now)]
+        for (column, value) in [(ActivityRow.Column.type, filter.type), (.appID, filter.appID), (.sceneID, filter.sceneID),
+                                (.persistentID, filter.persistentID), (.targetContentID, filter.targetContentID)] {
+            if let value {
+                conditions.append("\(column.name) = ?")
+                arguments += [value]
+            }
+        }
+        var sql = "SELECT \(ActivityRow.Column.list) FROM activity WHERE " + conditions.joined(separator: " AND ") + " ORDER BY seq DESC"
+        if let limit = filter.limit {
+            sql += " LIMIT ?"
+            arguments += [limit]
+        }
+        return try read { db in try ActivityRow.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map(\.value) }
+    }
+
+    // MARK: Search
+
+    /// Search-eligible live activities whose title or keywords match every word of
+    /// `query` (as a prefix): those whose title alone matches first, then those matched
+    /// through keywords; newest first within each.
+    ///
+    /// The first read walks the index of titles and keywords newest first (by rowid, which
+    /// needs no sort) and stops at `limit`, so a broad query costs what it returns, not
+    /// what it matches. FTS5's bm25 is not used: it computes its statistics over every
+    /// match even when one row is returned.
+    /// - Fewer than `limit` found: every match is in hand, and the title index only says
+    ///   which come first. It is walked forwards, without the activity table: FTS5 walks
+    ///   a doclist backwards at about twice the cost.
+    /// - `limit` found: older title matches may exist, so the newest `limit` title matches
+    ///   are read too, and the keyword matches fill what they leave.
+    ///
+    /// All reads are in the one snapshot, so they agree with each other.
+    public func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
+        guard limit > 0, let match = Self.ftsQuery(query) else { return [] }
+        let arguments: StatementArguments = [match, Time.encode(now)]
+        return try read { db in
+            let newest = try Self.matches(db, Self.searchNewest, arguments, limit: limit)
+            if newest.isEmpty { return [] }
+
+            if newest.count < limit {
+                let titled = try Set(Int64.fetchCursor(db.cachedStatement(sql: Self.searchTitledSeqs), arguments: [match]))
+                return newest.filter { titled.contains($0.seq) }.map(\.activity)
+                    + newest.filter { !titled.contains($0.seq) }.map(\.activity)
+            }
+
+            var found = try Self.matches(db, Self.searchNewestTitled, arguments, limit: limit)
+            let titled = Set(found.map(\.seq))
+            for candidate in newest where found.count < limit && !titled.contains(candidate.seq) {
+                found.append(candidate)
+            }
+            return found.map(\.activity)
+        }
+    }
+
+    /// At most `limit` rows of a search query, with the seq each was indexed under.
+    private static func matches(
+        _ db: Database, _ sql: String, _ arguments: StatementArguments, limit: Int
+    ) throws -> [(seq: Int64, activity: Activity)] {
+        var found: [(seq: Int64, activity: Activity)] = []
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+        while found.count < limit, let row = try rows.next() {
+            found.append((row[searchSeqColumn], ActivityRow(row: row).value))
+        }
+        return found
+    }
+
+    /// Live matches from a search index, newest first.
+    private static func searchQuery(_ index: String) -> String {
+        """
+        SELECT \(ActivityRow.Column.allCases.map { "activity." + $0.name }.joined(separator: ", ")), activity.seq
+        FROM \(index) JOIN activity ON activity.seq = \(index).rowid
+        WHERE \(index) MATCH ? AND (activity.expires_at IS NULL OR activity.expires_at > ?)
+        ORDER BY \(index).rowid DESC
+        """
+    }
+    private static let searchNewest = searchQuery("activity_search")
+    private static let searchNewestTitled = searchQuery("activity_title_search")
+    /// The seqs of every title match, in the index's forward order.
+    private static let searchTitledSeqs = "SELECT rowid FROM activity_title_search WHERE activity_title_search MATCH ?"
+    /// The column of the search queries that holds the activity's seq, after the activity's own.
+    private static let searchSeqColumn = ActivityRow.Column.allCases.count
+
+    /// Merges the search indexes' segments, a bounded step at a time, if they changed since
+    /// the last call finished. Returns true when work is left for the next call.
+    ///
+    /// FTS5 adds a segment for every transaction that indexes something, and a query
+    /// looks in each. Each step is its own short transaction, so Advertise commits slip in
+    /// between steps.
+    @discardableResult
+    public func tidySearchIndex(pagesPerStep: Int = 200, budget: Duration = .milliseconds(10)) throws -> Bool {
+        guard searchIndexChanged.exchange(false, ordering: .relaxed) else { return false }
+        let clock = ContinuousClock()
+        let deadline = clock.now + budget
+        while clock.now < deadline {
+            let merged = try write { db in
+                try ["activity_search", "activity_title_search"].reduce(false) { merged, index in
+                    let before = db.totalChangesCount
+                    // A negative page count merges whatever segments there are, not only full levels.
+                    try db.cachedStatement(sql: "INSERT INTO \(index)(\(index), rank) VALUES ('merge', ?)").execute(arguments: [-pagesPerStep])
+                    // SQLite's documentation: a change of two or more (per command) means a merge was done.
+                    return db.totalChangesCount - before >= 2 || merged
+                }
+            }
+            if !merged { return false }
+        }
+        searchIndexChanged.store(true, ordering: .relaxed)
+        return true
+    }
+
+    /// Each word quoted (so FTS5 syntax in it means nothing) and matched as a prefix.
+    static func ftsQuery(_ query: String) -> String? {
+        let words = query.split(whereSeparator: { $0.isWhitespace || $0.isPunctuation })
+        guard !words.isEmpty else { return nil }
+        // A quote is punctuation, so no word holds one: quoting needs no escaping.
+        return words.map { "\"\($0)\"*" }.joined(separator: " ")
+    }
+}

@@ -1,0 +1,136 @@
+import BatonCore
+import GRDB
+
+extension Store {
+    // MARK: Scenes
+
+    public func insert(_ scene: Scene) throws {
+        try insert(scene, storage: [])
+    }
+
+    /// Creates a scene together with its first storage, in one transaction: a
+    /// continuation either opens a complete scene or none at all.
+    public func insert(_ scene: Scene, storage: [(String, StorageValue)]) throws {
+        try checkStorage(storage)
+        try write { db in
+            try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
+            _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
+        }
+    }
+
+    /// Makes `activityID` the current activity of an existing scene and applies storage, in one transaction.
+    public func continueInto(sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64) throws {
+        try checkStorage(storage)
+        try write { db in
+            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
+                .execute(arguments: [activityID, Time.encode(now), sceneID])
+            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
+            _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
+        }
+    }
+
+    /// Updates a scene's title, current activity and last-active time.
+    public func update(_ scene: Scene) throws {
+        try write { db in
+            try db.cachedStatement(sql: "UPDATE scene SET title = ?, activity_id = ?, last_active_at = ? WHERE id = ?")
+                .execute(arguments: [scene.title, scene.activityID, Time.encode(scene.lastActiveAt), scene.id])
+            if db.changesCount == 0 { throw BatonError.notFound("no scene \(scene.id)") }
+        }
+    }
+
+    /// Removes a scene with its storage. Returns false when there was none.
+    public func deleteScene(id: String) throws -> Bool {
+        try write { db in
+            try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
+    public func scene(id: String) throws -> Scene? {
+        try read { db in
+            try SceneRow.fetchOne(db.cachedStatement(sql: "SELECT \(SceneRow.Column.list) FROM scene WHERE id = ?"), arguments: [id])?.value
+        }
+    }
+
+    /// Scenes, oldest first; all apps' when `appID` is nil.
+    public func scenes(appID: String? = nil) throws -> [Scene] {
+        try read { db in
+            if let appID {
+                return try SceneRow.fetchAll(db.cachedStatement(sql: """
+                    SELECT \(SceneRow.Column.list) FROM scene WHERE app_id = ? ORDER BY created_at, id
+                    """), arguments: [appID]).map(\.value)
+            }
+            return try SceneRow.fetchAll(db.cachedStatement(sql: "SELECT \(SceneRow.Column.list) FROM scene ORDER BY created_at, id"))
+                .map(\.value)
+        }
+    }
+
+    // MARK: Scene storage
+
+    /// Every stored value of a scene, by key.
+    public func storage(sceneID: String) throws -> [String: StorageValue] {
+        try read { db in
+            var values: [String: StorageValue] = [:]
+            let rows = try Row.fetchCursor(
+                db.cachedStatement(sql: "SELECT key, kind, value FROM scene_storage WHERE scene_id = ?"), arguments: [sceneID])
+            while let row = try rows.next() {
+                if let value = StorageColumns.value(from: row, kindIndex: 1) { values[row[0]] = value }
+            }
+            return values
+        }
+    }
+
+    /// One stored value, or nil.
+    public func storageValue(sceneID: String, key: String) throws -> StorageValue? {
+        try read { db in
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT kind, value FROM scene_storage WHERE scene_id = ? AND key = ?"),
+                arguments: [sceneID, key]
+            ).flatMap { StorageColumns.value(from: $0, kindIndex: 0) }
+        }
+    }
+
+    /// Sets and removes values of a scene in one transaction: all or nothing, and
+    /// refused with `QuotaExceeded` if the scene's storage would pass its limit.
+    /// Returns the keys that were actually removed.
+    @discardableResult
+    public func changeStorage(sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
+        try checkStorage(values)
+        return try write { db in
+            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM scene WHERE id = ?"), arguments: [sceneID]) == true else {
+                throw BatonError.notFound("no scene \(sceneID)")
+            }
+            return try applyStorage(db, sceneID: sceneID, set: values, remove: keys)
+        }
+    }
+
+    private func checkStorage(_ values: [(String, StorageValue)]) throws {
+        for (key, value) in values {
+            try Validate.storageKey(key, limits: limits)
+            try value.validate(key: key, limits: limits)
+        }
+    }
+
+    /// Writes storage changes inside the caller's transaction and checks the scene's total.
+    private func applyStorage(_ db: Database, sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
+        // A scene opened or continued into without storage changes nothing: no total to check.
+        if values.isEmpty && keys.isEmpty { return [] }
+        var removed: [String] = []
+        for key in keys {
+            try db.cachedStatement(sql: "DELETE FROM scene_storage WHERE scene_id = ? AND key = ?").execute(arguments: [sceneID, key])
+            if db.changesCount > 0 { removed.append(key) }
+        }
+        for (key, value) in values {
+            let (kind, stored) = StorageColumns.stored(value)
+            try db.cachedStatement(sql: StorageColumns.upsertSQL)
+                .execute(arguments: [sceneID, key, kind.rawValue, stored, key.utf8.count + value.byteSize])
+        }
+        let total = try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT COALESCE(SUM(size), 0) FROM scene_storage WHERE scene_id = ?"), arguments: [sceneID]) ?? 0
+        guard total <= limits.sceneStorageBytes else {
+            // Throwing rolls the whole transaction back: nothing of this change is kept.
+            throw BatonError.quotaExceeded("the scene's storage would be \(total) bytes; the limit is \(limits.sceneStorageBytes)")
+        }
+        return removed
+    }
+}
