@@ -65,6 +65,14 @@ struct Doctor: AsyncParsableCommand {
         }
 
         let directory = stateHome + "/baton"
+        // The running daemon's own file, which --database may have moved elsewhere.
+        var database = directory + "/baton.sqlite"
+        if let daemon, let running = try? await daemon.connection.call(
+            Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "Get",
+            [.string("org.baton.Handoff1.Status"), .string("DatabasePath")]).first?.unwrapped.stringValue, !running.isEmpty {
+            database = running
+        }
+        checks.append(Self.quarantineCheck(database))
         var info = stat()
         if lstat(directory, &info) != 0 {
             checks.append(Check(name: "state directory", ok: true, detail: "\(directory) does not exist yet; batond creates it", fix: nil))
@@ -94,6 +102,33 @@ struct Doctor: AsyncParsableCommand {
             }
         }
         if checks.contains(where: { !$0.ok }) { throw ExitCode(ExitStatus.failure) }
+    }
+
+    /// Databases batond moved aside because it could not trust them, and one it found
+    /// damaged while running (moved aside at its next start).
+    static func quarantineCheck(_ database: String) -> Check {
+        let slash = database.lastIndex(of: "/") ?? database.startIndex
+        let directory = slash == database.startIndex ? "." : String(database[..<slash])
+        let prefix = String(database[database.index(after: slash)...]) + ".corrupt-"
+        var moved: [String] = []
+        if let listing = opendir(directory) {
+            defer { closedir(listing) }
+            while let entry = readdir(listing) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name.hasPrefix(prefix), !name.hasSuffix("-wal"), !name.hasSuffix("-shm") { moved.append(directory + "/" + name) }
+            }
+        }
+        moved.sort()
+        if access(database + ".damaged", F_OK) == 0 {
+            return Check(name: "database", ok: false, detail: "\(database) was found damaged while batond used it; batond writes nothing more to it",
+                         fix: "restart batond (systemctl --user restart batond): it moves the file aside and starts a fresh one")
+        }
+        guard let newest = moved.last else { return Check(name: "database", ok: true, detail: "\(database), nothing quarantined", fix: nil) }
+        return Check(name: "database", ok: false,
+                     detail: "batond could not trust \(moved.count == 1 ? "a database" : "\(moved.count) databases") and moved it aside: "
+                        + moved.joined(separator: ", "),
+                     fix: "try to recover its data with: sqlite3 \(newest) .recover | sqlite3 recovered.sqlite; "
+                        + "then delete the file with its -wal and -shm")
     }
 
     /// The program a D-Bus service file starts, or nil when the file is missing.

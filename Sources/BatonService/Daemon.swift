@@ -38,14 +38,16 @@ public enum Daemon {
             }
             if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
                 let directory = String(path[..<slash])
-                if options.database == nil {
-                    // The default location is ours to create and to keep private.
+                if options.database == nil || access(directory, F_OK) != 0 {
+                    // The default location (or a missing one) is ours to create and to keep private.
                     try Store.prepareDirectory(directory)
-                } else if access(directory, F_OK) != 0 {
-                    try Store.prepareDirectory(directory)
+                } else {
+                    try Store.checkWritableOnlyByOwner(directory)
                 }
             }
-            store = try Store(path: path, limits: options.limits)
+            let moved: Quarantine.Moved?
+            (store, moved) = try Quarantine.openStore(path: path, limits: options.limits)
+            if let moved { log.warning(moved.advice) }
         } catch {
             log.error("\(error)")
             return 1

@@ -18,12 +18,10 @@ extension TableColumns {
     static var list: String { allCases.map(\.name).joined(separator: ", ") }
     /// `?` placeholders for an `INSERT` of every column.
     static var placeholders: String { allCases.map { _ in "?" }.joined(separator: ", ") }
-    /// Column index in a row selected with `list`.
-    var index: Int { Int(rawValue) }
 }
 
 /// `activity_type`: one registration per row.
-struct ActivityTypeRow: FetchableRecord {
+struct ActivityTypeRow {
     enum Column: Int32, TableColumns {
         case type, appID, title, handler, handlerPath, requiredKeys, payloadType
 
@@ -40,28 +38,19 @@ struct ActivityTypeRow: FetchableRecord {
         }
     }
 
-    let value: ActivityType
-
-    init(row: Row) {
-        value = ActivityType(
-            type: row[Column.type.index], appID: row[Column.appID.index], title: row[Column.title.index],
-            handler: row[Column.handler.index], handlerPath: row[Column.handlerPath.index],
-            requiredKeys: KeywordList.split(row[Column.requiredKeys.index]), payloadType: row[Column.payloadType.index])
+    static func decode(_ row: Columns) -> ActivityType {
+        ActivityType(
+            type: row.string(Column.type), appID: row.string(Column.appID), title: row.string(Column.title),
+            handler: row.optionalString(Column.handler), handlerPath: row.string(Column.handlerPath),
+            requiredKeys: KeywordList.split(row.string(Column.requiredKeys)), payloadType: row.optionalString(Column.payloadType))
     }
 
+    /// The values of `Column`, in its order (the round-trip tests fail when they are not).
     static func arguments(_ type: ActivityType) -> StatementArguments {
-        StatementArguments(Column.allCases.map { column -> DatabaseValue in
-            switch column {
-            case .type: type.type.databaseValue
-            case .appID: type.appID.databaseValue
-            case .title: type.title.databaseValue
-            case .handler: type.handler.databaseValue
-            case .handlerPath: type.handlerPath.databaseValue
-            case .requiredKeys: KeywordList.join(type.requiredKeys).databaseValue
-            case .payloadType: type.payloadType.databaseValue
-            }
-        })
+        [type.type, type.appID, type.title, type.handler, type.handlerPath, KeywordList.join(type.requiredKeys), type.payloadType]
     }
+
+    static let selectSQL = "SELECT \(Column.list) FROM activity_type"
 
     /// Adds a registration, or replaces every field of the one with its name.
     static let upsertSQL = "INSERT INTO activity_type (\(Column.list)) VALUES (\(Column.placeholders)) ON CONFLICT(type) DO UPDATE SET "
@@ -69,7 +58,7 @@ struct ActivityTypeRow: FetchableRecord {
 }
 
 /// `activity`: one live activity per row; `seq` (not listed) orders them and is the search indexes' rowid.
-struct ActivityRow: FetchableRecord {
+struct ActivityRow {
     /// `id` comes first: `update` binds it as `?1` and every other column by its position.
     enum Column: Int32, TableColumns {
         case id, type, appID, title, payload, payloadType, targetContentID, persistentID, keywords, webpageURL
@@ -97,43 +86,29 @@ struct ActivityRow: FetchableRecord {
         }
     }
 
-    let value: Activity
-
-    init(row: Row) {
-        value = Activity(
-            id: row[Column.id.index], type: row[Column.type.index], appID: row[Column.appID.index],
-            title: row[Column.title.index], payload: row[Column.payload.index], payloadType: row[Column.payloadType.index],
-            targetContentID: row[Column.targetContentID.index], persistentID: row[Column.persistentID.index],
-            keywords: KeywordList.split(row[Column.keywords.index]), webpageURL: row[Column.webpageURL.index],
-            eligibleForHandoff: row[Column.eligibleForHandoff.index], eligibleForSearch: row[Column.eligibleForSearch.index],
-            sceneID: row[Column.sceneID.index], createdAt: Time.decode(row[Column.createdAt.index]),
-            updatedAt: Time.decode(row[Column.updatedAt.index]),
-            expiresAt: (row[Column.expiresAt.index] as Int64?).map(Time.decode))
+    static func decode(_ row: Columns) -> Activity {
+        Activity(
+            id: row.string(Column.id), type: row.string(Column.type), appID: row.string(Column.appID),
+            title: row.string(Column.title), payload: row.string(Column.payload), payloadType: row.optionalString(Column.payloadType),
+            targetContentID: row.optionalString(Column.targetContentID), persistentID: row.optionalString(Column.persistentID),
+            keywords: KeywordList.split(row.string(Column.keywords)), webpageURL: row.optionalString(Column.webpageURL),
+            eligibleForHandoff: row.bool(Column.eligibleForHandoff), eligibleForSearch: row.bool(Column.eligibleForSearch),
+            sceneID: row.optionalString(Column.sceneID), createdAt: row.time(Column.createdAt), updatedAt: row.time(Column.updatedAt),
+            expiresAt: row.optionalTime(Column.expiresAt))
     }
 
+    /// The values of `Column`, in its order (the round-trip tests fail when they are not). An
+    /// array literal: GRDB builds it without the generic conversions its other initializers make.
     static func arguments(_ activity: Activity) -> StatementArguments {
-        StatementArguments(Column.allCases.map { column -> DatabaseValue in
-            switch column {
-            case .id: activity.id.databaseValue
-            case .type: activity.type.databaseValue
-            case .appID: activity.appID.databaseValue
-            case .title: activity.title.databaseValue
-            case .payload: activity.payload.databaseValue
-            case .payloadType: activity.payloadType.databaseValue
-            case .targetContentID: activity.targetContentID.databaseValue
-            case .persistentID: activity.persistentID.databaseValue
-            case .keywords: KeywordList.join(activity.keywords).databaseValue
-            case .webpageURL: activity.webpageURL.databaseValue
-            case .eligibleForHandoff: activity.eligibleForHandoff.databaseValue
-            case .eligibleForSearch: activity.eligibleForSearch.databaseValue
-            case .sceneID: activity.sceneID.databaseValue
-            case .createdAt: Time.encode(activity.createdAt).databaseValue
-            case .updatedAt: Time.encode(activity.updatedAt).databaseValue
-            case .expiresAt: activity.expiresAt.map(Time.encode).databaseValue
-            }
-        })
+        [
+            activity.id, activity.type, activity.appID, activity.title, activity.payload, activity.payloadType,
+            activity.targetContentID, activity.persistentID, KeywordList.join(activity.keywords), activity.webpageURL,
+            activity.eligibleForHandoff, activity.eligibleForSearch, activity.sceneID, Time.encode(activity.createdAt),
+            Time.encode(activity.updatedAt), activity.expiresAt.map(Time.encode),
+        ]
     }
 
+    static let selectSQL = "SELECT \(Column.list) FROM activity"
     static let insertSQL = "INSERT INTO activity (\(Column.list)) VALUES (\(Column.placeholders))"
     /// Every column but `id` set from its numbered parameter, so the arguments are the insert's.
     static let updateSQL = "UPDATE activity SET "
@@ -142,7 +117,7 @@ struct ActivityRow: FetchableRecord {
 }
 
 /// `scene`: one window session per row (its storage is in `scene_storage`).
-struct SceneRow: FetchableRecord {
+struct SceneRow {
     enum Column: Int32, TableColumns {
         case id, appID, title, activityID, createdAt, lastActiveAt
 
@@ -158,28 +133,19 @@ struct SceneRow: FetchableRecord {
         }
     }
 
-    let value: Scene
-
-    init(row: Row) {
-        value = Scene(
-            id: row[Column.id.index], appID: row[Column.appID.index], title: row[Column.title.index],
-            activityID: row[Column.activityID.index], createdAt: Time.decode(row[Column.createdAt.index]),
-            lastActiveAt: Time.decode(row[Column.lastActiveAt.index]))
+    static func decode(_ row: Columns) -> Scene {
+        Scene(
+            id: row.string(Column.id), appID: row.string(Column.appID), title: row.string(Column.title),
+            activityID: row.optionalString(Column.activityID), createdAt: row.time(Column.createdAt),
+            lastActiveAt: row.time(Column.lastActiveAt))
     }
 
+    /// The values of `Column`, in its order (the round-trip tests fail when they are not).
     static func arguments(_ scene: Scene) -> StatementArguments {
-        StatementArguments(Column.allCases.map { column -> DatabaseValue in
-            switch column {
-            case .id: scene.id.databaseValue
-            case .appID: scene.appID.databaseValue
-            case .title: scene.title.databaseValue
-            case .activityID: scene.activityID.databaseValue
-            case .createdAt: Time.encode(scene.createdAt).databaseValue
-            case .lastActiveAt: Time.encode(scene.lastActiveAt).databaseValue
-            }
-        })
+        [scene.id, scene.appID, scene.title, scene.activityID, Time.encode(scene.createdAt), Time.encode(scene.lastActiveAt)]
     }
 
+    static let selectSQL = "SELECT \(Column.list) FROM scene"
     static let insertSQL = "INSERT INTO scene (\(Column.list)) VALUES (\(Column.placeholders))"
 }
 
@@ -209,13 +175,13 @@ enum StorageColumns {
 
     /// The value `stored(_:)` wrote, from `row` (kind at `kindIndex`, value after it);
     /// nil for a kind this version does not know.
-    static func value(from row: Row, kindIndex: Int) -> StorageValue? {
-        switch Kind(rawValue: row[kindIndex]) {
-        case .bool: .bool(row[kindIndex + 1])
-        case .int: .int(row[kindIndex + 1])
-        case .double: .double(row[kindIndex + 1])
-        case .string: .string(row[kindIndex + 1])
-        case .bytes: .bytes([UInt8]((row[kindIndex + 1] as Data?) ?? Data()))
+    static func value(from row: Columns, kindIndex: Int32) -> StorageValue? {
+        switch Kind(rawValue: row.int64(kindIndex)) {
+        case .bool: .bool(row.bool(kindIndex + 1))
+        case .int: .int(row.int64(kindIndex + 1))
+        case .double: .double(row.double(kindIndex + 1))
+        case .string: .string(row.string(kindIndex + 1))
+        case .bytes: .bytes(row.bytes(kindIndex + 1))
         case nil: nil
         }
     }

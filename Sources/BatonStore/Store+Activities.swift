@@ -104,17 +104,14 @@ extension Store {
     /// The activity with `id`, unless it is missing or expired at `now`.
     public func activity(id: String, now: UInt64) throws -> Activity? {
         try read { db in
-            try ActivityRow.fetchOne(db.cachedStatement(sql: """
-                SELECT \(ActivityRow.Column.list) FROM activity WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)
-                """), arguments: [id, Time.encode(now)])?.value
+            try db.cachedStatement(sql: Self.liveActivityByID).row([id, Time.encode(now)], ActivityRow.decode)
         }
     }
 
     /// The activity with `id` even if it has expired (to tell "expired" from "unknown").
     public func storedActivity(id: String) throws -> Activity? {
         try read { db in
-            try ActivityRow.fetchOne(
-                db.cachedStatement(sql: "SELECT \(ActivityRow.Column.list) FROM activity WHERE id = ?"), arguments: [id])?.value
+            try db.cachedStatement(sql: Self.activityByID).row([id], ActivityRow.decode)
         }
     }
 
@@ -157,12 +154,12 @@ extension Store {
                 arguments += [value]
             }
         }
-        var sql = "SELECT \(ActivityRow.Column.list) FROM activity WHERE " + conditions.joined(separator: " AND ") + " ORDER BY seq DESC"
+        var sql = ActivityRow.selectSQL + " WHERE " + conditions.joined(separator: " AND ") + " ORDER BY seq DESC"
         if let limit = filter.limit {
             sql += " LIMIT ?"
             arguments += [limit]
         }
-        return try read { db in try ActivityRow.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map(\.value) }
+        return try read { db in try db.cachedStatement(sql: sql).rows(arguments, ActivityRow.decode) }
     }
 
     // MARK: Search
@@ -209,10 +206,10 @@ extension Store {
         _ db: Database, _ sql: String, _ arguments: StatementArguments, limit: Int
     ) throws -> [(seq: Int64, activity: Activity)] {
         var found: [(seq: Int64, activity: Activity)] = []
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
-        while found.count < limit, let row = try rows.next() {
-            found.append((row[searchSeqColumn], ActivityRow(row: row).value))
+        let rows = try ColumnCursor(db.cachedStatement(sql: sql), arguments: arguments) { row in
+            (row.int64(searchSeqColumn), ActivityRow.decode(row))
         }
+        while found.count < limit, let match = try rows.next() { found.append(match) }
         return found
     }
 
@@ -230,7 +227,10 @@ extension Store {
     /// The seqs of every title match, in the index's forward order.
     private static let searchTitledSeqs = "SELECT rowid FROM activity_title_search WHERE activity_title_search MATCH ?"
     /// The column of the search queries that holds the activity's seq, after the activity's own.
-    private static let searchSeqColumn = ActivityRow.Column.allCases.count
+    private static let searchSeqColumn = Int32(ActivityRow.Column.allCases.count)
+
+    private static let activityByID = ActivityRow.selectSQL + " WHERE id = ?"
+    private static let liveActivityByID = ActivityRow.selectSQL + " WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)"
 
     /// Merges the search indexes' segments, a bounded step at a time, if they changed since
     /// the last call finished. Returns true when work is left for the next call.

@@ -48,7 +48,7 @@ extension Store {
 
     public func scene(id: String) throws -> Scene? {
         try read { db in
-            try SceneRow.fetchOne(db.cachedStatement(sql: "SELECT \(SceneRow.Column.list) FROM scene WHERE id = ?"), arguments: [id])?.value
+            try db.cachedStatement(sql: Self.sceneByID).row([id], SceneRow.decode)
         }
     }
 
@@ -56,37 +56,31 @@ extension Store {
     public func scenes(appID: String? = nil) throws -> [Scene] {
         try read { db in
             if let appID {
-                return try SceneRow.fetchAll(db.cachedStatement(sql: """
-                    SELECT \(SceneRow.Column.list) FROM scene WHERE app_id = ? ORDER BY created_at, id
-                    """), arguments: [appID]).map(\.value)
+                return try db.cachedStatement(sql: SceneRow.selectSQL + " WHERE app_id = ? ORDER BY created_at, id")
+                    .rows([appID], SceneRow.decode)
             }
-            return try SceneRow.fetchAll(db.cachedStatement(sql: "SELECT \(SceneRow.Column.list) FROM scene ORDER BY created_at, id"))
-                .map(\.value)
+            return try db.cachedStatement(sql: SceneRow.selectSQL + " ORDER BY created_at, id").rows([], SceneRow.decode)
         }
     }
+
+    private static let sceneByID = SceneRow.selectSQL + " WHERE id = ?"
 
     // MARK: Scene storage
 
     /// Every stored value of a scene, by key.
     public func storage(sceneID: String) throws -> [String: StorageValue] {
         try read { db in
-            var values: [String: StorageValue] = [:]
-            let rows = try Row.fetchCursor(
-                db.cachedStatement(sql: "SELECT key, kind, value FROM scene_storage WHERE scene_id = ?"), arguments: [sceneID])
-            while let row = try rows.next() {
-                if let value = StorageColumns.value(from: row, kindIndex: 1) { values[row[0]] = value }
-            }
-            return values
+            let rows = try db.cachedStatement(sql: "SELECT key, kind, value FROM scene_storage WHERE scene_id = ?")
+                .rows([sceneID]) { row in (row.string(0), StorageColumns.value(from: row, kindIndex: 1)) }
+            return Dictionary(rows.compactMap { key, value in value.map { (key, $0) } }, uniquingKeysWith: { $1 })
         }
     }
 
     /// One stored value, or nil.
     public func storageValue(sceneID: String, key: String) throws -> StorageValue? {
         try read { db in
-            try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT kind, value FROM scene_storage WHERE scene_id = ? AND key = ?"),
-                arguments: [sceneID, key]
-            ).flatMap { StorageColumns.value(from: $0, kindIndex: 0) }
+            try db.cachedStatement(sql: "SELECT kind, value FROM scene_storage WHERE scene_id = ? AND key = ?")
+                .row([sceneID, key]) { StorageColumns.value(from: $0, kindIndex: 0) } ?? nil
         }
     }
 

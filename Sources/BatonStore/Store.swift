@@ -147,6 +147,19 @@ public final class Store: Sendable {
         }
     }
 
+    /// Checks that no one but its owner (this user, or root) can write to `directory`, where
+    /// someone else could replace the database or its `-wal` with their own.
+    public static func checkWritableOnlyByOwner(_ directory: String) throws {
+        var info = stat()
+        guard stat(directory, &info) == 0 else { throw StoreError.cannotCreateDirectory(directory, errno: errno) }
+        guard info.st_uid == getuid() || info.st_uid == 0, info.st_mode & 0o022 == 0 else {
+            throw StoreError.unsafeDirectory(directory, """
+                other users can write to it (mode \(String(info.st_mode & 0o777, radix: 8)), owner \(info.st_uid)) and could replace \
+                the database; use a directory only you can write to (mkdir -m 700 DIR), or: chmod go-w \(directory)
+                """)
+        }
+    }
+
     // MARK: Reading and writing
 
     /// One read on the reader connection, inside the shared snapshot (begun here if none is open).
@@ -261,8 +274,7 @@ public final class Store: Sendable {
 
     public func activityTypes() throws -> [ActivityType] {
         try read { db in
-            try ActivityTypeRow.fetchAll(db.cachedStatement(sql: "SELECT \(ActivityTypeRow.Column.list) FROM activity_type ORDER BY type"))
-                .map(\.value)
+            try db.cachedStatement(sql: ActivityTypeRow.selectSQL + " ORDER BY type").rows([], ActivityTypeRow.decode)
         }
     }
 

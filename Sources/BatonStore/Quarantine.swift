@@ -1,0 +1,105 @@
+import BatonCore
+import Dispatch
+import Glibc
+import GRDB
+
+/// Keeps batond from serving, or writing into, a database it cannot trust.
+///
+/// Before the store opens a file, `inspect` decides whether it is trustworthy: it is an
+/// SQLite file, was not found damaged while in use (the `.damaged` marker), and passes
+/// a time-bounded `quick_check`. A file that fails is moved aside with its `-wal` and
+/// `-shm`, and batond starts on a fresh one; it never restarts in a loop on a bad file.
+public enum Quarantine {
+    /// A database moved aside: where it went and why.
+    public struct Moved: Sendable, Equatable {
+        public let path: String
+        public let reason: String
+
+        /// What to tell the user, once: where the old data is and how to try to get it back.
+        public var advice: String {
+            "the database could not be trusted (\(reason)); it was moved to \(path) and batond started a fresh one. "
+                + "To try to recover what it held: sqlite3 \(path) .recover | sqlite3 recovered.sqlite"
+        }
+    }
+
+    /// How long the start-up `quick_check` may run; a larger file is served unchecked past it.
+    public static let checkBudget: Duration = .seconds(2)
+
+    /// Opens the store at `path`, first moving the file aside when it cannot be trusted,
+    /// and again when opening it reports damage.
+    public static func openStore(path: String, limits: Limits) throws -> (Store, Moved?) {
+        var moved = try inspect(path).map { try moveAside(path, reason: $0) }
+        do {
+            return (try Store(path: path, limits: limits), moved)
+        } catch let error as BatonError where error.code == .storageCorrupt && moved == nil {
+            moved = try moveAside(path, reason: "SQLite reported damage while opening it")
+            return (try Store(path: path, limits: limits), moved)
+        }
+    }
+
+    /// Why the file at `path` cannot be trusted, or nil when it can (or does not exist yet).
+    static func inspect(_ path: String) throws -> String? {
+        if access(StorageFailure.marker(for: path), F_OK) == 0 {
+            return "SQLite reported it damaged while batond was using it"
+        }
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_size > 0 else { return nil }
+        guard info.st_size >= 100, hasSQLiteHeader(path) else { return "it is not an SQLite database" }
+        var configuration = Configuration()
+        configuration.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            // A large file is checked only as far as the budget allows: interrupted, it is served.
+            let stop = DispatchWorkItem { queue.interrupt() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(checkBudget.components.seconds * 1000)), execute: stop)
+            defer { stop.cancel() }
+            return try queue.inDatabase { db -> String? in
+                let rows = try String.fetchAll(db, sql: "PRAGMA quick_check(5)")
+                return rows == ["ok"] ? nil : "quick_check found: " + rows.joined(separator: "; ")
+            }
+        } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
+            return "SQLite could not read it: \(error.message ?? "damaged")"
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
+            return nil
+        }
+    }
+
+    /// True when the file begins with SQLite's 16-byte magic string.
+    private static func hasSQLiteHeader(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var header = [UInt8](repeating: 0, count: 16)
+        guard read(fd, &header, 16) == 16 else { return false }
+        return header == Array("SQLite format 3\0".utf8)
+    }
+
+    /// Renames the database, its `-wal` and `-shm` to `<path>.corrupt-<UTC time>…` and
+    /// removes the damage marker.
+    static func moveAside(_ path: String, reason: String) throws -> Moved {
+        var destination = path + ".corrupt-" + utcStamp()
+        var attempt = 1
+        while access(destination, F_OK) == 0 {
+            attempt += 1
+            destination = path + ".corrupt-" + utcStamp() + "-\(attempt)"
+        }
+        for suffix in ["", "-wal", "-shm"] where access(path + suffix, F_OK) == 0 {
+            guard rename(path + suffix, destination + suffix) == 0 else {
+                throw StoreError.cannotOpen(path + suffix, errno: errno)
+            }
+        }
+        unlink(StorageFailure.marker(for: path))
+        return Moved(path: destination, reason: reason)
+    }
+
+    /// Now as `20261124T042233Z`.
+    private static func utcStamp() -> String {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        var buffer = [CChar](repeating: 0, count: 32)
+        let count = strftime(&buffer, buffer.count, "%Y%m%dT%H%M%SZ", &parts)
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
