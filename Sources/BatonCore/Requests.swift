@@ -95,10 +95,12 @@ public struct Advertisement: Equatable, Sendable {
     public var eligibleForSearch: Bool
     /// The advertising scene, as the caller named it (object path or id); resolved by the service.
     public var scene: String?
+    /// Makes the call idempotent: repeated within a day, it returns the first call's id.
+    public var requestID: String?
 
     static let options = [
         "target_content_id", "persistent_id", "keywords", "webpage_url", "expires_in",
-        "eligible_for_handoff", "eligible_for_search", "scene", "payload_type",
+        "eligible_for_handoff", "eligible_for_search", "scene", "payload_type", "request_id",
     ]
 
     /// Ten years: longer than any desktop session, short enough to stay far from overflow.
@@ -116,6 +118,8 @@ public struct Advertisement: Equatable, Sendable {
             eligibleForHandoff: true, eligibleForSearch: false)
         try advertisement.read(&reader, limits: limits)
         advertisement.scene = reader.take("scene").flatMap { $0.isEmpty ? nil : $0 }
+        advertisement.requestID = try Validate.requestID(options)
+        _ = reader.take("request_id")
         try reader.finish(known: Self.options)
         return advertisement
     }
@@ -174,17 +178,28 @@ public struct Advertisement: Equatable, Sendable {
 }
 
 /// A checked `Update(id, payload_json, options)` call: the payload's keys are merged
-/// into the activity's (an empty payload leaves it as it is), options replace fields.
+/// into the activity's (an empty payload leaves it as it is), or replace its payload with
+/// `replace_payload=true`; options replace fields.
 public struct ActivityUpdate: Sendable {
     let payloadChanges: [StrictJSON.Member]?
+    let replacePayload: Bool
     let options: [String: String]
+    /// Makes the call idempotent: repeated within a day, it changes nothing.
+    public let requestID: String?
 
-    static let options = ["title"] + Advertisement.options.filter { $0 != "scene" }
+    static let options = ["title", "replace_payload"] + Advertisement.options.filter { $0 != "scene" }
 
     public init(payload: String, options: [String: String], limits: Limits) throws(BatonError) {
         payloadChanges = payload.isEmpty
             ? nil : try StrictJSON.parseObject(payload, maxBytes: limits.payloadBytes, maxDepth: limits.payloadDepth)
-        self.options = options
+        requestID = try Validate.requestID(options)
+        replacePayload = try options["replace_payload"].map { text throws(BatonError) in
+            try Validate.boolean(text, option: "replace_payload")
+        } ?? false
+        if replacePayload && payloadChanges == nil {
+            throw .invalidArgument("replace_payload=true needs a payload to replace the stored one with")
+        }
+        self.options = options.filter { $0.key != "request_id" && $0.key != "replace_payload" }
     }
 
     /// The activity after this update, checked against its type and the limits.
@@ -204,7 +219,7 @@ public struct ActivityUpdate: Sendable {
 
         var updated = activity
         if let payloadChanges {
-            let current = try StrictJSON.parseObject(activity.payload, maxBytes: .max, maxDepth: .max)
+            let current = replacePayload ? [] : try StrictJSON.parseObject(activity.payload, maxBytes: .max, maxDepth: .max)
             let merged = StrictJSON.merge(current, with: payloadChanges)
             let size = merged.utf8.count
             guard size <= limits.payloadBytes else {

@@ -71,6 +71,19 @@ public enum WallClock {
 
 /// Checks on the names and texts callers send.
 public enum Validate {
+    /// The longest `request_id`, in bytes.
+    public static let requestIDBytes = 128
+
+    /// A write's `request_id` option: 1 to 128 bytes of text without NUL; nil when absent.
+    public static func requestID(_ options: [String: String]) throws(BatonError) -> String? {
+        guard let value = options["request_id"] else { return nil }
+        guard !value.isEmpty, value.utf8.count <= requestIDBytes else {
+            throw .invalidArgument("request_id must be 1 to \(requestIDBytes) bytes, not \(value.utf8.count); a UUID is a good one")
+        }
+        try text(value, what: "request_id", limit: requestIDBytes)
+        return value
+    }
+
     /// Activity types and app ids are reverse-DNS names: `com.raywenderlich.hawknotes`.
     public static func reverseDNS(_ text: String, what: String, limits: Limits) throws(BatonError) {
         let bytes = Array(text.utf8)

@@ -1,21 +1,22 @@
 import BatonCore
 import BatonStore
-import Dispatch
 import Synchronization
 
-/// Group commit for new activities: the Advertise calls read from the bus together
-/// share one transaction, so a burst costs a few commits instead of one each. Every
-/// caller resumes only after the transaction holding its activity has committed.
+/// Group commit for new activities: the Advertise calls that arrive while a commit is
+/// under way share the next transaction, so a burst costs a few commits instead of one
+/// each. Every caller resumes only after the transaction holding its activity committed.
 ///
-/// The calls at hand are gathered until the bus thread has dispatched everything it
-/// read (`Connection.afterDispatch`). A lone call with no commit running then commits
-/// right there, on the bus thread, with no hop to another thread and back. A burst
-/// goes to the writer thread, which commits while the bus thread reads the next calls,
-/// and takes whatever arrives meanwhile into its next transaction.
+/// The calls at hand are gathered until the bus thread has dispatched everything it read
+/// (`Connection.afterDispatch`), then handed to the store's writer thread, which commits
+/// while the bus thread reads the next calls and takes whatever arrived meanwhile into
+/// its next transaction. The bus thread never waits for the disk.
 final class CommitQueue: Sendable {
     private struct Waiting {
         let activity: Activity
-        let continuation: CheckedContinuation<[String], any Error>
+        let request: Request?
+        /// When the call queued it (`Store.now`): its wait for a lock is counted from here.
+        let queuedAt: UInt64
+        let continuation: CheckedContinuation<Store.Inserted, any Error>
     }
 
     private struct State {
@@ -31,7 +32,6 @@ final class CommitQueue: Sendable {
     private let store: Store
     private let state = Mutex(State())
     private let schedule: Schedule
-    private let writer = DispatchQueue(label: "org.baton.commits")
 
     /// `schedule` runs `flush` once the calls at hand have queued their activities.
     init(store: Store, schedule: @escaping Schedule) {
@@ -39,34 +39,28 @@ final class CommitQueue: Sendable {
         self.schedule = schedule
     }
 
-    /// Stores `activity`; returns the ids trimmed by quota to make room for it.
-    func insert(_ activity: Activity) async throws -> [String] {
-        try await withCheckedThrowingContinuation { continuation in
+    /// Stores `activity` (unless `request` was made before): what `Store.insert(batch:requests:)` says.
+    func insert(_ activity: Activity, request: Request?) async throws -> Store.Inserted {
+        let queuedAt = Store.now
+        return try await withCheckedThrowingContinuation { continuation in
             let first = state.withLock { state -> Bool in
-                state.gathered.append(Waiting(activity: activity, continuation: continuation))
+                state.gathered.append(Waiting(activity: activity, request: request, queuedAt: queuedAt, continuation: continuation))
                 return state.gathered.count == 1
             }
             if first { schedule { self.flush() } }
         }
     }
 
-    /// Commits a lone activity at once, or hands the batch to the writer thread.
+    /// Hands the gathered calls to the writer thread, starting it unless it is writing.
     private func flush() {
-        enum Next { case nothing, inline([Waiting]), startWriter }
-        let next = state.withLock { state -> Next in
-            let batch = state.gathered
+        let start = state.withLock { state -> Bool in
+            state.queued += state.gathered
             state.gathered = []
-            if batch.count == 1 && !state.writing { return .inline(batch) }
-            state.queued += batch
-            if state.writing { return .nothing }
+            if state.writing { return false }
             state.writing = true
-            return .startWriter
+            return true
         }
-        switch next {
-        case .nothing: break
-        case .inline(let batch): commit(batch)
-        case .startWriter: writer.async { self.drain() }
-        }
+        if start { store.startWriting { _ in self.drain() } }
     }
 
     /// On the writer thread: commits batches until none is queued.
@@ -78,13 +72,9 @@ final class CommitQueue: Sendable {
                 if batch.isEmpty { state.writing = false }
                 return batch
             }
-            guard !batch.isEmpty else { return }
-            commit(batch)
+            guard let oldest = batch.map(\.queuedAt).min() else { return }
+            let results = store.withLockDeadline(queuedAt: oldest) { store.insert(batch: batch.map(\.activity), requests: batch.map(\.request)) }
+            for (waiting, result) in zip(batch, results) { waiting.continuation.resume(with: result) }
         }
-    }
-
-    private func commit(_ batch: [Waiting]) {
-        let results = store.insert(batch: batch.map(\.activity))
-        for (waiting, result) in zip(batch, results) { waiting.continuation.resume(with: result) }
     }
 }

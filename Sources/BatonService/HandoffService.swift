@@ -8,8 +8,10 @@ import Synchronization
 /// interfaces on the root object, one Scene object per scene, their signals.
 ///
 /// Every write goes to the store, and is committed, before its reply is sent.
-/// Handlers run in arrival order on the connection's bus thread, except
-/// `Continue`, which waits on the app's handler and so lets others through.
+/// Handlers start in arrival order on the connection's bus thread. Reads are answered
+/// there; a write is queued, in that order, on the store's writer thread, and its
+/// handler awaits it while the bus thread goes on serving (`.concurrent`), so no call
+/// waits behind a write that waits for the disk. `Continue` also awaits the app's handler.
 public final class HandoffService: Sendable {
     public static let busName = "org.baton.Handoff1"
     public static let rootPath: ObjectPath = "/org/baton/Handoff1"
@@ -88,10 +90,13 @@ public final class HandoffService: Sendable {
     public func runHousekeeping(period: Duration = .seconds(1)) async {
         while !Task.isCancelled {
             if let next = try? store.nextExpiry(), next + Self.expiredGrace <= WallClock.nowMicroseconds() {
-                purgeExpired()
+                await purgeExpired()
             }
             do {
-                try store.tidySearchIndex()
+                try await store.writing { store in
+                    try store.tidySearchIndex()
+                    try store.forgetRequests(before: WallClock.nowMicroseconds() - Store.requestLifetime)
+                }
             } catch {
                 log.error("merging the search index failed: \(error)")
             }
@@ -101,9 +106,9 @@ public final class HandoffService: Sendable {
 
     /// Deletes expired activities and announces them; returns how many went.
     @discardableResult
-    public func purgeExpired() -> Int {
+    public func purgeExpired() async -> Int {
         do {
-            let purged = try store.purgeExpired(now: WallClock.nowMicroseconds() - Self.expiredGrace)
+            let purged = try await store.writing { try $0.purgeExpired(now: WallClock.nowMicroseconds() - Self.expiredGrace) }
             for id in purged { emitActivities("Invalidated", [.string(id)]) }
             if !purged.isEmpty { log.debug("purged \(purged.count) expired activities") }
             return purged.count
@@ -137,7 +142,7 @@ public final class HandoffService: Sendable {
     var registryInterface: Interface {
         Interface(Self.registry, methods: [
             Method("RegisterActivityType",
-                   in: [Argument("type", "s"), Argument("app_id", "s"), Argument("options", "a{ss}")]) { call in
+                   in: [Argument("type", "s"), Argument("app_id", "s"), Argument("options", "a{ss}")], ordering: .concurrent) { call in
                 let type = try ActivityType.registration(
                     type: try call.argument(0), appID: try call.argument(1), options: try call.argument(2), limits: self.limits)
                 if let handler = type.handler, !DBusNames.isValid(handler, as: .busName) {
@@ -146,13 +151,13 @@ public final class HandoffService: Sendable {
                 guard DBusNames.isValid(type.handlerPath, as: .objectPath) else {
                     throw BatonError.invalidArgument("handler_path '\(printable(type.handlerPath))' is not an object path")
                 }
-                try self.store.register(type)
+                try await self.store.writing { try $0.register(type) }
                 self.log.debug("registered \(type.type) for \(type.appID)")
                 return []
             },
-            Method("UnregisterActivityType", in: [Argument("type", "s")]) { call in
+            Method("UnregisterActivityType", in: [Argument("type", "s")], ordering: .concurrent) { call in
                 let type: String = try call.argument(0)
-                guard let removed = try self.store.unregister(type: type) else {
+                guard let removed = try await self.store.writing({ try $0.unregister(type: type) }) else {
                     throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
                 }
                 for id in removed { self.emitActivities("Invalidated", [.string(id)]) }
@@ -175,22 +180,30 @@ public final class HandoffService: Sendable {
                 defer { self.continuing.withLock { $0 -= 1 } }
                 return [.string(try await self.advertise(call))]
             },
-            Method("Update", in: [Argument("id", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")]) { call in
-                let now = WallClock.nowMicroseconds()
-                let activity = try self.liveActivity(try call.argument(0), now: now)
-                guard let type = try self.store.activityType(activity.type) else {
-                    throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
-                }
+            Method("Update", in: [Argument("id", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")],
+                   ordering: .concurrent) { call in
+                let id: String = try call.argument(0)
                 let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: self.limits)
-                let updated = try update.apply(to: activity, type: type, now: now, limits: self.limits)
-                try self.store.update(updated)
+                let request = update.requestID.map { Request(id: $0, method: "Update") }
+                // Read, merged and written on the writer thread, so no other write comes in between.
+                try await self.store.writing { store in
+                    // A repeat returns at once, even if the activity has changed or gone since.
+                    if let request, try store.result(of: request) != nil { return }
+                    let now = WallClock.nowMicroseconds()
+                    let activity = try Self.liveActivity(id, in: store, now: now)
+                    guard let type = try store.activityType(activity.type) else {
+                        throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
+                    }
+                    try store.update(try update.apply(to: activity, type: type, now: now, limits: store.limits), request: request)
+                }
                 return []
             },
-            Method("Invalidate", in: [Argument("id", "s")]) { call in
+            Method("Invalidate", in: [Argument("id", "s")], ordering: .concurrent) { call in
                 let id = try Identifier.normalize(try call.argument(0))
-                let activity = try self.store.storedActivity(id: id)
-                guard try !self.store.deleteActivities(ids: [id]).isEmpty else {
-                    throw BatonError.notFound("no activity \(id)")
+                let activity = try await self.store.writing { store in
+                    let activity = try store.storedActivity(id: id)
+                    guard try !store.deleteActivities(ids: [id]).isEmpty else { throw BatonError.notFound("no activity \(id)") }
+                    return activity
                 }
                 self.emitActivities("Invalidated", [.string(id)])
                 if let scene = activity?.sceneID { self.emitSceneChanged(scene) }
@@ -208,13 +221,15 @@ public final class HandoffService: Sendable {
                 let limit = requested == 0 ? 50 : Int(min(requested, 1000))
                 return Records.encodedRecords(try self.store.search(try call.argument(0), limit: limit, now: WallClock.nowMicroseconds()))
             },
-            Method("DeleteSaved", in: [Argument("persistent_ids", "as")], out: [Argument("deleted", "u")]) { call in
-                let removed = try self.store.deleteSaved(persistentIDs: try call.argument(0))
+            Method("DeleteSaved", in: [Argument("persistent_ids", "as")], out: [Argument("deleted", "u")], ordering: .concurrent) { call in
+                let persistentIDs: [String] = try call.argument(0)
+                let removed = try await self.store.writing { try $0.deleteSaved(persistentIDs: persistentIDs) }
                 for id in removed { self.emitActivities("Invalidated", [.string(id)]) }
                 return [.uint32(UInt32(removed.count))]
             },
-            Method("DeleteAllSaved", in: [Argument("app_id", "s")], out: [Argument("deleted", "u")]) { call in
-                let removed = try self.store.deleteAll(appID: try call.argument(0))
+            Method("DeleteAllSaved", in: [Argument("app_id", "s")], out: [Argument("deleted", "u")], ordering: .concurrent) { call in
+                let appID: String = try call.argument(0)
+                let removed = try await self.store.writing { try $0.deleteAll(appID: appID) }
                 for id in removed { self.emitActivities("Invalidated", [.string(id)]) }
                 return [.uint32(UInt32(removed.count))]
             },
@@ -251,8 +266,10 @@ public final class HandoffService: Sendable {
             sceneID = id
         }
         let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
-        let trimmed = try await commits.insert(activity)
-        for id in trimmed { emitActivities("Invalidated", [.string(id)]) }
+        let inserted = try await commits.insert(activity, request: advertisement.requestID.map { Request(id: $0, method: "Advertise") })
+        // A repeated request stored nothing and announces nothing: the first call did.
+        guard !inserted.repeated else { return inserted.id }
+        for id in inserted.trimmed { emitActivities("Invalidated", [.string(id)]) }
         emitActivities("Advertised", [.string(activity.id), .string(activity.type), .string(activity.title)])
         if let sceneID { emitSceneChanged(sceneID) }
         return activity.id
@@ -260,6 +277,10 @@ public final class HandoffService: Sendable {
 
     /// The activity `id` names, or `NotFound`/`Expired`.
     private func liveActivity(_ text: String, now: UInt64) throws -> Activity {
+        try Self.liveActivity(text, in: store, now: now)
+    }
+
+    private static func liveActivity(_ text: String, in store: Store, now: UInt64) throws -> Activity {
         let id = try Identifier.normalize(text)
         guard let activity = try store.storedActivity(id: id) else { throw BatonError.notFound("no activity \(id)") }
         guard !activity.isExpired(at: now) else { throw BatonError.expired("activity \(id) has expired") }
@@ -293,11 +314,14 @@ public final class HandoffService: Sendable {
     /// that fails or times out leaves no scene behind.
     private func continueActivity(_ call: MethodCall) async throws -> ObjectPath {
         let now = WallClock.nowMicroseconds()
-        let activity = try liveActivity(try call.argument(0), now: now)
         let options: [String: String] = try call.argument(1)
-        if let unknown = options.keys.first(where: { $0 != "scene" }) {
-            throw BatonError.invalidArgument("Continue has no option '\(printable(unknown))'; its option is scene")
+        if let unknown = options.keys.first(where: { $0 != "scene" && $0 != "request_id" }) {
+            throw BatonError.invalidArgument("Continue has no option '\(printable(unknown))'; its options are scene, request_id")
         }
+        let request = try Validate.requestID(options).map { Request(id: $0, method: "Continue") }
+        // A repeat answers at once, without asking the app again, even if the activity has gone since.
+        if let request, let first = try store.result(of: request) { return Records.scenePath(first) }
+        let activity = try liveActivity(try call.argument(0), now: now)
         guard let type = try store.activityType(activity.type) else {
             throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
         }
@@ -318,13 +342,17 @@ public final class HandoffService: Sendable {
             storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
         }
         if let existing {
-            try store.continueInto(sceneID: existing.id, activityID: activity.id, storage: storage, now: now)
+            try await store.writing { [storage] in
+                try $0.continueInto(sceneID: existing.id, activityID: activity.id, storage: storage, now: now, request: request)
+            }
             emitSceneChanged(existing.id)
             emitStorageChanged(existing.id, changed: storage, removed: [])
         } else {
             let scene = Scene(id: sceneID, appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now)
-            try store.insert(scene, storage: storage)
+            let stored = try await store.writing { [storage] in try $0.insert(scene, storage: storage, request: request) }
+            // The same request, continued meanwhile by an earlier call: its scene is the answer.
+            guard stored == scene.id else { return Records.scenePath(stored) }
             try await exportNew(scene)
         }
         emitActivities("Continued", [.string(activity.id), .objectPath(path)])
@@ -367,35 +395,37 @@ public final class HandoffService: Sendable {
 
     var scenesInterface: Interface {
         Interface(Self.scenes, methods: [
-            Method("OpenScene", in: [Argument("app_id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")]) { call in
+            Method("OpenScene", in: [Argument("app_id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")],
+                   ordering: .concurrent) { call in
                 let appID: String = try call.argument(0)
                 try Validate.reverseDNS(appID, what: "app id", limits: self.limits)
                 let options: [String: String] = try call.argument(1)
-                if let unknown = options.keys.first(where: { $0 != "title" }) {
-                    throw BatonError.invalidArgument("OpenScene has no option '\(printable(unknown))'; its option is title")
+                if let unknown = options.keys.first(where: { $0 != "title" && $0 != "request_id" }) {
+                    throw BatonError.invalidArgument("OpenScene has no option '\(printable(unknown))'; its options are title, request_id")
                 }
                 let title = options["title"] ?? ""
                 try Validate.text(title, what: "the title", limit: self.limits.titleBytes)
+                let request = try Validate.requestID(options).map { Request(id: $0, method: "OpenScene") }
                 let now = WallClock.nowMicroseconds()
                 let scene = Scene(id: Identifier.make(), appID: appID, title: title, createdAt: now, lastActiveAt: now)
-                try self.store.insert(scene)
-                try await self.exportNew(scene)
-                return [.objectPath(Records.scenePath(scene.id))]
+                let id = try await self.store.writing { try $0.insert(scene, storage: [], request: request) }
+                if id == scene.id { try await self.exportNew(scene) }
+                return [.objectPath(Records.scenePath(id))]
             },
             Method("ListScenes", in: [Argument("app_id", "s")], out: [Argument("scenes", "ao")]) { call in
                 let appID: String = try call.argument(0)
                 let scenes = try self.store.scenes(appID: appID.isEmpty ? nil : appID)
                 return [.array(.objectPath, scenes.map { .objectPath(Records.scenePath($0.id)) })]
             },
-            Method("CloseScene", in: [Argument("scene", "o")]) { call in
-                try self.closeScene(try Records.sceneID(from: try call.argument(0, as: ObjectPath.self).text))
+            Method("CloseScene", in: [Argument("scene", "o")], ordering: .concurrent) { call in
+                try await self.closeScene(try Records.sceneID(from: try call.argument(0, as: ObjectPath.self).text))
                 return []
             },
         ])
     }
 
-    private func closeScene(_ id: String) throws {
-        guard try store.deleteScene(id: id) else { throw BatonError.notFound("no scene \(id)") }
+    private func closeScene(_ id: String) async throws {
+        guard try await store.writing({ try $0.deleteScene(id: id) }) else { throw BatonError.notFound("no scene \(id)") }
         restoredScenes.withLock { _ = $0.remove(id) }
         connection.unexport(Records.scenePath(id))
     }
@@ -430,47 +460,47 @@ public final class HandoffService: Sendable {
                 }
                 return [.variant(Records.value(value))]
             },
-            Method("Set", in: [Argument("key", "s"), Argument("value", "v")]) { call in
+            Method("Set", in: [Argument("key", "s"), Argument("value", "v")], ordering: .concurrent) { call in
                 let id = try self.scene(at: call.path).id
                 let key: String = try call.argument(0)
                 let value = try Records.storageValue(try call.argument(1), key: key)
-                try self.store.changeStorage(sceneID: id, set: [(key, value)], remove: [])
+                try await self.store.writing { try $0.changeStorage(sceneID: id, set: [(key, value)], remove: []) }
                 self.emitStorageChanged(id, changed: [(key, value)], removed: [])
                 return []
             },
-            Method("SetMany", in: [Argument("values", "a{sv}")]) { call in
+            Method("SetMany", in: [Argument("values", "a{sv}")], ordering: .concurrent) { call in
                 let id = try self.scene(at: call.path).id
                 let values: [String: DBusValue] = try call.argument(0)
                 var changes: [(String, StorageValue)] = []
                 for (key, value) in values.sorted(by: { $0.key < $1.key }) {
                     changes.append((key, try Records.storageValue(value, key: key)))
                 }
-                try self.store.changeStorage(sceneID: id, set: changes, remove: [])
+                try await self.store.writing { [changes] in try $0.changeStorage(sceneID: id, set: changes, remove: []) }
                 self.emitStorageChanged(id, changed: changes, removed: [])
                 return []
             },
-            Method("Remove", in: [Argument("key", "s")]) { call in
+            Method("Remove", in: [Argument("key", "s")], ordering: .concurrent) { call in
                 let id = try self.scene(at: call.path).id
-                let removed = try self.store.changeStorage(sceneID: id, set: [], remove: [try call.argument(0)])
+                let key: String = try call.argument(0)
+                let removed = try await self.store.writing { try $0.changeStorage(sceneID: id, set: [], remove: [key]) }
                 if !removed.isEmpty { self.emitStorageChanged(id, changed: [], removed: removed) }
                 return []
             },
             Method("GetAll", out: [Argument("values", "a{sv}")]) { call in
                 [Records.storageRecord(try self.store.storage(sceneID: try self.scene(at: call.path).id))]
             },
-            Method("Close") { call in
-                try self.closeScene(try self.scene(at: call.path).id)
+            Method("Close", ordering: .concurrent) { call in
+                try await self.closeScene(try self.scene(at: call.path).id)
                 return []
             },
         ], properties: [
             Property("Id", "s", changeSignal: .const) { path in try self.sceneProperty("Id", at: path) },
             Property("AppId", "s", changeSignal: .const) { path in try self.sceneProperty("AppId", at: path) },
             Property("Title", "s", get: { path in try self.sceneProperty("Title", at: path) }, set: { path, value in
-                var scene = try self.scene(at: path)
+                let id = try self.scene(at: path).id
                 let title = value.stringValue ?? ""
                 try Validate.text(title, what: "the title", limit: self.limits.titleBytes)
-                scene.title = title
-                try self.store.update(scene)
+                try await self.store.writing { try $0.setTitle(title, ofScene: id) }
             }),
             Property("ActivityId", "s") { path in try self.sceneProperty("ActivityId", at: path) },
             Property("CreatedAt", "t", changeSignal: .const) { path in try self.sceneProperty("CreatedAt", at: path) },

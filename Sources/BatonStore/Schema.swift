@@ -198,6 +198,19 @@ enum Schema {
                 END;
                 """)
         }
+        // v6: idempotent writes. A write given a request_id records its result here, in its
+        // own transaction; a repeat within a day returns it and writes nothing.
+        migrator.registerMigration("v6") { db in
+            try db.execute(sql: """
+                CREATE TABLE request (
+                    request_id TEXT PRIMARY KEY NOT NULL,
+                    method TEXT NOT NULL,
+                    result TEXT NOT NULL,              -- the first call's reply: an id, or empty
+                    created_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE INDEX request_age ON request(created_at);
+                """)
+        }
         return migrator
     }
 }

@@ -4,23 +4,36 @@ import GRDB
 extension Store {
     // MARK: Writing activities
 
+    /// What storing one new activity did.
+    public struct Inserted: Sendable, Equatable {
+        /// The stored activity's id: the first call's when this one repeated its request.
+        public let id: String
+        /// Activities removed to keep the app under its quota.
+        public let trimmed: [String]
+        /// True when the request was made before: nothing was written.
+        public let repeated: Bool
+    }
+
     /// Stores a new activity. When its app is at the live-activity limit, its oldest
     /// non-persistent activities are removed first (their ids are returned); when
     /// every one is persistent, the insert is refused with `QuotaExceeded`.
     public func insert(_ activity: Activity) throws -> [String] {
-        try writeActivities { db in try insert(activity, in: db) }
+        try writeActivities { db in try insert(activity, request: nil, in: db).trimmed }
     }
 
     /// Stores several activities in one transaction, one commit for all; each succeeds or
-    /// fails on its own, and each result is as `insert(_:)` would give.
-    public func insert(batch activities: [Activity]) -> [Result<[String], any Error>] {
+    /// fails on its own, and each result is as `insert(_:)` would give. `requests`, when
+    /// given, holds each activity's request (or nil), in order.
+    public func insert(batch activities: [Activity], requests: [Request?] = []) -> [Result<Inserted, any Error>] {
+        let requests = requests.isEmpty ? Array(repeating: nil, count: activities.count) : requests
         do {
             return try writeActivities { db in
-                try activities.map { activity in
+                try zip(activities, requests).map { activity, request in
                     do {
-                        return .success(try insert(activity, in: db))
+                        return .success(try insert(activity, request: request, in: db))
                     } catch let refusal as BatonError {
-                        // Refusals (the quota) come before the first write: nothing to undo.
+                        // Refusals (the quota, a request id of another method) come before the
+                        // first write: nothing to undo.
                         return .failure(refusal)
                     }
                 }
@@ -28,11 +41,16 @@ extension Store {
         } catch {
             // SQLite failed part-way through an activity, so the whole transaction rolled
             // back. Store each on its own, so one bad activity does not fail the others.
-            return activities.map { activity in Result { try insert(activity) } }
+            return zip(activities, requests).map { activity, request in
+                Result { try writeActivities { db in try insert(activity, request: request, in: db) } }
+            }
         }
     }
 
-    private func insert(_ activity: Activity, in db: Database) throws -> [String] {
+    private func insert(_ activity: Activity, request: Request?, in db: Database) throws -> Inserted {
+        if let request, let first = try Self.recorded(request, in: db) {
+            return Inserted(id: first, trimmed: [], repeated: true)
+        }
         let live = try Int.fetchOne(
             db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
         var trimmed: [String] = []
@@ -51,7 +69,8 @@ extension Store {
             try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
                 .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
         }
-        return trimmed
+        if let request { try Self.record(request, result: activity.id, in: db) }
+        return Inserted(id: activity.id, trimmed: trimmed, repeated: false)
     }
 
     /// Deletes one activity in the caller's transaction; true when it existed.
@@ -60,11 +79,13 @@ extension Store {
         return db.changesCount > 0
     }
 
-    /// Replaces every field of a stored activity.
-    public func update(_ activity: Activity) throws {
-        try writeActivities { db in
+    /// Replaces every field of a stored activity. With a request made before, writes nothing.
+    public func update(_ activity: Activity, request: Request? = nil) throws {
+        searchIndexChanged.store(true, ordering: .relaxed)
+        _ = try write(request: request) { db in
             try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
             if db.changesCount == 0 { throw BatonError.notFound("no activity \(activity.id)") }
+            return ""
         }
     }
 

@@ -9,23 +9,30 @@ extension Store {
     }
 
     /// Creates a scene together with its first storage, in one transaction: a
-    /// continuation either opens a complete scene or none at all.
-    public func insert(_ scene: Scene, storage: [(String, StorageValue)]) throws {
+    /// continuation either opens a complete scene or none at all. Returns the scene's id:
+    /// the first call's, when `request` was made before (and then nothing is written).
+    @discardableResult
+    public func insert(_ scene: Scene, storage: [(String, StorageValue)], request: Request? = nil) throws -> String {
         try checkStorage(storage)
-        try write { db in
+        return try write(request: request) { db in
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
             _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
-        }
+            return scene.id
+        }.result
     }
 
-    /// Makes `activityID` the current activity of an existing scene and applies storage, in one transaction.
-    public func continueInto(sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64) throws {
+    /// Makes `activityID` the current activity of an existing scene and applies storage, in
+    /// one transaction (none, when `request` was made before).
+    public func continueInto(
+        sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64, request: Request? = nil
+    ) throws {
         try checkStorage(storage)
-        try write { db in
+        _ = try write(request: request) { db in
             try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
                 .execute(arguments: [activityID, Time.encode(now), sceneID])
             if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
             _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
+            return sceneID
         }
     }
 
@@ -35,6 +42,14 @@ extension Store {
             try db.cachedStatement(sql: "UPDATE scene SET title = ?, activity_id = ?, last_active_at = ? WHERE id = ?")
                 .execute(arguments: [scene.title, scene.activityID, Time.encode(scene.lastActiveAt), scene.id])
             if db.changesCount == 0 { throw BatonError.notFound("no scene \(scene.id)") }
+        }
+    }
+
+    /// Renames a scene (only its title: a concurrent change of its activity is kept).
+    public func setTitle(_ title: String, ofScene id: String) throws {
+        try write { db in
+            try db.cachedStatement(sql: "UPDATE scene SET title = ? WHERE id = ?").execute(arguments: [title, id])
+            if db.changesCount == 0 { throw BatonError.notFound("no scene \(id)") }
         }
     }
 

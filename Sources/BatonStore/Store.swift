@@ -5,12 +5,11 @@ import Synchronization
 
 /// Baton's persistent state in one SQLite database (WAL), through GRDB only.
 ///
-/// Concurrency, in two sentences: one writer connection (`writer`) runs every write,
-/// one transaction at a time, in GRDB's serial queue; one read-only connection
-/// (`reader`) runs every read in its own serial queue, and in WAL mode it never waits
-/// for the writer. Reads share one read transaction (a snapshot) that each write ends
-/// before it begins and after it commits, so a read that starts after a write returned
-/// sees it.
+/// Concurrency, in two sentences: every write runs on one writer thread, in the order
+/// the writes were queued, on the one writer connection (`writer`); every read runs on
+/// the one read-only connection (`reader`), which in WAL mode never waits for the
+/// writer. Reads share one read transaction (a snapshot) that each write ends before it
+/// begins and after it commits, so a read that starts after a write returned sees it.
 ///
 /// Every write method returns only after its transaction has committed, so a caller
 /// that replies afterwards never acknowledges a write that `kill -9` could lose. A store
@@ -20,6 +19,7 @@ import Synchronization
 public final class Store: Sendable {
     private let writer: DatabaseQueue
     private let reader: DatabaseQueue
+    private let writerThread: WriterThread
     private let checkpointer: Checkpointer
     /// Set by `writeActivities` (every write that may change the search indexes, and so
     /// add FTS5 segments), cleared when `tidySearchIndex` has merged them.
@@ -46,7 +46,8 @@ public final class Store: Sendable {
         var configuration = Configuration()
         configuration.label = "baton.writer"
         configuration.journalMode = .wal
-        configuration.busyMode = .timeout(Self.lockTimeout)
+        let writerThread = WriterThread(lockTimeout: Self.lockTimeout)
+        configuration.busyMode = .callback { _ in writerThread.shouldRetryLock() }
         // Made before the writer, so the writer can hand its checkpoints to it.
         let checkpointer = Checkpointer(path: path)
         configuration.prepareDatabase { db in
@@ -73,6 +74,7 @@ public final class Store: Sendable {
             throw StorageFailure.named(error, path: path)
         }
         self.checkpointer = checkpointer
+        self.writerThread = writerThread
         self.limits = limits
         self.path = path
     }
@@ -94,7 +96,7 @@ public final class Store: Sendable {
         try reader.close()
         checkpointer.close()
         if !damaged.load(ordering: .relaxed) {
-            _ = try writer.writeWithoutTransaction { try $0.checkpoint(.truncate) }
+            _ = try writerThread.runAndWait { try writer.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
         }
         try writer.close()
     }
@@ -197,15 +199,41 @@ public final class Store: Sendable {
         return try write(updates)
     }
 
-    /// One write transaction (`BEGIN IMMEDIATE`) on the writer connection: committed before
-    /// this returns, rolled back if `updates` or the commit throws. BEGIN and COMMIT are
-    /// cached statements: GRDB's `write` prepares them from SQL text on every transaction.
+    /// Runs `work` on the writer thread, after every write queued before it, and returns
+    /// its result: the way to write from a thread that must not wait for the disk.
+    @discardableResult
+    public func writing<T: Sendable>(_ work: @escaping @Sendable (Store) throws -> T) async throws -> T {
+        try await writerThread.run { try work(self) }
+    }
+
+    /// Queues `work` on the writer thread without waiting for it.
+    public func startWriting(_ work: @escaping @Sendable (Store) -> Void) {
+        writerThread.start { work(self) }
+    }
+
+    /// Runs `work` (on the writer thread) with its locks' deadline counted from `queuedAt`
+    /// (`Store.now`) rather than from when it was queued: for a batch gathered over time.
+    public func withLockDeadline<T>(queuedAt: UInt64, _ work: () throws -> T) rethrows -> T {
+        try writerThread.withDeadline(queuedAt + writerThread.lockTimeout, work)
+    }
+
+    /// The clock `withLockDeadline` counts from.
+    public static var now: UInt64 { Monotonic.now }
+
+    /// One write transaction (`BEGIN IMMEDIATE`) on the writer connection, on the writer
+    /// thread: committed before this returns, rolled back if `updates` or the commit
+    /// throws. BEGIN and COMMIT are cached statements: GRDB's `write` prepares them from
+    /// SQL text on every transaction.
     ///
     /// The reads' snapshot ends before the transaction (so it cannot keep the WAL from
     /// starting over) and after it (so the next read sees the commit).
     func write<T>(_ updates: (Database) throws -> T) throws -> T {
         guard !closed.load(ordering: .relaxed) else { throw StoreError.closed }
         guard !damaged.load(ordering: .relaxed) else { throw StorageFailure.damaged(path: path) }
+        return try writerThread.runAndWait { try transaction(updates) }
+    }
+
+    private func transaction<T>(_ updates: (Database) throws -> T) throws -> T {
         endSnapshot()
         defer { endSnapshot() }
         do {

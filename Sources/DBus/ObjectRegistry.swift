@@ -104,7 +104,9 @@ final class ObjectRegistry: Sendable {
         var ordering: Method.Ordering {
             switch self {
             case .method(let method): method.ordering
-            // Property getters and setters may await the owner's state.
+            // A setter may await a write: later calls are served meanwhile.
+            case .standard(.properties, "Set", _, _): .concurrent
+            // Property getters may await the owner's state.
             case .standard: .inOrder
             }
         }

@@ -1,0 +1,154 @@
+import BatonCore
+import DBus
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+import TestSupport
+
+/// The disk misbehaving under the real daemon: another program holding the database's
+/// write lock, a full file system. Every call gets one named answer in time, reads are
+/// answered meanwhile, and batond recovers by itself when the fault goes away.
+@Suite(.serialized)
+struct StorageFaultTests {
+    static let activities = "org.baton.Handoff1.Activities"
+    static let scenes = "org.baton.Handoff1.Scenes"
+    static let scene = "org.baton.Handoff1.Scene"
+    static let unavailable = "org.baton.Handoff1.Error.StorageUnavailable"
+
+    /// Another process holding `BEGIN IMMEDIATE` on the database until it is killed.
+    final class LockHolder {
+        let process: Subprocess
+
+        init(database: String, directory: URL) async throws {
+            let ready = directory.appendingPathComponent("locked").path
+            let python = try Executables.require("/usr/bin/python3", package: "python3")
+            process = try Subprocess(python, ["-c", """
+                import sqlite3, sys, time
+                connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+                connection.execute("BEGIN IMMEDIATE")
+                open(sys.argv[2], "w").close()
+                time.sleep(120)
+                """, database, ready])
+            try await eventually("the lock holder holds the lock") { access(ready, F_OK) == 0 }
+        }
+
+        /// Kills it: the kernel releases its lock with it.
+        func release() async {
+            process.kill(SIGKILL)
+            _ = await process.wait()
+        }
+    }
+
+    @Test func readsAnswerWhileWritesWaitForALockAndWritesGiveUpInTime() async throws {
+        let world = try DaemonWorld()
+        defer { world.close() }
+        try await world.startDaemon()
+        try await world.register(requiredKeys: "")
+        let agatha = try await world.advertise("Agatha", options: ["eligible_for_search": "true"])
+        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap([:])])
+            .first?.objectPathValue)
+        _ = try await world.call(Self.scene, "Set", [.string("tab"), .variant(.string("b1"))], path: scene)
+
+        let holder = try await LockHolder(database: world.database, directory: world.bus.directory)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let writesDone = Atomic(0)
+        // Ten writes of five kinds, sent first on one connection; then reads on the same one.
+        let writes = Task {
+            try await withThrowingTaskGroup(of: String?.self) { group in
+                for index in 0..<2 {
+                    group.addTask { await errorName { try await world.advertise("blocked \(index)") } }
+                    group.addTask {
+                        await errorName { try await world.call(Self.scene, "Set", [.string("k\(index)"), .variant(.int64(1))], path: scene) }
+                    }
+                    group.addTask {
+                        await errorName {
+                            try await world.call(Self.activities, "Update", [.string(agatha), .string(#"{"n":\#(index)}"#), .stringMap([:])])
+                        }
+                    }
+                    group.addTask { await errorName { try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap([:])]) } }
+                    group.addTask {
+                        await errorName { try await world.call("org.baton.Handoff1.Registry", "UnregisterActivityType", [.string("com.example.nope")]) }
+                    }
+                }
+                var names: [String?] = []
+                for try await name in group {
+                    names.append(name)
+                    writesDone.add(1, ordering: .relaxed)
+                }
+                return names
+            }
+        }
+        // For 1.5 s, well inside the writes' 3 s wait, every kind of read keeps being answered at once.
+        var rounds = 0
+        while clock.now - started < .milliseconds(1_500) {
+            let round = clock.now
+            #expect(try await world.call(Self.activities, "Get", [.string(agatha)]).count == 1)
+            #expect(try await world.activityCount() == 1)
+            #expect(try await world.call(Self.scene, "GetAll", path: scene).first?.stringKeyedValue?["tab"]?.unwrapped == .string("b1"))
+            #expect(try await world.call(Self.activities, "Search", [.string("agatha"), .uint32(5)]).first?.arrayValue?.count == 1)
+            #expect(clock.now - round < .milliseconds(500))
+            rounds += 1
+        }
+        #expect(rounds > 3)
+        #expect(writesDone.load(ordering: .relaxed) == 0, "the reads were answered while every write still waited")
+
+        let names = try await writes.value
+        let elapsed = clock.now - started
+        // Unregistering an unknown type needs no lock: it may answer UnknownActivityType at once or wait and give up.
+        #expect(names.allSatisfy { $0 == Self.unavailable || $0 == "org.baton.Handoff1.Error.UnknownActivityType" }, "\(names)")
+        #expect(names.filter { $0 == Self.unavailable }.count >= 8, "\(names)")
+        // Each write waits at most 3 s from when it was queued, not 3 s each in turn.
+        #expect(elapsed < .seconds(8), "the writes took \(elapsed)")
+        #expect(!world.daemonLog.contains("failed to handle"), "\(world.daemonLog)")
+
+        // The lock goes away: writes succeed again, with nothing of the refused ones stored.
+        await holder.release()
+        _ = try await world.advertise("after the lock")
+        _ = try await world.call(Self.scene, "Set", [.string("k0"), .variant(.int64(2))], path: scene)
+        #expect(try await world.activityCount() == 2)
+        let storage = try #require(try await world.call(Self.scene, "GetAll", path: scene).first?.stringKeyedValue)
+        #expect(Set(storage.keys) == ["tab", "k0"])
+    }
+
+    @Test func aFullDiskAnswersStorageFullAndRecoversOnceThereIsRoom() async throws {
+        let world = try DaemonWorld()
+        defer { world.close() }
+        // A 2 MiB file system of its own, in a private mount namespace, a quarter filled by a filler file.
+        let mountPoint = world.bus.directory.appendingPathComponent("small").path
+        #expect(mkdir(mountPoint, 0o700) == 0)
+        let unshare = try Executables.require("unshare", package: "util-linux")
+        let log = open(world.logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        let daemon = try Subprocess(unshare, ["-m", "sh", "-c", """
+            mount -t tmpfs -o size=2m,mode=0700 tmpfs "$1" && head -c 512000 /dev/zero > "$1/filler" && \
+            exec "$2" --database "$1/baton.sqlite"
+            """, "sh", mountPoint, try Executables.built("batond")], environment: world.bus.environment, stderr: log)
+        close(log)
+        defer { daemon.kill(SIGKILL) }
+        try await world.client.waitForName("org.baton.Handoff1", timeout: .seconds(15))
+        try await world.register(requiredKeys: "")
+
+        let payload = #"{"text":""# + String(repeating: "x", count: 60_000) + #""}"#
+        var stored: [String] = []
+        var refusal: String?
+        for index in 0..<60 {
+            do {
+                stored.append(try await world.advertise("large \(index)", payload: payload))
+            } catch let error as DBusError {
+                refusal = error.name
+                break
+            }
+        }
+        #expect(refusal == "org.baton.Handoff1.Error.StorageFull", "\(world.daemonLog)")
+        #expect(stored.count >= 5)
+        // Every acknowledged write is there, and reads still work.
+        #expect(try await world.activityCount() == stored.count)
+
+        // Room again (as the process sees its file system): the next write succeeds.
+        #expect(unlink("/proc/\(daemon.pid)/root\(mountPoint)/filler") == 0)
+        _ = try await world.advertise("large again", payload: payload)
+        #expect(try await world.activityCount() == stored.count + 1)
+        #expect(!world.daemonLog.contains("failed to handle"), "\(world.daemonLog)")
+    }
+}
