@@ -213,9 +213,10 @@ struct Activities: AsyncParsableCommand {
             try await perform {
                 var options = fields.options(keepDefaults: false)
                 options["scene"] = try scene.map { try Daemon.scenePath($0).text }
-                let id = try await global.daemon().call(
-                    "Activities", "Advertise", [.string(type), .string(title), .string(try readPayload(payload)), .stringMap(options)])
-                    .first?.stringValue ?? ""
+                let payload = try readPayload(payload)
+                let id = try await global.daemon().write("Activities", "Advertise", options: options) {
+                    [.string(type), .string(title), .string(payload), .stringMap($0)]
+                }.first?.stringValue ?? ""
                 print(global.json ? "{\"id\":\(StrictJSON.quote(id))}" : id)
             }
         }
@@ -235,7 +236,8 @@ struct Activities: AsyncParsableCommand {
             try await perform {
                 var options = fields.options(keepDefaults: false)
                 options["title"] = title
-                _ = try await global.daemon().call("Activities", "Update", [.string(id), .string(try readPayload(payload)), .stringMap(options)])
+                let payload = try readPayload(payload)
+                _ = try await global.daemon().write("Activities", "Update", options: options) { [.string(id), .string(payload), .stringMap($0)] }
                 print(global.json ? "{\"updated\":\(StrictJSON.quote(id))}" : "updated \(id)")
             }
         }
@@ -276,7 +278,8 @@ struct Activities: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let options = try scene.map { ["scene": try Daemon.scenePath($0).text] } ?? [:]
-                let path = try await global.daemon().call("Activities", "Continue", [.string(id), .stringMap(options)]).first?.stringValue ?? ""
+                let path = try await global.daemon().write("Activities", "Continue", options: options) { [.string(id), .stringMap($0)] }
+                    .first?.stringValue ?? ""
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)
             }
         }

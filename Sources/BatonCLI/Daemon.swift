@@ -44,6 +44,28 @@ struct Daemon {
         }
     }
 
+    /// A write the daemon makes idempotent: sent with a `request_id` in its options, and
+    /// sent again (same id) when the reply was lost or the database was locked.
+    func write(
+        _ interface: String, _ member: String, options: [String: String], _ arguments: ([String: String]) -> [DBusValue]
+    ) async throws -> [DBusValue] {
+        let options = IdempotentWrite.options(options)
+        do {
+            return try await IdempotentWrite.run({
+                try await connection.call(Self.busName, Self.root, "org.baton.Handoff1." + interface, member, arguments(options),
+                                          timeout: .seconds(30))
+            }, retry: { error in
+                switch (error as? DBusError)?.name {
+                case DBusError.Name.noReply, DBusError.Name.timeout: .replyLost
+                case "org.baton.Handoff1.Error." + BatonError.Code.storageUnavailable.rawValue: .storageBusy
+                default: nil
+                }
+            })
+        } catch let error as DBusError {
+            throw Self.explain(error)
+        }
+    }
+
     /// Turns a D-Bus error into a sentence and an exit status.
     static func explain(_ error: DBusError) -> CLIError {
         let prefix = "org.baton.Handoff1.Error."

@@ -61,7 +61,8 @@ struct Scenes: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let options = title.map { ["title": $0] } ?? [:]
-                let path = try await global.daemon().call("Scenes", "OpenScene", [.string(app), .stringMap(options)]).first?.stringValue ?? ""
+                let path = try await global.daemon().write("Scenes", "OpenScene", options: options) { [.string(app), .stringMap($0)] }
+                    .first?.stringValue ?? ""
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)
             }
         }

@@ -34,6 +34,23 @@ public final class BatonClient: Sendable {
         }
     }
 
+    /// A write the daemon makes idempotent: `arguments` get the options with a `request_id`,
+    /// one for the call and its retries (`IdempotentWrite`).
+    func write(
+        _ interface: String, _ member: String, options: [String: String], _ arguments: ([String: String]) -> [DBusValue]
+    ) async throws -> [DBusValue] {
+        let options = IdempotentWrite.options(options)
+        return try await IdempotentWrite.run({ try await call(interface, member, arguments(options)) }, retry: Self.retry)
+    }
+
+    static func retry(_ error: any Error) -> IdempotentWrite.Retry? {
+        switch error {
+        case let error as DBusError where error.name == DBusError.Name.noReply || error.name == DBusError.Name.timeout: .replyLost
+        case let error as BatonError where error.code == .storageUnavailable: .storageBusy
+        default: nil
+        }
+    }
+
     // MARK: Registry
 
     /// Registers (or replaces) an activity type for an app.
@@ -55,14 +72,18 @@ public final class BatonClient: Sendable {
     // MARK: Activities
 
     /// Advertises an activity; `options` are the contract's `Advertise` options.
+    /// Sent with a `request_id` (a new one unless `options` has one), so a retry after a
+    /// lost reply cannot store it twice.
     public func advertise(type: String, title: String, payload: String, options: [String: String] = [:]) async throws -> String {
-        guard let id = try await call("Activities", "Advertise", [.string(type), .string(title), .string(payload), .stringMap(options)])
-            .first?.stringValue else { throw BatonError.invalidArgument("the daemon returned no id") }
+        guard let id = try await write("Activities", "Advertise", options: options, {
+            [.string(type), .string(title), .string(payload), .stringMap($0)]
+        }).first?.stringValue else { throw BatonError.invalidArgument("the daemon returned no id") }
         return id
     }
 
+    /// Sent with a `request_id`, as `advertise` is.
     public func update(id: String, payload: String, options: [String: String] = [:]) async throws {
-        _ = try await call("Activities", "Update", [.string(id), .string(payload), .stringMap(options)])
+        _ = try await write("Activities", "Update", options: options) { [.string(id), .string(payload), .stringMap($0)] }
     }
 
     public func invalidate(id: String) async throws {
@@ -99,7 +120,8 @@ public final class BatonClient: Sendable {
     /// Continues an activity into a new scene (or into `scene`) and returns it.
     public func continueActivity(id: String, into scene: SceneHandle? = nil) async throws -> SceneHandle {
         let options = scene.map { ["scene": $0.path.text] } ?? [:]
-        guard let path = try await call("Activities", "Continue", [.string(id), .stringMap(options)]).first?.objectPathValue else {
+        guard let path = try await write("Activities", "Continue", options: options, { [.string(id), .stringMap($0)] })
+            .first?.objectPathValue else {
             throw BatonError.invalidArgument("the daemon returned no scene")
         }
         return SceneHandle(client: self, path: path)
@@ -109,7 +131,8 @@ public final class BatonClient: Sendable {
 
     public func openScene(appID: String, title: String = "") async throws -> SceneHandle {
         let options = title.isEmpty ? [:] : ["title": title]
-        guard let path = try await call("Scenes", "OpenScene", [.string(appID), .stringMap(options)]).first?.objectPathValue else {
+        guard let path = try await write("Scenes", "OpenScene", options: options, { [.string(appID), .stringMap($0)] })
+            .first?.objectPathValue else {
             throw BatonError.invalidArgument("the daemon returned no scene")
         }
         return SceneHandle(client: self, path: path)

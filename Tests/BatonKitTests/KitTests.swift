@@ -238,3 +238,22 @@ extension KitTests {
         await world.stop()
     }
 }
+
+extension KitTests {
+    /// BatonKit's writes carry a `request_id`, so its own retries of them are safe.
+    @Test func writesCarryARequestID() async throws {
+        let world = try await World()
+        let monitor = try await BusMonitor(bus: world.bus, rules: ["type='method_call',destination='org.baton.Handoff1'"])
+        let id = try await world.client.advertise(type: Self.type, title: "Agatha", payload: #"{"id":"a"}"#)
+        try await world.client.update(id: id, payload: #"{"n":1}"#)
+        _ = try await world.client.openScene(appID: Self.app)
+        _ = try await world.client.continueActivity(id: id)
+        try await eventually("dbus-monitor printed the four calls") { monitor.text.components(separatedBy: "method call").count > 4 }
+        for member in ["Advertise", "Update", "OpenScene", "Continue"] {
+            let call = try #require(monitor.text.components(separatedBy: "method call").first { $0.contains("member=\(member)") })
+            #expect(call.contains(#"string "request_id""#), "\(member): \(call)")
+        }
+        monitor.stop()
+        await world.stop()
+    }
+}
