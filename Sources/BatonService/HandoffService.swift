@@ -76,6 +76,9 @@ public final class HandoffService: Sendable {
         }
     }
 
+    /// How long no write may commit before the WAL is emptied and truncated.
+    public static let idleBeforeTruncatingWAL: Duration = .seconds(2)
+
     /// How long an expired activity is kept (hidden) before it is purged, so that a
     /// caller who just missed it hears `Expired` rather than `NotFound`.
     public static let expiredGrace: UInt64 = 2_000_000
@@ -96,6 +99,7 @@ public final class HandoffService: Sendable {
                 try await store.writing { store in
                     try store.tidySearchIndex()
                     try store.forgetRequests(before: WallClock.nowMicroseconds() - Store.requestLifetime)
+                    try store.truncateWALIfIdle(after: Self.idleBeforeTruncatingWAL)
                 }
             } catch {
                 log.error("merging the search index failed: \(error)")

@@ -30,6 +30,8 @@ public final class Store: Sendable {
     /// Set once SQLite has reported the file damaged: no further write goes into it.
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
+    /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
+    private let lastCommit = Atomic<UInt64>(0)
     public let limits: Limits
     /// The database file.
     public let path: String
@@ -242,6 +244,7 @@ public final class Store: Sendable {
                 do {
                     let result = try updates(db)
                     try db.cachedStatement(sql: "COMMIT").execute()
+                    lastCommit.store(Monotonic.now, ordering: .relaxed)
                     return result
                 } catch {
                     // SQLite may have rolled back already (a full disk, for one).
@@ -251,6 +254,29 @@ public final class Store: Sendable {
             }
         } catch let error as DatabaseError {
             throw noteDamage(StorageFailure.named(error, path: path))
+        }
+    }
+
+    /// Empties the WAL into the database file and truncates it once no write has committed
+    /// for `idle`, so that what was deleted (zeroed in the database by `secure_delete`) no
+    /// longer lingers in old WAL frames. Returns true when it truncated.
+    @discardableResult
+    public func truncateWALIfIdle(after idle: Duration) throws -> Bool {
+        let idleNanoseconds = UInt64(idle.components.seconds) * 1_000_000_000 + UInt64(idle.components.attoseconds / 1_000_000_000)
+        return try writerThread.runAndWait {
+            let last = lastCommit.load(ordering: .relaxed)
+            guard last != 0, Monotonic.now - last >= idleNanoseconds, !damaged.load(ordering: .relaxed) else { return false }
+            // A reader's open snapshot would keep the WAL from starting over.
+            endSnapshot()
+            do {
+                _ = try writer.writeWithoutTransaction { try $0.checkpoint(.truncate) }
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                return false  // a read began meanwhile: the next round tries again
+            } catch let error as DatabaseError {
+                throw noteDamage(StorageFailure.named(error, path: path))
+            }
+            lastCommit.store(0, ordering: .relaxed)
+            return true
         }
     }
 
