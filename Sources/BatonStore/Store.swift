@@ -352,6 +352,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
+        case .cannotOpen(let path, let code) where [EROFS, EACCES, EPERM, ENOSPC, EDQUOT].contains(code):
+            "cannot open the database \(path): \(String(cString: strerror(code))). batond writes its state there: "
+                + "make the directory writable (or free space on its disk), or start batond with --database on another disk"
         case .cannotOpen(let path, let code):
             "cannot open the database \(path): \(String(cString: strerror(code)))"
         case .cannotCreateDirectory(let path, let code):

@@ -112,6 +112,19 @@ struct StorageFaultTests {
         #expect(Set(storage.keys) == ["tab", "k0"])
     }
 
+    /// A state directory on a read-only file system: batond says so and how to fix it, and exits.
+    @Test func aReadOnlyStateDirectoryIsAClearErrorAtStart() async throws {
+        let world = try DaemonWorld()
+        defer { world.close() }
+        let mountPoint = world.bus.directory.appendingPathComponent("readonly").path
+        #expect(mkdir(mountPoint, 0o700) == 0)
+        let result = try await world.run(try Executables.require("unshare", package: "util-linux"), ["-m", "sh", "-c", """
+            mount -t tmpfs -o size=1m,mode=0700 tmpfs "$1" && mount -o remount,ro "$1" && exec "$2" --database "$1/baton.sqlite"
+            """, "sh", mountPoint, try Executables.built("batond")])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("Read-only file system") && result.stderr.contains("--database"), "\(result)")
+    }
+
     @Test func aFullDiskAnswersStorageFullAndRecoversOnceThereIsRoom() async throws {
         let world = try DaemonWorld()
         defer { world.close() }
