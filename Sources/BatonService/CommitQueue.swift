@@ -7,9 +7,10 @@ import Synchronization
 /// each. Every caller resumes only after the transaction holding its activity committed.
 ///
 /// The calls at hand are gathered until the bus thread has dispatched everything it read
-/// (`Connection.afterDispatch`), then handed to the store's writer thread, which commits
-/// while the bus thread reads the next calls and takes whatever arrived meanwhile into
-/// its next transaction. The bus thread never waits for the disk.
+/// (`Connection.afterDispatch`). A lone call commits right there when the database's lock
+/// is free at once; otherwise the calls go to the store's writer thread, which commits
+/// while the bus thread reads the next calls and takes whatever arrived meanwhile into its
+/// next transaction. The bus thread never waits for a lock.
 final class CommitQueue: Sendable {
     private struct Waiting {
         let activity: Activity
@@ -51,16 +52,44 @@ final class CommitQueue: Sendable {
         }
     }
 
-    /// Hands the gathered calls to the writer thread, starting it unless it is writing.
+    /// Commits a lone call here if the database is free at once (`Store.writingHereIfFree`:
+    /// no hop to the writer thread and back); otherwise hands the gathered calls to the
+    /// writer thread, starting it unless it is writing.
     private func flush() {
-        let start = state.withLock { state -> Bool in
-            state.queued += state.gathered
+        enum Next { case nothing, here(Waiting), startWriter }
+        let next = state.withLock { state -> Next in
+            let batch = state.gathered
             state.gathered = []
-            if state.writing { return false }
+            if batch.count == 1, !state.writing, let lone = batch.first { return .here(lone) }
+            state.queued += batch
+            if state.writing { return .nothing }
             state.writing = true
-            return true
+            return .startWriter
         }
-        if start { store.startWriting { _ in self.drain() } }
+        switch next {
+        case .nothing: break
+        case .here(let lone):
+            let results = try? store.writingHereIfFree { $0.insert(batch: [lone.activity], requests: [lone.request]) }
+            if let result = results?.first, !Self.wouldBlock(result) {
+                lone.continuation.resume(with: result)
+                return
+            }
+            let start = state.withLock { state -> Bool in
+                state.queued.insert(lone, at: 0)
+                if state.writing { return false }
+                state.writing = true
+                return true
+            }
+            if start { store.startWriting { _ in self.drain() } }
+        case .startWriter:
+            store.startWriting { _ in self.drain() }
+        }
+    }
+
+    /// True for the result of a write that found the lock taken and wrote nothing.
+    private static func wouldBlock(_ result: Result<Store.Inserted, any Error>) -> Bool {
+        if case .failure(let error) = result { return Store.isWouldBlock(error) }
+        return false
     }
 
     /// On the writer thread: commits batches until none is queued.

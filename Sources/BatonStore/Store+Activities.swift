@@ -38,6 +38,9 @@ extension Store {
                     }
                 }
             }
+        } catch let error as WriterThread.WouldBlock {
+            // Tried on the caller's thread with the lock taken: nothing was written.
+            return activities.map { _ in .failure(error) }
         } catch {
             // SQLite failed part-way through an activity, so the whole transaction rolled
             // back. Store each on its own, so one bad activity does not fail the others.
