@@ -18,6 +18,8 @@ public struct DaemonOptions: Sendable {
     /// regardless) and merging the search index.
     public var purgePeriod: Duration = .seconds(1)
     public var limits = Limits()
+    /// Calls one caller may have in flight; beyond, `LimitsExceeded`.
+    public var callsPerCaller = 256
 
     public init() {}
 }
@@ -60,7 +62,8 @@ public enum Daemon {
             log.error("cannot connect to the session bus: \(error.message)")
             return 1
         }
-        let service = HandoffService(connection: connection, store: store, log: log, handlerTimeout: options.handlerTimeout)
+        let service = HandoffService(
+            connection: connection, store: store, log: log, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller)
         do {
             try await service.start()
         } catch {

@@ -37,16 +37,23 @@ public final class HandoffService: Sendable {
     private let inFlight = Mutex(0)
     private let commits: CommitQueue
 
-    public init(connection: Connection, store: Store, log: Log, handlerTimeout: Duration = .seconds(10)) {
+    /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
+    public init(connection: Connection, store: Store, log: Log, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256) {
         self.connection = connection
         self.store = store
         self.log = log
         self.handlerTimeout = handlerTimeout
+        self.callsPerCaller = callsPerCaller
         self.commits = CommitQueue(store: store, schedule: connection.afterDispatch)
     }
 
+    private let callsPerCaller: Int
+
     /// Exports every object (scenes from the database marked restored), then owns the bus name.
     public func start() async throws {
+        connection.limitCalls(perCaller: callsPerCaller, refusal: BatonError(.limitsExceeded, """
+            this client has \(callsPerCaller) calls waiting for batond's answers already; wait for some of them, then send more
+            """).dbusError)
         let ownUser = getuid()
         connection.setAccessCheck { _, callerUser in
             guard callerUser == ownUser else {

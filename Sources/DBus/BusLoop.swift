@@ -39,6 +39,11 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     /// The dispatcher, when it waits for the next call.
     private var parkedDispatcher: UnsafeContinuation<Void, Never>?
     private var headerStrings = HeaderStrings()
+    /// Calls received and not yet answered, by sender (`limitCalls`).
+    private var callsInFlight: [String: Int] = [:]
+    /// At most this many calls in flight per sender; beyond, `refusal` answers at once.
+    private var callLimit = Int.max
+    private var refusal = DBusError.failed("too many calls in flight")
     /// Work to run once the calls received so far have been dispatched (`afterDispatch`).
     private var afterDispatch: [Job] = []
     private var stopping = false
@@ -410,6 +415,18 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         stopping = true
     }
 
+    /// Limits each sender to `limit` calls in flight (bus thread only).
+    func limitCalls(perSender limit: Int, refusal: DBusError) {
+        callLimit = limit
+        self.refusal = refusal
+    }
+
+    /// A call from `sender` was answered (or needed no answer): one less in flight (bus thread only).
+    func callFinished(sender: String) {
+        guard callLimit != .max, let count = callsInFlight[sender] else { return }
+        callsInFlight[sender] = count > 1 ? count - 1 : nil
+    }
+
     // MARK: libdbus callbacks (bus thread, some with the connection lock held: record only)
 
     fileprivate func addWatch(_ watch: OpaquePointer) { watches.append(watch) }
@@ -446,6 +463,16 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
             deliverSignal(raw)
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
         case DBUS_MESSAGE_TYPE_METHOD_CALL:
+            // Refused before it is read, so a caller that floods uses no memory for it.
+            let sender = dbus_message_get_sender(raw).map { String(cString: $0) } ?? ""
+            if callLimit != .max {
+                guard callsInFlight[sender, default: 0] < callLimit else {
+                    let header = Message.headerOnly(raw: raw)
+                    if !header.noReplyExpected { sendNow(header.makeError(refusal)) }
+                    return DBUS_HANDLER_RESULT_HANDLED
+                }
+                callsInFlight[sender, default: 0] += 1
+            }
             do {
                 inbox.append(try Message(raw: raw, known: &headerStrings))
                 if let dispatcher = parkedDispatcher {
@@ -456,6 +483,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
                 // The body could not be read (a Unix fd, say): answer here, the handlers never see it.
                 let header = Message.headerOnly(raw: raw)
                 if !header.noReplyExpected { sendNow(header.makeError(error)) }
+                callFinished(sender: sender)
             }
             return DBUS_HANDLER_RESULT_HANDLED
         default:

@@ -292,6 +292,13 @@ public final class Connection: Sendable {
         accessCheck.withLock { $0 = box }
     }
 
+    /// Answers a caller's calls beyond `limit` in flight (received, not yet answered) with
+    /// `refusal` at once, before they are read: one caller cannot fill the service's memory
+    /// or take all of its time. Set it before exporting.
+    public func limitCalls(perCaller limit: Int, refusal: DBusError) {
+        loop.submit { [loop] in loop.limitCalls(perSender: limit, refusal: refusal) }
+    }
+
     /// The introspection XML this connection serves for `path`.
     public func introspectionXML(for path: ObjectPath) -> String {
         registry.introspect(path)
@@ -359,8 +366,13 @@ public final class Connection: Sendable {
     }
 
     /// Sends the reply to `message`, or the error reply its handler's failure calls for.
+    /// Every incoming call comes here exactly once, with or without a reply to send.
     private func reply(to message: Message, with result: consuming Result<Message, any Error>) {
-        guard !message.noReplyExpected else { return }
+        guard !message.noReplyExpected else {
+            let sender = message.sender ?? ""
+            if loop.isCurrentThread { loop.callFinished(sender: sender) } else { loop.submit { [loop] in loop.callFinished(sender: sender) } }
+            return
+        }
         let reply: Message
         switch consume result {
         case .success(let made):
@@ -387,6 +399,7 @@ public final class Connection: Sendable {
     /// Sends a reply on the bus thread. One that cannot be sent as it is (a value libdbus would
     /// refuse, an encoded body that fails to write) is replaced by `Failed`.
     private func send(_ reply: Message, answering message: Message) {
+        defer { loop.callFinished(sender: message.sender ?? "") }
         do {
             // The header came from the bus and the error name was checked: only the body can
             // hold something libdbus would refuse. An encoded body checks itself as it is written.

@@ -34,12 +34,19 @@ struct Batond: AsyncParsableCommand {
         "Live activities each app may keep; past it, its oldest non-persistent ones are removed.", valueName: "count"))
     var maxLiveActivities: Int = Limits.default.liveActivitiesPerApp
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Calls one client may have waiting for answers; beyond, batond answers LimitsExceeded at once.", valueName: "count"))
+    var maxCallsPerClient: Int = 256
+
     @Flag(name: .long, help: "Log each registration, continuation and purge.")
     var verbose = false
 
     func validate() throws {
         guard handlerTimeout > 0, handlerTimeout <= 600 else {
             throw ValidationError("--handler-timeout must be between 0 and 600 seconds")
+        }
+        guard maxCallsPerClient >= 1, maxCallsPerClient <= 100_000 else {
+            throw ValidationError("--max-calls-per-client must be between 1 and 100000")
         }
         guard maxLiveActivities >= 1, maxLiveActivities <= 1_000_000 else {
             throw ValidationError("--max-live-activities must be between 1 and 1000000")
@@ -52,6 +59,7 @@ struct Batond: AsyncParsableCommand {
         if let address { options.bus = .address(address) }
         options.verbose = verbose
         options.limits.liveActivitiesPerApp = maxLiveActivities
+        options.callsPerCaller = maxCallsPerClient
         options.handlerTimeout = .milliseconds(Int(handlerTimeout * 1000))
         let status = await Daemon.run(options, environment: ProcessEnvironment.current())
         if status != 0 { throw ExitCode(status) }

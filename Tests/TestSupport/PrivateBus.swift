@@ -35,6 +35,10 @@ public final class PrivateBus: @unchecked Sendable {
                 <allow eavesdrop="true"/>
                 <allow own="*"/>
               </policy>
+              <!-- The session bus's own limits (Debian's session.conf): next to none. -->
+              <limit name="max_replies_per_connection">50000</limit>
+              <limit name="max_incoming_bytes">1000000000</limit>
+              <limit name="max_outgoing_bytes">1000000000</limit>
             </busconfig>
             """.write(to: config, atomically: true, encoding: .utf8)
 
