@@ -72,15 +72,21 @@ public enum Daemon {
             return 1
         }
 
+        let systemd = SystemdNotifier(environment: environment)
+        // Pinged from the bus thread itself: if it is stuck, the pings stop and systemd restarts batond.
+        let watchdog = systemd.watchdogInterval.map { connection.repeatOnBusThread(every: $0) { systemd.watchdog() } }
+        systemd.ready(status: "serving \(HandoffService.busName) from \(store.path)")
         let purger = Task { await service.runHousekeeping(period: options.purgePeriod) }
         let signal = await stopSignals.first(orClosing: connection)
         purger.cancel()
         if let signal {
+            systemd.stopping(status: "received signal \(signal); finishing calls in flight")
             log.info("received signal \(signal); finishing calls in flight")
             await service.stop()
         } else {
             log.warning("the bus connection closed; stopping")
         }
+        watchdog?.cancel()
         connection.close()
         await connection.waitUntilClosed()
         do {

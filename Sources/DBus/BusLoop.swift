@@ -126,6 +126,9 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         pthread_detach(thread)
     }
 
+    /// True once the loop has ended and the connection is closed.
+    var isClosed: Bool { queue.withLock { $0.closed } }
+
     // MARK: Work from other threads
 
     /// Runs `job` on the bus thread, or `ifClosed` (on the caller's thread) when the loop has ended.

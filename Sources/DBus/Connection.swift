@@ -94,6 +94,18 @@ public final class Connection: Sendable {
         }
     }
 
+    /// Runs `job` on the bus thread now and every `interval` after, until the task is
+    /// cancelled or the connection closes: for work that must stop when the bus thread is
+    /// stuck, such as a watchdog's ping.
+    public func repeatOnBusThread(every interval: Duration, _ job: @escaping @Sendable () -> Void) -> Task<Void, Never> {
+        Task(executorPreference: loop) { [loop] in
+            while !Task.isCancelled && !loop.isClosed {
+                job()
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
     /// Emits a signal from `path`.
     public func emit(path: ObjectPath, interface: String, member: String, _ body: [DBusValue] = []) throws(DBusError) {
         try send(.signal(path: path, interface: interface, member: member, body: body))
