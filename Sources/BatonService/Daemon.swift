@@ -82,7 +82,7 @@ public enum Daemon {
         if let signal {
             systemd.stopping(status: "received signal \(signal); finishing calls in flight")
             log.info("received signal \(signal); finishing calls in flight")
-            await service.stop()
+            if !(await service.stop()) { log.warning("calls were still in flight after 5 s; stopping without their replies") }
         } else {
             log.warning("the bus connection closed; stopping")
         }

@@ -32,9 +32,6 @@ public final class HandoffService: Sendable {
     /// When the daemon started, for Status.StartedAt.
     private let startedAt = WallClock.nowMicroseconds()
 
-    /// Calls still in flight (waiting on a commit or on an app's handler), so shutdown
-    /// can let them finish and reply.
-    private let inFlight = Mutex(0)
     private let commits: CommitQueue
 
     /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
@@ -73,22 +70,16 @@ public final class HandoffService: Sendable {
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
     }
 
-    /// Releases the name and waits (up to `grace`) for continuations still in flight.
-    public func stop(grace: Duration = .seconds(5)) async {
-        try? await connection.releaseName(Self.busName)
-        let clock = ContinuousClock()
-        let deadline = clock.now + grace
-        while inFlight.withLock({ $0 }) > 0, clock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-    }
-
-    /// Runs `work` on the store's writer thread, counted as in flight until it returns.
+    /// Stops taking calls and answers every call already received: releases the name,
+    /// answers calls that still arrive with `StorageUnavailable` (clients try again, and
+    /// reach the next batond), and returns once every earlier call has its reply, or after
+    /// `grace`. Returns false when `grace` ran out first.
     @discardableResult
-    private func write<T: Sendable>(_ work: @escaping @Sendable (Store) throws -> T) async throws -> T {
-        inFlight.withLock { $0 += 1 }
-        defer { inFlight.withLock { $0 -= 1 } }
-        return try await store.writing(work)
+    public func stop(grace: Duration = .seconds(5)) async -> Bool {
+        try? await connection.releaseName(Self.busName)
+        return await connection.drain(
+            refusing: BatonError.storageUnavailable("batond is stopping; try again (the next call starts it again)").dbusError,
+            timeout: grace)
     }
 
     /// How long no write may commit before the WAL is emptied and truncated.
@@ -111,7 +102,7 @@ public final class HandoffService: Sendable {
                 await purgeExpired()
             }
             do {
-                try await write { store in
+                try await store.writing { store in
                     try store.tidySearchIndex()
                     try store.forgetRequests(before: WallClock.nowMicroseconds() - Store.requestLifetime)
                     try store.truncateWALIfIdle(after: Self.idleBeforeTruncatingWAL)
@@ -127,7 +118,7 @@ public final class HandoffService: Sendable {
     @discardableResult
     public func purgeExpired() async -> Int {
         do {
-            let purged = try await write { try $0.purgeExpired(now: WallClock.nowMicroseconds() - Self.expiredGrace) }
+            let purged = try await store.writing { try $0.purgeExpired(now: WallClock.nowMicroseconds() - Self.expiredGrace) }
             for id in purged { emitActivities("Invalidated", [.string(id)]) }
             if !purged.isEmpty { log.debug("purged \(purged.count) expired activities") }
             return purged.count
@@ -170,13 +161,13 @@ public final class HandoffService: Sendable {
                 guard DBusNames.isValid(type.handlerPath, as: .objectPath) else {
                     throw BatonError.invalidArgument("handler_path '\(printable(type.handlerPath))' is not an object path")
                 }
-                try await self.write { try $0.register(type) }
+                try await self.store.writing { try $0.register(type) }
                 self.log.debug("registered \(type.type) for \(type.appID)")
                 return []
             },
             Method("UnregisterActivityType", in: [Argument("type", "s")], ordering: .concurrent) { call in
                 let type: String = try call.argument(0)
-                guard let removed = try await self.write({ try $0.unregister(type: type) }) else {
+                guard let removed = try await self.store.writing({ try $0.unregister(type: type) }) else {
                     throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
                 }
                 for id in removed { self.emitActivities("Invalidated", [.string(id)]) }
@@ -195,8 +186,6 @@ public final class HandoffService: Sendable {
             // Concurrent: calls keep arriving while a commit runs, so they can share the next one.
             Method("Advertise", in: [Argument("type", "s"), Argument("title", "s"), Argument("payload_json", "s"),
                                      Argument("options", "a{ss}")], out: [Argument("id", "s")], ordering: .concurrent) { call in
-                self.inFlight.withLock { $0 += 1 }
-                defer { self.inFlight.withLock { $0 -= 1 } }
                 return [.string(try await self.advertise(call))]
             },
             Method("Update", in: [Argument("id", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")],
@@ -205,7 +194,7 @@ public final class HandoffService: Sendable {
                 let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: self.limits)
                 let request = update.requestID.map { Request(id: $0, method: "Update") }
                 // Read, merged and written on the writer thread, so no other write comes in between.
-                try await self.write { store in
+                try await self.store.writing { store in
                     // A repeat returns at once, even if the activity has changed or gone since.
                     if let request, try store.result(of: request) != nil { return }
                     let now = WallClock.nowMicroseconds()
@@ -219,7 +208,7 @@ public final class HandoffService: Sendable {
             },
             Method("Invalidate", in: [Argument("id", "s")], ordering: .concurrent) { call in
                 let id = try Identifier.normalize(try call.argument(0))
-                let activity = try await self.write { store in
+                let activity = try await self.store.writing { store in
                     let activity = try store.storedActivity(id: id)
                     guard try !store.deleteActivities(ids: [id]).isEmpty else { throw BatonError.notFound("no activity \(id)") }
                     return activity
@@ -242,20 +231,18 @@ public final class HandoffService: Sendable {
             },
             Method("DeleteSaved", in: [Argument("persistent_ids", "as")], out: [Argument("deleted", "u")], ordering: .concurrent) { call in
                 let persistentIDs: [String] = try call.argument(0)
-                let removed = try await self.write { try $0.deleteSaved(persistentIDs: persistentIDs) }
+                let removed = try await self.store.writing { try $0.deleteSaved(persistentIDs: persistentIDs) }
                 for id in removed { self.emitActivities("Invalidated", [.string(id)]) }
                 return [.uint32(UInt32(removed.count))]
             },
             Method("DeleteAllSaved", in: [Argument("app_id", "s")], out: [Argument("deleted", "u")], ordering: .concurrent) { call in
                 let appID: String = try call.argument(0)
-                let removed = try await self.write { try $0.deleteAll(appID: appID) }
+                let removed = try await self.store.writing { try $0.deleteAll(appID: appID) }
                 for id in removed { self.emitActivities("Invalidated", [.string(id)]) }
                 return [.uint32(UInt32(removed.count))]
             },
             Method("Continue", in: [Argument("id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")],
                    ordering: .concurrent) { call in
-                self.inFlight.withLock { $0 += 1 }
-                defer { self.inFlight.withLock { $0 -= 1 } }
                 return [.objectPath(try await self.continueActivity(call))]
             },
         ], signals: [
@@ -361,7 +348,7 @@ public final class HandoffService: Sendable {
             storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
         }
         if let existing {
-            try await write { [storage] in
+            try await store.writing { [storage] in
                 try $0.continueInto(sceneID: existing.id, activityID: activity.id, storage: storage, now: now, request: request)
             }
             emitSceneChanged(existing.id)
@@ -369,7 +356,7 @@ public final class HandoffService: Sendable {
         } else {
             let scene = Scene(id: sceneID, appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now)
-            let stored = try await write { [storage] in try $0.insert(scene, storage: storage, request: request) }
+            let stored = try await store.writing { [storage] in try $0.insert(scene, storage: storage, request: request) }
             // The same request, continued meanwhile by an earlier call: its scene is the answer.
             guard stored == scene.id else { return Records.scenePath(stored) }
             try await exportNew(scene)
@@ -427,7 +414,7 @@ public final class HandoffService: Sendable {
                 let request = try Validate.requestID(options).map { Request(id: $0, method: "OpenScene") }
                 let now = WallClock.nowMicroseconds()
                 let scene = Scene(id: Identifier.make(), appID: appID, title: title, createdAt: now, lastActiveAt: now)
-                let id = try await self.write { try $0.insert(scene, storage: [], request: request) }
+                let id = try await self.store.writing { try $0.insert(scene, storage: [], request: request) }
                 if id == scene.id { try await self.exportNew(scene) }
                 return [.objectPath(Records.scenePath(id))]
             },
@@ -444,7 +431,7 @@ public final class HandoffService: Sendable {
     }
 
     private func closeScene(_ id: String) async throws {
-        guard try await write({ try $0.deleteScene(id: id) }) else { throw BatonError.notFound("no scene \(id)") }
+        guard try await store.writing({ try $0.deleteScene(id: id) }) else { throw BatonError.notFound("no scene \(id)") }
         restoredScenes.withLock { _ = $0.remove(id) }
         connection.unexport(Records.scenePath(id))
     }
@@ -483,7 +470,7 @@ public final class HandoffService: Sendable {
                 let id = try self.scene(at: call.path).id
                 let key: String = try call.argument(0)
                 let value = try Records.storageValue(try call.argument(1), key: key)
-                try await self.write { try $0.changeStorage(sceneID: id, set: [(key, value)], remove: []) }
+                try await self.store.writing { try $0.changeStorage(sceneID: id, set: [(key, value)], remove: []) }
                 self.emitStorageChanged(id, changed: [(key, value)], removed: [])
                 return []
             },
@@ -494,14 +481,14 @@ public final class HandoffService: Sendable {
                 for (key, value) in values.sorted(by: { $0.key < $1.key }) {
                     changes.append((key, try Records.storageValue(value, key: key)))
                 }
-                try await self.write { [changes] in try $0.changeStorage(sceneID: id, set: changes, remove: []) }
+                try await self.store.writing { [changes] in try $0.changeStorage(sceneID: id, set: changes, remove: []) }
                 self.emitStorageChanged(id, changed: changes, removed: [])
                 return []
             },
             Method("Remove", in: [Argument("key", "s")], ordering: .concurrent) { call in
                 let id = try self.scene(at: call.path).id
                 let key: String = try call.argument(0)
-                let removed = try await self.write { try $0.changeStorage(sceneID: id, set: [], remove: [key]) }
+                let removed = try await self.store.writing { try $0.changeStorage(sceneID: id, set: [], remove: [key]) }
                 if !removed.isEmpty { self.emitStorageChanged(id, changed: [], removed: removed) }
                 return []
             },
@@ -519,7 +506,7 @@ public final class HandoffService: Sendable {
                 let id = try self.scene(at: path).id
                 let title = value.stringValue ?? ""
                 try Validate.text(title, what: "the title", limit: self.limits.titleBytes)
-                try await self.write { try $0.setTitle(title, ofScene: id) }
+                try await self.store.writing { try $0.setTitle(title, ofScene: id) }
             }),
             Property("ActivityId", "s") { path in try self.sceneProperty("ActivityId", at: path) },
             Property("CreatedAt", "t", changeSignal: .const) { path in try self.sceneProperty("CreatedAt", at: path) },

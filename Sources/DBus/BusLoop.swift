@@ -39,8 +39,13 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     /// The dispatcher, when it waits for the next call.
     private var parkedDispatcher: UnsafeContinuation<Void, Never>?
     private var headerStrings = HeaderStrings()
-    /// Calls received and not yet answered, by sender (`limitCalls`).
+    /// Calls received and not yet answered, in all and by sender (the latter with `limitCalls`).
+    private var totalInFlight = 0
     private var callsInFlight: [String: Int] = [:]
+    /// Waiting for `totalInFlight` to reach 0 (`drain`).
+    private var drainWaiters: [Job] = []
+    /// Once set, every new call is answered with it at once (the service is stopping).
+    private var closingRefusal: DBusError?
     /// At most this many calls in flight per sender; beyond, `refusal` answers at once.
     private var callLimit = Int.max
     private var refusal = DBusError.failed("too many calls in flight")
@@ -313,7 +318,11 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         pending.removeAll()
         for subscription in subscriptions.values { subscription.continuation.finish() }
         subscriptions.removeAll()
+        for waiter in drainWaiters { waiter() }
+        drainWaiters.removeAll()
         dbus_connection_remove_filter(connection, busFilter, Unmanaged.passUnretained(self).toOpaque())
+        // Replies still queued go out before the connection closes.
+        dbus_connection_flush(connection)
         dbus_connection_close(connection)
         dbus_connection_set_watch_functions(connection, nil, nil, nil, nil, nil)
         dbus_connection_set_timeout_functions(connection, nil, nil, nil, nil, nil)
@@ -426,8 +435,20 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
 
     /// A call from `sender` was answered (or needed no answer): one less in flight (bus thread only).
     func callFinished(sender: String) {
+        totalInFlight -= 1
+        if totalInFlight == 0 {
+            for waiter in drainWaiters { waiter() }
+            drainWaiters.removeAll()
+        }
         guard callLimit != .max, let count = callsInFlight[sender] else { return }
         callsInFlight[sender] = count > 1 ? count - 1 : nil
+    }
+
+    /// From now on answers every new call with `refusal`; resumes `waiter` once every call
+    /// already received has been answered (bus thread only).
+    func drain(refusing refusal: DBusError, _ waiter: @escaping Job) {
+        closingRefusal = refusal
+        if totalInFlight == 0 || finished { waiter() } else { drainWaiters.append(waiter) }
     }
 
     // MARK: libdbus callbacks (bus thread, some with the connection lock held: record only)
@@ -468,8 +489,15 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         case DBUS_MESSAGE_TYPE_METHOD_CALL:
             // Refused before it is read, so a caller that floods uses no memory for it.
             let sender = dbus_message_get_sender(raw).map { String(cString: $0) } ?? ""
+            if let closingRefusal {
+                let header = Message.headerOnly(raw: raw)
+                if !header.noReplyExpected { sendNow(header.makeError(closingRefusal)) }
+                return DBUS_HANDLER_RESULT_HANDLED
+            }
+            totalInFlight += 1
             if callLimit != .max {
                 guard callsInFlight[sender, default: 0] < callLimit else {
+                    totalInFlight -= 1
                     let header = Message.headerOnly(raw: raw)
                     if !header.noReplyExpected { sendNow(header.makeError(refusal)) }
                     return DBUS_HANDLER_RESULT_HANDLED

@@ -311,6 +311,20 @@ public final class Connection: Sendable {
         loop.submit { [loop] in loop.limitCalls(perSender: limit, refusal: refusal) }
     }
 
+    /// For a clean stop: answers every call that arrives from now on with `refusal` at once,
+    /// and returns when every call received before has been answered, or after `timeout`.
+    /// Returns false when the timeout came first.
+    public func drain(refusing refusal: DBusError, timeout: Duration) async -> Bool {
+        await withCheckedContinuation { continuation in
+            let answer = ResumeOnce(continuation)
+            loop.submit({ [loop] in loop.drain(refusing: refusal) { answer.resume(true) } }, ifClosed: { answer.resume(true) })
+            Task {
+                try? await Task.sleep(for: timeout)
+                answer.resume(false)
+            }
+        }
+    }
+
     /// The introspection XML this connection serves for `path`.
     public func introspectionXML(for path: ObjectPath) -> String {
         registry.introspect(path)
@@ -430,5 +444,18 @@ extension Message {
         var copy = self
         copy.noReplyExpected = true
         return copy
+    }
+}
+
+/// A continuation resumed by whichever of several events comes first.
+private final class ResumeOnce<T: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<T, Never>?>
+
+    init(_ continuation: CheckedContinuation<T, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume(_ value: T) {
+        continuation.withLock { $0.take() }?.resume(returning: value)
     }
 }
