@@ -1,0 +1,152 @@
+import BatonCore
+import BatonStore
+import DBus
+
+extension HandoffService {
+    /// `org.baton.Handoff1.Activities`: what users are doing. Writes are `.concurrent`: the
+    /// bus thread serves other calls while they wait for the writer thread.
+    var activitiesInterface: Interface {
+        Interface(Self.activities, methods: [
+            Method("Advertise", in: [Argument("type", "s"), Argument("title", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")],
+                   out: [Argument("id", "s")], ordering: .concurrent, handler: advertise),
+            Method("Update", in: [Argument("id", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")],
+                   ordering: .concurrent, handler: update),
+            Method("Invalidate", in: [Argument("id", "s")], ordering: .concurrent, handler: invalidate),
+            // The three readers of records write their replies straight into the message.
+            Method.encoded("Get", in: [Argument("id", "s")], out: [Argument("activity", "a{sv}")], handler: get),
+            Method.encoded("List", in: [Argument("filter", "a{ss}")], out: [Argument("activities", "aa{sv}")], handler: list),
+            Method.encoded("Search", in: [Argument("query", "s"), Argument("limit", "u")], out: [Argument("activities", "aa{sv}")],
+                           handler: search),
+            Method("DeleteSaved", in: [Argument("persistent_ids", "as")], out: [Argument("deleted", "u")],
+                   ordering: .concurrent, handler: deleteSaved),
+            Method("DeleteAllSaved", in: [Argument("app_id", "s")], out: [Argument("deleted", "u")],
+                   ordering: .concurrent, handler: deleteAllSaved),
+            Method("Continue", in: [Argument("id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")],
+                   ordering: .concurrent, handler: continueActivity),
+        ], signals: [
+            Signal("Advertised", [Argument("id", "s"), Argument("type", "s"), Argument("title", "s")]),
+            Signal("Invalidated", [Argument("id", "s")]),
+            Signal("Continued", [Argument("id", "s"), Argument("scene", "o")]),
+        ])
+    }
+
+    /// Checks the call on the bus thread, in arrival order, then waits for the group commit.
+    func advertise(_ call: MethodCall) async throws -> [DBusValue] {
+        let typeName: String = try call.argument(0)
+        try Validate.reverseDNS(typeName, what: "activity type", limits: limits)
+        guard let type = try store.activityType(typeName) else {
+            throw BatonError.unknownActivityType(
+                "no activity type \(printable(typeName)) is registered; register it with RegisterActivityType first")
+        }
+        let advertisement = try Advertisement.parse(
+            type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
+        var sceneID: String?
+        if let named = advertisement.scene {
+            let id = try Records.sceneID(from: named)
+            guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
+            guard scene.appID == type.appID else {
+                throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(type.appID)")
+            }
+            sceneID = id
+        }
+        let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
+        let inserted = try await commits.insert(activity, request: advertisement.requestID.map { Request(id: $0, method: "Advertise") })
+        // A repeated request stored nothing and announces nothing: the first call did.
+        guard !inserted.repeated else { return [.string(inserted.id)] }
+        for id in inserted.trimmed { emitActivities("Invalidated", [.string(id)]) }
+        emitActivities("Advertised", [.string(activity.id), .string(activity.type), .string(activity.title)])
+        if let sceneID { emitSceneChanged(sceneID) }
+        return [.string(activity.id)]
+    }
+
+    /// Read, merged and written on the writer thread, so no other write comes in between.
+    func update(_ call: MethodCall) async throws -> [DBusValue] {
+        let id: String = try call.argument(0)
+        let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: limits)
+        let request = update.requestID.map { Request(id: $0, method: "Update") }
+        try await store.writing { store in
+            // A repeat returns at once, even if the activity has changed or gone since.
+            if let request, try store.result(of: request) != nil { return }
+            let now = WallClock.nowMicroseconds()
+            let activity = try Self.liveActivity(id, in: store, now: now)
+            guard let type = try store.activityType(activity.type) else {
+                throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
+            }
+            try store.update(try update.apply(to: activity, type: type, now: now, limits: store.limits), request: request)
+        }
+        return []
+    }
+
+    func invalidate(_ call: MethodCall) async throws -> [DBusValue] {
+        let id = try Identifier.normalize(try call.argument(0))
+        let activity = try await store.writing { store in
+            let activity = try store.storedActivity(id: id)
+            guard try !store.deleteActivities(ids: [id]).isEmpty else { throw BatonError.notFound("no activity \(id)") }
+            return activity
+        }
+        emitActivities("Invalidated", [.string(id)])
+        if let scene = activity?.sceneID { emitSceneChanged(scene) }
+        return []
+    }
+
+    func get(_ call: MethodCall) async throws -> EncodedBody {
+        Records.encodedRecord(try liveActivity(try call.argument(0), now: WallClock.nowMicroseconds()))
+    }
+
+    func list(_ call: MethodCall) async throws -> EncodedBody {
+        Records.encodedRecords(try store.activities(try filter(try call.argument(0)), now: WallClock.nowMicroseconds()))
+    }
+
+    func search(_ call: MethodCall) async throws -> EncodedBody {
+        let requested: UInt32 = try call.argument(1)
+        let limit = requested == 0 ? 50 : Int(min(requested, 1000))
+        return Records.encodedRecords(try store.search(try call.argument(0), limit: limit, now: WallClock.nowMicroseconds()))
+    }
+
+    func deleteSaved(_ call: MethodCall) async throws -> [DBusValue] {
+        let persistentIDs: [String] = try call.argument(0)
+        let removed = try await store.writing { try $0.deleteSaved(persistentIDs: persistentIDs) }
+        for id in removed { emitActivities("Invalidated", [.string(id)]) }
+        return [.uint32(UInt32(removed.count))]
+    }
+
+    func deleteAllSaved(_ call: MethodCall) async throws -> [DBusValue] {
+        let appID: String = try call.argument(0)
+        let removed = try await store.writing { try $0.deleteAll(appID: appID) }
+        for id in removed { emitActivities("Invalidated", [.string(id)]) }
+        return [.uint32(UInt32(removed.count))]
+    }
+
+    /// The activity `text` names, or `NotFound`/`Expired`.
+    func liveActivity(_ text: String, now: UInt64) throws -> Activity {
+        try Self.liveActivity(text, in: store, now: now)
+    }
+
+    static func liveActivity(_ text: String, in store: Store, now: UInt64) throws -> Activity {
+        let id = try Identifier.normalize(text)
+        guard let activity = try store.storedActivity(id: id) else { throw BatonError.notFound("no activity \(id)") }
+        guard !activity.isExpired(at: now) else { throw BatonError.expired("activity \(id) has expired") }
+        return activity
+    }
+
+    /// `List`'s filter from its option map.
+    func filter(_ options: [String: String]) throws(BatonError) -> Store.ActivityFilter {
+        var filter = Store.ActivityFilter()
+        for (key, value) in options {
+            switch key {
+            case "type": filter.type = value
+            case "app_id": filter.appID = value
+            case "scene": filter.sceneID = try Records.sceneID(from: value)
+            case "persistent_id": filter.persistentID = value
+            case "target_content_id": filter.targetContentID = value
+            case "limit":
+                guard let limit = Int(value), limit > 0 else { throw .invalidArgument("limit must be a positive number, not '\(printable(value))'") }
+                filter.limit = limit
+            default:
+                throw .invalidArgument(
+                    "List has no filter '\(printable(key))'; its filters are type, app_id, scene, persistent_id, target_content_id, limit")
+            }
+        }
+        return filter
+    }
+}

@@ -1,0 +1,88 @@
+import BatonCore
+import BatonStore
+import DBus
+
+extension HandoffService {
+    /// `Continue`: opens (or continues into) a scene for the activity's app, asks the
+    /// type's handler for the scene's storage, and only then creates anything: a handler
+    /// that fails or times out leaves no scene behind.
+    func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
+        let now = WallClock.nowMicroseconds()
+        let options: [String: String] = try call.argument(1)
+        if let unknown = options.keys.first(where: { $0 != "scene" && $0 != "request_id" }) {
+            throw BatonError.invalidArgument("Continue has no option '\(printable(unknown))'; its options are scene, request_id")
+        }
+        let request = try Validate.requestID(options).map { Request(id: $0, method: "Continue") }
+        // A repeat answers at once, without asking the app again, even if the activity has gone since.
+        if let request, let first = try store.result(of: request) { return [.objectPath(Records.scenePath(first))] }
+        let activity = try liveActivity(try call.argument(0), now: now)
+        guard let type = try store.activityType(activity.type) else {
+            throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
+        }
+        var existing: Scene?
+        if let named = options["scene"] {
+            let id = try Records.sceneID(from: named)
+            guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
+            guard scene.appID == activity.appID else {
+                throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(activity.appID)")
+            }
+            existing = scene
+        }
+        let sceneID = existing?.id ?? Identifier.make()
+        let path = Records.scenePath(sceneID)
+
+        var storage: [(String, StorageValue)] = []
+        if let handler = type.handler {
+            storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
+        }
+        if let existing {
+            try await store.writing { [storage] in
+                try $0.continueInto(sceneID: existing.id, activityID: activity.id, storage: storage, now: now, request: request)
+            }
+            emitSceneChanged(existing.id)
+            emitStorageChanged(existing.id, changed: storage, removed: [])
+        } else {
+            let scene = Scene(id: sceneID, appID: activity.appID, title: activity.title, activityID: activity.id,
+                              createdAt: now, lastActiveAt: now)
+            let stored = try await store.writing { [storage] in try $0.insert(scene, storage: storage, request: request) }
+            // The same request, continued meanwhile by an earlier call: its scene is the answer.
+            guard stored == scene.id else { return [.objectPath(Records.scenePath(stored))] }
+            try await exportNew(scene)
+        }
+        emitActivities("Continued", [.string(activity.id), .objectPath(path)])
+        log.debug("continued \(activity.id) into \(path)")
+        return [.objectPath(path)]
+    }
+
+    /// Calls the app's `Handler.ContinueActivity` and checks the storage it returns.
+    func askHandler(
+        _ handler: String, at pathText: String, scene: ObjectPath, activity: Activity
+    ) async throws -> [(String, StorageValue)] {
+        let reply: [DBusValue]
+        do {
+            let path = try ObjectPath(validating: pathText)
+            reply = try await connection.call(
+                handler, path, Self.handler, "ContinueActivity", [.objectPath(scene), Records.record(activity)],
+                timeout: handlerTimeout)
+        } catch let error as DBusError {
+            throw BatonError.handlerFailed("\(handler) could not continue the activity: \(error.name): \(error.message)")
+        }
+        guard reply.count == 1, let entries = reply[0].dictionaryEntries, reply[0].type == .dictionary(key: .string, value: .variant) else {
+            throw BatonError.handlerFailed(
+                "\(handler) replied '\(Signature(reply.map(\.type)))' to ContinueActivity; the handler must return a{sv}")
+        }
+        var storage: [(String, StorageValue)] = []
+        for entry in entries {
+            guard let key = entry.key.stringValue else { continue }
+            do {
+                try Validate.storageKey(key, limits: limits)
+                let value = try Records.storageValue(entry.value, key: key)
+                try value.validate(key: key, limits: limits)
+                storage.append((key, value))
+            } catch {
+                throw BatonError.handlerFailed("\(handler) returned storage the scene cannot hold: \(error.message)")
+            }
+        }
+        return storage
+    }
+}

@@ -1,0 +1,42 @@
+import BatonCore
+import BatonStore
+import DBus
+
+extension HandoffService {
+    /// `org.baton.Handoff1.Registry`: which apps own which activity types.
+    var registryInterface: Interface {
+        Interface(Self.registry, methods: [
+            Method("RegisterActivityType", in: [Argument("type", "s"), Argument("app_id", "s"), Argument("options", "a{ss}")],
+                   ordering: .concurrent, handler: registerActivityType),
+            Method("UnregisterActivityType", in: [Argument("type", "s")], ordering: .concurrent, handler: unregisterActivityType),
+            Method("ListActivityTypes", out: [Argument("types", "aa{sv}")], handler: listActivityTypes),
+        ])
+    }
+
+    func registerActivityType(_ call: MethodCall) async throws -> [DBusValue] {
+        let type = try ActivityType.registration(
+            type: try call.argument(0), appID: try call.argument(1), options: try call.argument(2), limits: limits)
+        if let handler = type.handler, !DBusNames.isValid(handler, as: .busName) {
+            throw BatonError.invalidArgument("handler '\(printable(handler))' is not a bus name, like com.example.App")
+        }
+        guard DBusNames.isValid(type.handlerPath, as: .objectPath) else {
+            throw BatonError.invalidArgument("handler_path '\(printable(type.handlerPath))' is not an object path")
+        }
+        try await store.writing { try $0.register(type) }
+        log.debug("registered \(type.type) for \(type.appID)")
+        return []
+    }
+
+    func unregisterActivityType(_ call: MethodCall) async throws -> [DBusValue] {
+        let type: String = try call.argument(0)
+        guard let removed = try await store.writing({ try $0.unregister(type: type) }) else {
+            throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
+        }
+        for id in removed { emitActivities("Invalidated", [.string(id)]) }
+        return []
+    }
+
+    func listActivityTypes(_ call: MethodCall) async throws -> [DBusValue] {
+        [.array(.dictionary(key: .string, value: .variant), try store.activityTypes().map(Records.record))]
+    }
+}

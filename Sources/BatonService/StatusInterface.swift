@@ -1,0 +1,22 @@
+import DBus
+import Glibc
+
+extension HandoffService {
+    /// The daemon's own facts, for `baton status`: read-only, and none of them sensitive.
+    var statusInterface: Interface {
+        Interface(Self.status, properties: [
+            Property("Version", "u", changeSignal: .const) { _ in .uint32(1) },
+            Property("DatabasePath", "s", changeSignal: .const) { _ in .string(self.store.path) },
+            Property("DatabaseSize", "t", changeSignal: .none) { _ in .uint64(self.databaseSize()) },
+            Property("StartedAt", "t", changeSignal: .const) { _ in .uint64(self.startedAt) },
+        ])
+    }
+
+    /// Bytes of the database file and its WAL.
+    func databaseSize() -> UInt64 {
+        ["", "-wal"].reduce(0) { total, suffix in
+            var info = stat()
+            return stat(store.path + suffix, &info) == 0 ? total + UInt64(info.st_size) : total
+        }
+    }
+}
