@@ -36,16 +36,18 @@ let package = Package(
         ),
         // A small, safe Swift API over libdbus: one bus thread, typed values, exported objects.
         .target(name: "DBus", dependencies: ["CDBus"]),
+        // The D-Bus contract's names and error names, declared once for the daemon, BatonKit and baton. No Foundation.
+        .target(name: "BatonContract"),
         // The domain: activity types, activities, scenes, storage values, validation, limits. No D-Bus, no SQL.
-        .target(name: "BatonCore"),
+        .target(name: "BatonCore", dependencies: ["BatonContract"]),
         // Persistence of the domain in SQLite (WAL) through GRDB: one writer connection, one reader.
         .target(name: "BatonStore", dependencies: [
             "BatonCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
         // The org.baton.Handoff1 interfaces: D-Bus to domain, handler calls, the daemon's life cycle.
-        .target(name: "BatonService", dependencies: ["DBus", "BatonCore", "BatonStore"]),
+        .target(name: "BatonService", dependencies: ["DBus", "BatonContract", "BatonCore", "BatonStore"]),
         // The Swift client library for apps: UserActivity, scenes and their storage.
-        .target(name: "BatonKit", dependencies: ["DBus", "BatonCore"]),
+        .target(name: "BatonKit", dependencies: ["DBus", "BatonContract", "BatonCore"]),
         // The reference app's model (books, characters, notes, paths) and its scenes.
         .target(name: "HawkNotes", dependencies: ["BatonKit"]),
         // The daemon, a thin executable over BatonService.
@@ -69,7 +71,7 @@ let package = Package(
         .executableTarget(name: "cli-floor", dependencies: ["CDBus"], path: "Benchmarks/CLIFloor", linkerSettings: packedRelocations),
         // The companion CLI: commands over the bus, tables or JSON. No Foundation, for a fast start.
         .target(name: "BatonCLI", dependencies: [
-            "DBus", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "DBus", "BatonContract", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "baton", dependencies: [
             "BatonCLI", .product(name: "ArgumentParser", package: "swift-argument-parser"),

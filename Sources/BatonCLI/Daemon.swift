@@ -1,3 +1,4 @@
+import BatonContract
 import ArgumentParser
 import BatonCore
 import DBus
@@ -22,8 +23,8 @@ struct CLIError: Error, CustomStringConvertible {
 
 /// The daemon as the CLI talks to it: one connection, calls by interface and member.
 struct Daemon {
-    static let busName = "org.baton.Handoff1"
-    static let root: ObjectPath = "/org/baton/Handoff1"
+    static let busName = Contract.busName
+    static let root = ObjectPath(stringLiteral: Contract.rootPath)
     let connection: Connection
 
     init(address: String?) throws {
@@ -38,7 +39,7 @@ struct Daemon {
 
     func call(_ interface: String, _ member: String, _ arguments: [DBusValue] = [], path: ObjectPath = root) async throws -> [DBusValue] {
         do {
-            return try await connection.call(Self.busName, path, "org.baton.Handoff1." + interface, member, arguments, timeout: .seconds(30))
+            return try await connection.call(Self.busName, path, Contract.busName + "." + interface, member, arguments, timeout: .seconds(30))
         } catch let error as DBusError {
             throw Self.explain(error)
         }
@@ -52,12 +53,12 @@ struct Daemon {
         let options = IdempotentWrite.options(options)
         do {
             return try await IdempotentWrite.run({
-                try await connection.call(Self.busName, Self.root, "org.baton.Handoff1." + interface, member, arguments(options),
+                try await connection.call(Self.busName, Self.root, Contract.busName + "." + interface, member, arguments(options),
                                           timeout: .seconds(30))
             }, retry: { error in
                 switch (error as? DBusError)?.name {
                 case DBusError.Name.noReply, DBusError.Name.timeout: .replyLost
-                case "org.baton.Handoff1.Error." + BatonError.Code.storageUnavailable.rawValue: .storageBusy
+                case BatonError(.storageUnavailable, "").dbusName: .storageBusy
                 default: nil
                 }
             })
@@ -68,8 +69,7 @@ struct Daemon {
 
     /// Turns a D-Bus error into a sentence and an exit status.
     static func explain(_ error: DBusError) -> CLIError {
-        let prefix = "org.baton.Handoff1.Error."
-        guard error.name.hasPrefix(prefix), let code = BatonError.Code(rawValue: String(error.name.dropFirst(prefix.count))) else {
+        guard let code = BatonError(dbusName: error.name, message: error.message)?.code else {
             switch error.name {
             case DBusError.Name.serviceUnknown, DBusError.Name.nameHasNoOwner:
                 return CLIError(description: "batond is not running and the bus cannot start it. Start it with: systemctl --user start batond (or run batond).",

@@ -1,3 +1,4 @@
+import BatonContract
 import ArgumentParser
 import BatonCore
 import DBus
@@ -69,7 +70,7 @@ struct Doctor: AsyncParsableCommand {
         var database = directory + "/baton.sqlite"
         if let daemon, let running = try? await daemon.connection.call(
             Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "Get",
-            [.string("org.baton.Handoff1.Status"), .string("DatabasePath")]).first?.unwrapped.stringValue, !running.isEmpty {
+            [.string(Contract.Interface.status), .string("DatabasePath")]).first?.unwrapped.stringValue, !running.isEmpty {
             database = running
         }
         checks.append(Self.quarantineCheck(database))

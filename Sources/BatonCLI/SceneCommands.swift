@@ -1,3 +1,4 @@
+import BatonContract
 import ArgumentParser
 import BatonCore
 import DBus
@@ -13,7 +14,7 @@ struct Scenes: AsyncParsableCommand {
     static func properties(_ daemon: Daemon, _ path: ObjectPath) async throws -> [String: DBusValue] {
         do {
             return try await daemon.connection.call(
-                Daemon.busName, path, "org.freedesktop.DBus.Properties", "GetAll", [.string("org.baton.Handoff1.Scene")]
+                Daemon.busName, path, "org.freedesktop.DBus.Properties", "GetAll", [.string(Contract.Interface.scene)]
             ).first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
         } catch let error as DBusError {
             throw Daemon.explain(error)
@@ -215,7 +216,7 @@ struct Status: AsyncParsableCommand {
             let activities = try await daemon.call("Activities", "List", [.stringMap([:])]).first?.arrayValue?.count ?? 0
             let scenes = try await daemon.call("Scenes", "ListScenes", [.string("")]).first?.arrayValue?.count ?? 0
             let facts = try await daemon.connection.call(
-                Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "GetAll", [.string("org.baton.Handoff1.Status")]
+                Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "GetAll", [.string(Contract.Interface.status)]
             ).first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
             let owner = (try? await daemon.connection.nameOwner(Daemon.busName)) ?? nil
             var pid: UInt32?

@@ -1,3 +1,4 @@
+import BatonContract
 import Glibc
 
 /// Identifiers: lowercase UUID strings, as the D-Bus contract fixes. New ones are
@@ -178,7 +179,7 @@ public enum ProcessEnvironment {
 /// Where scenes live on the bus, `/org/baton/Handoff1/scene/<id with _ for ->`: the one
 /// rule for a scene's id and its object path, shared by the daemon, BatonKit and the CLI.
 public enum SceneAddress {
-    public static let root = "/org/baton/Handoff1/scene"
+    public static let root = Contract.scenesPath
 
     /// The object path of a scene; `id` is a normalized id, so the path is always valid.
     public static func path(forID id: String) -> String {

@@ -1,3 +1,4 @@
+import BatonContract
 import BatonCore
 import DBus
 import Foundation
@@ -100,7 +101,7 @@ public final class ActivityContinuation: Sendable {
     }
 
     private var handlerInterface: Interface {
-        Interface("org.baton.Handoff1.Handler", methods: [
+        Interface(Contract.Interface.handler, methods: [
             Method("ContinueActivity", in: [Argument("scene", "o"), Argument("activity", "a{sv}")],
                    out: [Argument("storage", "a{sv}")], ordering: .concurrent) { call in
                 let scene = try call.argument(0, as: ObjectPath.self)
@@ -108,17 +109,17 @@ public final class ActivityContinuation: Sendable {
                     throw DBusError.invalidArgs("the activity record lacks id, type or app_id")
                 }
                 guard let handler = self.handlers.withLock({ $0[activity.type]?.1 }) else {
-                    throw DBusError(name: BatonClient.errorPrefix + "UnknownActivityType",
-                                    message: "\(self.appID) does not continue \(activity.type)")
+                    let refusal = BatonError.unknownActivityType("\(self.appID) does not continue \(activity.type)")
+                    throw DBusError(name: refusal.dbusName, message: refusal.message)
                 }
                 let storage = InitialStorage()
                 do {
                     try await handler(ContinuedActivity(
                         activity: activity, scene: SceneHandle(client: self.client, path: scene), storage: storage, client: self.client))
                 } catch let error as PayloadError {
-                    throw DBusError(name: BatonClient.errorPrefix + "InvalidPayload", message: error.description)
+                    throw DBusError(name: BatonError(.invalidPayload, "").dbusName, message: error.description)
                 } catch let error as BatonError {
-                    throw DBusError(name: BatonClient.errorPrefix + error.code.rawValue, message: error.message)
+                    throw DBusError(name: error.dbusName, message: error.message)
                 }
                 return [storage.record]
             },

@@ -1,3 +1,4 @@
+import BatonContract
 import BatonCore
 import DBus
 
@@ -6,10 +7,8 @@ import DBus
 /// Errors the daemon names (`org.baton.Handoff1.Error.*`) come back as `BatonError`
 /// with the same code and message; failures of the bus itself stay `DBusError`.
 public final class BatonClient: Sendable {
-    public static let busName = "org.baton.Handoff1"
-    static let root: ObjectPath = "/org/baton/Handoff1"
-    /// Error names of the contract: `org.baton.Handoff1.Error.<BatonError.Code>`.
-    static let errorPrefix = "org.baton.Handoff1.Error."
+    public static let busName = Contract.busName
+    static let root = ObjectPath(stringLiteral: Contract.rootPath)
 
     /// The underlying bus connection, for apps that also serve objects of their own.
     public let connection: Connection
@@ -27,10 +26,10 @@ public final class BatonClient: Sendable {
 
     func call(_ interface: String, _ member: String, _ arguments: [DBusValue] = [], path: ObjectPath = root) async throws -> [DBusValue] {
         do {
-            return try await connection.call(Self.busName, path, "org.baton.Handoff1." + interface, member, arguments)
-        } catch let error as DBusError where error.name.hasPrefix(Self.errorPrefix) {
-            let code = BatonError.Code(rawValue: String(error.name.dropFirst(Self.errorPrefix.count)))
-            throw BatonError(code ?? .invalidArgument, error.message)
+            return try await connection.call(Self.busName, path, Contract.busName + "." + interface, member, arguments)
+        } catch let error as DBusError {
+            // A contract error comes back as the BatonError it names; the bus's own stay DBusError.
+            throw BatonError(dbusName: error.name, message: error.message) ?? error
         }
     }
 

@@ -1,3 +1,4 @@
+import BatonContract
 import BatonCore
 import DBus
 import Foundation
@@ -26,7 +27,7 @@ public struct SceneHandle: Sendable, Hashable {
     private func property(_ name: String) async throws -> DBusValue? {
         try await client.connection.call(
             BatonClient.busName, path, "org.freedesktop.DBus.Properties", "Get",
-            [.string("org.baton.Handoff1.Scene"), .string(name)]).first?.unwrapped
+            [.string(Contract.Interface.scene), .string(name)]).first?.unwrapped
     }
 
     /// The id of the scene's current activity, if any.
@@ -45,7 +46,7 @@ public struct SceneHandle: Sendable, Hashable {
     /// stream is dropped. Subscribed before it returns: no later change is missed.
     public func changes() async throws -> AsyncStream<StorageChange> {
         let signals = try await client.connection.signals(matching: MatchRule(
-            sender: BatonClient.busName, interface: "org.baton.Handoff1.Scene", member: "StorageChanged", path: path))
+            sender: BatonClient.busName, interface: Contract.Interface.scene, member: Contract.Signal.storageChanged, path: path))
         let (stream, continuation) = AsyncStream<StorageChange>.makeStream()
         let forwarder = Task {
             for await signal in signals {

@@ -1,3 +1,4 @@
+import BatonContract
 import BatonCore
 import BatonStore
 import DBus
@@ -16,14 +17,14 @@ import Synchronization
 /// handler awaits it while the bus thread goes on serving (`.concurrent`), so no call
 /// waits behind a write that waits for the disk. `Continue` also awaits the app's handler.
 public final class HandoffService: Sendable {
-    public static let busName = "org.baton.Handoff1"
-    public static let rootPath: ObjectPath = "/org/baton/Handoff1"
-    public static let registry = "org.baton.Handoff1.Registry"
-    public static let activities = "org.baton.Handoff1.Activities"
-    public static let scenes = "org.baton.Handoff1.Scenes"
-    public static let scene = "org.baton.Handoff1.Scene"
-    public static let handler = "org.baton.Handoff1.Handler"
-    public static let status = "org.baton.Handoff1.Status"
+    public static let busName = Contract.busName
+    public static let rootPath = ObjectPath(stringLiteral: Contract.rootPath)
+    public static let registry = Contract.Interface.registry
+    public static let activities = Contract.Interface.activities
+    public static let scenes = Contract.Interface.scenes
+    public static let scene = Contract.Interface.scene
+    public static let handler = Contract.Interface.handler
+    public static let status = Contract.Interface.status
 
     let connection: Connection
     let store: Store

@@ -1,12 +1,11 @@
+import BatonContract
 import BatonCore
 import DBus
 
 /// Domain errors as the contract names them: `org.baton.Handoff1.Error.<Code>`.
 extension BatonError: DBusErrorConvertible {
-    public static let namePrefix = "org.baton.Handoff1.Error."
-
     public var dbusError: DBusError {
-        DBusError(name: Self.namePrefix + code.rawValue, message: message)
+        DBusError(name: dbusName, message: message)
     }
 }
 
