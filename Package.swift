@@ -26,6 +26,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // libdbus-1 through pkg-config; Debian's package is libdbus-1-dev.
@@ -44,8 +46,12 @@ let package = Package(
         .target(name: "BatonStore", dependencies: [
             "BatonCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
-        // The org.baton.Handoff1 interfaces: D-Bus to domain, handler calls, the daemon's life cycle.
-        .target(name: "BatonService", dependencies: ["DBus", "BatonContract", "BatonCore", "BatonStore"]),
+        // The org.baton.Handoff1 interfaces: D-Bus to domain, handler calls, the daemon's life as Services in a ServiceGroup.
+        .target(name: "BatonService", dependencies: [
+            "DBus", "BatonContract", "BatonCore", "BatonStore",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         // The Swift client library for apps: UserActivity, scenes and their storage.
         .target(name: "BatonKit", dependencies: ["DBus", "BatonContract", "BatonCore"]),
         // The reference app's model (books, characters, notes, paths) and its scenes.

@@ -1,6 +1,7 @@
 import BatonCore
 import BatonStore
 import DBus
+import Logging
 
 extension HandoffService {
     /// `org.baton.Handoff1.Activities`: what users are doing. Writes are `.concurrent`: the

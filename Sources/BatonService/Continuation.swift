@@ -1,6 +1,7 @@
 import BatonCore
 import BatonStore
 import DBus
+import Logging
 
 extension HandoffService {
     /// `Continue`: opens (or continues into) a scene for the activity's app, asks the

@@ -1,9 +1,9 @@
 import BatonCore
 import BatonStore
 import DBus
-import Dispatch
 import Glibc
-import Synchronization
+import Logging
+import ServiceLifecycle
 
 /// Everything `batond` needs to run, as its command line sets it.
 public struct DaemonOptions: Sendable {
@@ -24,113 +24,137 @@ public struct DaemonOptions: Sendable {
     public init() {}
 }
 
-/// The daemon's life: open the database, serve the bus, stop cleanly on SIGTERM/SIGINT.
+/// batond, built and ready to run: its services in one `ServiceGroup` that stops them
+/// gracefully on SIGTERM or SIGINT (the bus first, so every call taken is answered, then
+/// housekeeping), and the store they share, to close once the group has returned.
+public struct BuiltDaemon: Sendable {
+    public let group: ServiceGroup
+    public let store: Store
+    public let service: HandoffService
+
+    /// Runs the services until a stop signal or the loss of the bus, then closes the store.
+    public func run() async throws {
+        defer { try? store.close() }
+        try await group.run()
+    }
+}
+
+/// Why batond could not start, as a sentence for its log.
+public struct DaemonStartError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// Opens the database (moving aside a damaged one) and the bus connection, and assembles
+/// the services; nothing is served until `run()`. `batond` runs it; tests can drive it in
+/// process.
+public func buildDaemon(_ options: DaemonOptions, environment: [String: String], logger: Logger) throws -> BuiltDaemon {
+    let store: Store
+    do {
+        guard let path = options.database ?? Store.defaultPath(environment: environment) else {
+            throw DaemonStartError(description: "neither XDG_STATE_HOME nor HOME is set; pass --database PATH")
+        }
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            let directory = String(path[..<slash])
+            if options.database == nil || access(directory, F_OK) != 0 {
+                // The default location (or a missing one) is ours to create and to keep private.
+                try Store.prepareDirectory(directory)
+            } else {
+                try Store.checkWritableOnlyByOwner(directory)
+            }
+        }
+        let moved: Quarantine.Moved?
+        (store, moved) = try Quarantine.openStore(path: path, limits: options.limits)
+        if let moved { logger.warning("\(moved.advice)") }
+    } catch let error as DaemonStartError {
+        throw error
+    } catch {
+        throw DaemonStartError(description: "\(error)")
+    }
+
+    let connection: Connection
+    do {
+        connection = try Connection(options.bus) { logger.error("\($0)") }
+    } catch {
+        try? store.close()
+        throw DaemonStartError(description: "cannot connect to the session bus: \(error.message)")
+    }
+    let service = HandoffService(
+        connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller)
+    let bus = BusService(service: service, connection: connection, systemd: SystemdNotifier(environment: environment), logger: logger)
+    let housekeeping = HousekeepingService(service: service, period: options.purgePeriod)
+    var configuration = ServiceGroupConfiguration(
+        // Stopped in reverse order: the bus first (it drains), then housekeeping.
+        services: [
+            .init(service: housekeeping),
+            // The bus going away ends the daemon cleanly, as a stop signal does.
+            .init(service: bus, successTerminationBehavior: .gracefullyShutdownGroup),
+        ],
+        gracefulShutdownSignals: [.sigterm, .sigint],
+        logger: logger)
+    configuration.maximumGracefulShutdownDuration = .seconds(15)
+    return BuiltDaemon(group: ServiceGroup(configuration: configuration), store: store, service: service)
+}
+
+/// `org.baton.Handoff1` on the bus, from owning the name until a stop request (or the loss
+/// of the bus), then draining: every call taken gets its reply before the connection closes.
+struct BusService: Service {
+    let service: HandoffService
+    let connection: Connection
+    let systemd: SystemdNotifier
+    let logger: Logger
+
+    func run() async throws {
+        try await service.start()
+        // Pinged from the bus thread itself: if it is stuck, the pings stop and systemd restarts batond.
+        let watchdog = systemd.watchdogInterval.map { connection.repeatOnBusThread(every: $0) { systemd.watchdog() } }
+        defer { watchdog?.cancel() }
+        systemd.ready(status: "serving \(HandoffService.busName) from \(service.store.path)")
+
+        await withTaskGroup(of: Bool.self) { waiting in
+            waiting.addTask { (try? await gracefulShutdown()) != nil }
+            waiting.addTask {
+                await connection.waitUntilClosed()
+                return false
+            }
+            if await waiting.next() == true {
+                systemd.stopping(status: "stopping; finishing calls in flight")
+                logger.info("stopping; finishing calls in flight")
+                if !(await service.stop()) { logger.warning("calls were still in flight after 5 s; stopping without their replies") }
+            } else {
+                logger.warning("the bus connection closed; stopping")
+            }
+            connection.close()
+            waiting.cancelAll()
+        }
+        await connection.waitUntilClosed()
+        logger.info("stopped")
+    }
+}
+
+/// Purges expired activities, merges the search index, forgets old request ids and
+/// truncates the WAL when idle, every `period`, until the group stops.
+struct HousekeepingService: Service {
+    let service: HandoffService
+    let period: Duration
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await service.runHousekeeping(period: period)
+        }
+    }
+}
+
+/// The daemon's life, for `batond`: build, run, exit status.
 public enum Daemon {
     /// Runs until a signal or the loss of the bus; returns the exit status.
     public static func run(_ options: DaemonOptions, environment: [String: String]) async -> Int32 {
-        let log = Log(verbose: options.verbose)
-        // Before anything can make us visible: a SIGTERM that arrives once the name is
-        // owned must stop us cleanly, not by the default action.
-        let stopSignals = SignalWatcher([SIGTERM, SIGINT])
-        let store: Store
+        let logger = Logger.batond(verbose: options.verbose)
         do {
-            guard let path = options.database ?? Store.defaultPath(environment: environment) else {
-                log.error("neither XDG_STATE_HOME nor HOME is set; pass --database PATH")
-                return 1
-            }
-            if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
-                let directory = String(path[..<slash])
-                if options.database == nil || access(directory, F_OK) != 0 {
-                    // The default location (or a missing one) is ours to create and to keep private.
-                    try Store.prepareDirectory(directory)
-                } else {
-                    try Store.checkWritableOnlyByOwner(directory)
-                }
-            }
-            let moved: Quarantine.Moved?
-            (store, moved) = try Quarantine.openStore(path: path, limits: options.limits)
-            if let moved { log.warning(moved.advice) }
+            try await buildDaemon(options, environment: environment, logger: logger).run()
+            return 0
         } catch {
-            log.error("\(error)")
+            logger.error("\(error)")
             return 1
         }
-
-        let connection: Connection
-        do {
-            connection = try Connection(options.bus) { log.error($0) }
-        } catch {
-            log.error("cannot connect to the session bus: \(error.message)")
-            return 1
-        }
-        let service = HandoffService(
-            connection: connection, store: store, log: log, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller)
-        do {
-            try await service.start()
-        } catch {
-            log.error("cannot start: \(error)")
-            connection.close()
-            return 1
-        }
-
-        let systemd = SystemdNotifier(environment: environment)
-        // Pinged from the bus thread itself: if it is stuck, the pings stop and systemd restarts batond.
-        let watchdog = systemd.watchdogInterval.map { connection.repeatOnBusThread(every: $0) { systemd.watchdog() } }
-        systemd.ready(status: "serving \(HandoffService.busName) from \(store.path)")
-        let purger = Task { await service.runHousekeeping(period: options.purgePeriod) }
-        let signal = await stopSignals.first(orClosing: connection)
-        purger.cancel()
-        if let signal {
-            systemd.stopping(status: "received signal \(signal); finishing calls in flight")
-            log.info("received signal \(signal); finishing calls in flight")
-            if !(await service.stop()) { log.warning("calls were still in flight after 5 s; stopping without their replies") }
-        } else {
-            log.warning("the bus connection closed; stopping")
-        }
-        watchdog?.cancel()
-        connection.close()
-        await connection.waitUntilClosed()
-        do {
-            try store.close()
-        } catch {
-            log.error("closing the database: \(error)")
-        }
-        log.info("stopped")
-        return 0
-    }
-
-}
-
-/// Turns stop signals into an awaitable event, from the moment it is created.
-final class SignalWatcher: Sendable {
-    private let stream: AsyncStream<Int32?>
-    private let continuation: AsyncStream<Int32?>.Continuation
-    private let sources: Mutex<[any DispatchSourceSignal]>
-
-    init(_ signals: [Int32]) {
-        (stream, continuation) = AsyncStream<Int32?>.makeStream()
-        var sources: [any DispatchSourceSignal] = []
-        for number in signals {
-            Glibc.signal(number, SIG_IGN)  // Dispatch sees it; the default action would kill us first.
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [continuation] in continuation.yield(number) }
-            source.resume()
-            sources.append(source)
-        }
-        self.sources = Mutex(sources)
-    }
-
-    /// The first signal received, or nil if the connection closes first.
-    func first(orClosing connection: Connection) async -> Int32? {
-        let watcher = Task { [continuation] in
-            await connection.waitUntilClosed()
-            continuation.yield(nil)
-        }
-        var iterator = stream.makeAsyncIterator()
-        let first = await iterator.next() ?? nil
-        watcher.cancel()
-        sources.withLock { sources in
-            for source in sources { source.cancel() }
-        }
-        return first
     }
 }

@@ -3,6 +3,7 @@ import BatonCore
 import BatonStore
 import DBus
 import Glibc
+import Logging
 import Synchronization
 
 /// `org.baton.Handoff1` on a bus connection: the Registry, Activities and Scenes
@@ -28,7 +29,7 @@ public final class HandoffService: Sendable {
 
     let connection: Connection
     let store: Store
-    let log: Log
+    let log: Logger
     let handlerTimeout: Duration
     var limits: Limits { store.limits }
     /// Scenes that came back from the database when the daemon started.
@@ -41,7 +42,7 @@ public final class HandoffService: Sendable {
     let commits: CommitQueue
 
     /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
-    public init(connection: Connection, store: Store, log: Log, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256) {
+    public init(connection: Connection, store: Store, log: Logger, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256) {
         self.connection = connection
         self.store = store
         self.log = log

@@ -1,6 +1,7 @@
 import BatonCore
 import BatonStore
 import DBus
+import Logging
 
 extension HandoffService {
     /// `org.baton.Handoff1.Registry`: which apps own which activity types.

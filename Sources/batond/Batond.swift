@@ -16,8 +16,9 @@ struct Batond: AsyncParsableCommand {
             which batond creates with mode 0700 and refuses if other users can reach it. \
             Every acknowledged write is committed first.
 
-            Logs go to stderr with journald priorities. SIGTERM or SIGINT let calls in flight \
-            finish, then batond stops cleanly.
+            Logs go to stderr, with journald priorities when stderr is the journal. On SIGTERM \
+            or SIGINT batond stops taking calls, answers every call it took, and exits 0. \
+            Under systemd it reports READY, STATUS and STOPPING and pings the watchdog.
             """)
 
     @Option(name: .long, help: ArgumentHelp(

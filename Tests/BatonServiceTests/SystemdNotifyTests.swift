@@ -67,10 +67,10 @@ struct SystemdNotifyTests {
         daemon.kill(SIGTERM)
         var message = notify.next()
         while message == "WATCHDOG=1" { message = notify.next() }
-        #expect(message?.hasPrefix("STOPPING=1\nSTATUS=received signal 15") == true, "\(message ?? "nothing")")
+        #expect(message?.hasPrefix("STOPPING=1\nSTATUS=stopping") == true, "\(message ?? "nothing")")
         #expect(await daemon.wait() == 0)
         // Not the journal: plain lines, no <N> prefixes.
-        #expect(world.daemonLog.contains("batond: received signal 15") && !world.daemonLog.contains("<6>"), "\(world.daemonLog)")
+        #expect(world.daemonLog.contains("batond: stopping; finishing calls in flight") && !world.daemonLog.contains("<6>"), "\(world.daemonLog)")
     }
 
     /// With stderr the journal (JOURNAL_STREAM names its device and inode), lines carry priorities.
