@@ -66,7 +66,9 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "TestSupport", "batond", "hawk-notes", "baton"]),
+        .testTarget(name: "BatonServiceTests", dependencies: [
+            "BatonService", "TestSupport", "batond", "hawk-notes", "baton", .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
         .testTarget(name: "BatonCLITests", dependencies: ["TestSupport", "baton", "batond"], exclude: ["Snapshots"]),
         .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes", "TestSupport", "batond", "hawk-notes"]),
