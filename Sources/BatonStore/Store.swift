@@ -44,7 +44,11 @@ public final class Store: Sendable {
     /// The file and its `-wal` and `-shm` are made 0600 whatever the umask or their earlier
     /// mode. Its directory must already be safe; see `prepareDirectory`.
     public init(path: String, limits: Limits = .default) throws {
-        try Self.makePrivate(path)
+        // Before any connection of this process opens them: closing a descriptor of a file
+        // drops every POSIX lock the process holds on it, SQLite's own included. Closed after
+        // the writer had opened the WAL index (-shm), another program's sqlite3 took itself
+        // for the last user, truncated the index, and batond died of SIGBUS (seen under load).
+        for suffix in ["", "-wal", "-shm"] { try Self.makePrivate(path + suffix) }
         var configuration = Configuration()
         configuration.label = "baton.writer"
         configuration.journalMode = .wal
@@ -61,8 +65,6 @@ public final class Store: Sendable {
         do {
             writer = try DatabaseQueue(path: path, configuration: configuration)
             try Schema.migrator.migrate(writer)
-            // The WAL and its index exist once the file is in WAL mode.
-            for suffix in ["-wal", "-shm"] { try Self.makePrivate(path + suffix) }
 
             var readOnly = Configuration()
             readOnly.label = "baton.reader"

@@ -140,3 +140,27 @@ struct StressTests {
         #expect(try await world.activityCount() <= 40)
     }
 }
+
+extension StressTests {
+    /// Another program reading the database (the sqlite3 shell) while batond writes. Once,
+    /// batond closed a descriptor of its WAL index after opening the database, which dropped
+    /// its locks on it: the shell then took itself for the last user, truncated the index,
+    /// and batond died of SIGBUS.
+    @Test func anotherProgramReadingTheDatabaseDoesNotHurtBatond() async throws {
+        let world = try DaemonWorld()
+        defer { world.close() }
+        try await world.startDaemon()
+        try await world.register(requiredKeys: "")
+        let sqlite = try Executables.require("sqlite3", package: "sqlite3")
+        let writes = Task {
+            for index in 0..<2_000 { _ = try await world.advertise("note \(index)") }
+        }
+        for _ in 0..<40 {
+            let counted = try await world.run(sqlite, [world.database, "SELECT COUNT(*) FROM activity"])
+            #expect(counted.status == 0, "\(counted)")
+        }
+        try await writes.value
+        #expect(try await world.activityCount() == 2_000)
+        #expect(world.daemon?.process.hasExited == false, "\(world.daemonLog)")
+    }
+}

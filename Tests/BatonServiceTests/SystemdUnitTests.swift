@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The shipped unit under a real `systemd --user` (in a private mount namespace, see
+/// shared/FIELD-NOTES.md), with its D-Bus session bus: Tests/Scripts/systemd-user-test.sh
+/// does the steps and prints what it saw as key=value lines; this test holds them to the
+/// contract. A machine where the user manager cannot start fails here, with the reason.
+@Suite(.serialized)
+struct SystemdUnitTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func theHardenedUnitRunsBatondUnderARealUserManager() async throws {
+        let work = try TemporaryDirectory.make(prefix: "baton-systemd")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let unshare = try Executables.require("unshare", package: "util-linux")
+        let result = try await Executables.run(unshare, [
+            "-m", Self.repository.appendingPathComponent("Tests/Scripts/systemd-user-test.sh").path, work.path,
+            try Executables.built("batond"), Self.repository.appendingPathComponent("systemd/batond.service").path,
+        ], timeout: .seconds(120))
+        var seen: [String: String] = [:]
+        for line in result.stdout.split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            seen[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        let report = "\(result)"
+        #expect(seen["error"] == nil, "\(report)")
+        try #require(seen["manager"] == "running" || seen["manager"] == "degraded", "the user manager did not start: \(report)")
+        // systemd-analyze security: "OK" is 3.5 or less.
+        #expect((Double(seen["score"] ?? "") ?? 10) <= 3.5, "\(report)")
+        // systemctl --user start, under the unit's sandbox, serving.
+        #expect(seen["started"] == "active", "\(report)")
+        #expect(seen["nonewprivs"] == "1" && seen["seccomp"] == "2", "\(report)")
+        #expect(seen["status"]?.hasPrefix("serving org.baton.Handoff1") == true, "\(report)")
+        #expect(seen["register"] == "ok" && seen["advertised"]?.count == 36 && seen["get"] == "1", "\(report)")
+        // D-Bus activation through SystemdService=.
+        #expect(seen["stopped"] == "inactive" && seen["activated_call"] == "1" && seen["activated"] == "active", "\(report)")
+        // A batond that stops answering is killed by the watchdog and restarted.
+        #expect(seen["watchdog_restarted"] == "yes" && seen["watchdog_result"] == "watchdog" && seen["restarts"] == "1", "\(report)")
+        // systemctl --user stop during a burst: exit 0, every acknowledged write stored, every stored write acknowledged.
+        #expect(seen["stop_status"] == "0", "\(report)")
+        #expect((Int(seen["burst_stored"] ?? "") ?? 0) >= 100, "\(report)")
+        #expect(seen["acked_not_stored"] == "0" && seen["stored_not_acked"] == "0", "\(report)")
+    }
+}

@@ -1,0 +1,121 @@
+#!/bin/bash
+# Run by BatonServiceTests/SystemdUnitTests inside a private mount namespace (unshare -m): a real systemd --user
+# with its D-Bus session bus, batond's unit and activation file installed into a temporary
+# runtime directory, and the checks the test asserts on, printed as key=value lines.
+# Usage: systemd-user-test.sh WORK_DIR BATOND UNIT_FILE
+set -u
+T=$1; BATOND=$2; UNIT=$3
+export XDG_RUNTIME_DIR=$T/rt HOME=$T/home
+mkdir -m 700 -p "$XDG_RUNTIME_DIR/systemd/user" "$XDG_RUNTIME_DIR/dbus-1/services" "$T/state" "$HOME"
+say() { echo "$1=$2"; }
+# The user manager runs where /run/systemd/system exists: only in this namespace.
+mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system || { say error "cannot mount /run/systemd"; exit 0; }
+/lib/systemd/systemd --user > "$T/manager.log" 2>&1 &
+manager=$!
+for _ in $(seq 200); do
+    state=$(systemctl --user is-system-running 2>/dev/null)
+    [ "$state" = running ] || [ "$state" = degraded ] && break
+    sleep 0.05
+done
+say manager "$(systemctl --user is-system-running 2>&1)"
+systemctl --user start dbus.socket
+export DBUS_SESSION_BUS_ADDRESS=unix:path=$XDG_RUNTIME_DIR/bus
+
+# The shipped unit, run from the built batond on a database of the test's.
+sed -e "s|^ExecStart=.*|ExecStart=$BATOND --database $T/state/baton.sqlite|" "$UNIT" > "$XDG_RUNTIME_DIR/systemd/user/batond.service"
+printf '[D-BUS Service]\nName=org.baton.Handoff1\nExec=%s --database %s\nSystemdService=batond.service\n' \
+    "$BATOND" "$T/state/baton.sqlite" > "$XDG_RUNTIME_DIR/dbus-1/services/org.baton.Handoff1.service"
+# Its log in a file the test can read (there is no journal in this namespace).
+mkdir -p "$XDG_RUNTIME_DIR/systemd/user/batond.service.d"
+printf '[Service]\nStandardError=append:%s\n' "$T/batond.log" > "$XDG_RUNTIME_DIR/systemd/user/batond.service.d/log.conf"
+systemctl --user daemon-reload
+busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig >/dev/null 2>&1
+say score "$(systemd-analyze security --user --offline=yes "$XDG_RUNTIME_DIR/systemd/user/batond.service" 2>/dev/null | awk '/Overall exposure level/ {print $(NF-2)}')"
+
+# 1. systemctl --user start, under the unit's sandbox.
+systemctl --user start batond
+say started "$(systemctl --user is-active batond)"
+pid=$(systemctl --user show -p MainPID --value batond)
+say nonewprivs "$(awk '/^NoNewPrivs/ {print $2}' /proc/$pid/status)"
+say seccomp "$(awk '/^Seccomp:/ {print $2}' /proc/$pid/status)"
+say status "$(systemctl --user show -p StatusText --value batond)"
+busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff1.Registry RegisterActivityType 'ssa{ss}' \
+    com.example.notes.document com.example.notes 0 >/dev/null 2>&1 && say register ok || say register failed
+id=$(busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff1.Activities Advertise 'sssa{ss}' \
+    com.example.notes.document "Chapter 3" '{"id":"c3"}' 0 2>&1 | cut -d'"' -f2)
+say advertised "$id"
+say get "$(busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff1.Activities Get s "$id" 2>&1 | grep -c 'Chapter 3')"
+
+# 2. D-Bus activation through SystemdService=: stopped, then started by a call.
+systemctl --user stop batond
+say stopped "$(systemctl --user is-active batond)"
+say activated_call "$(busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff1.Activities Get s "$id" 2>&1 | grep -c 'Chapter 3')"
+say activated "$(systemctl --user is-active batond)"
+
+# 3. The watchdog: a batond that stops answering is killed and restarted (WatchdogSec shortened).
+mkdir -p "$XDG_RUNTIME_DIR/systemd/user/batond.service.d"
+# A stopped process ignores the watchdog's SIGABRT until systemd follows up with SIGKILL.
+printf '[Service]\nWatchdogSec=2s\nRestartSec=100ms\nTimeoutAbortSec=1s\n' > "$XDG_RUNTIME_DIR/systemd/user/batond.service.d/watchdog.conf"
+systemctl --user daemon-reload
+systemctl --user restart batond
+before=$(systemctl --user show -p MainPID --value batond)
+kill -STOP "$before"
+result=
+for _ in $(seq 400); do
+    seen=$(systemctl --user show -p Result --value batond)
+    [ "$seen" != success ] && result=$seen
+    after=$(systemctl --user show -p MainPID --value batond)
+    [ "$after" != "$before" ] && [ "$after" != 0 ] && [ "$(systemctl --user is-active batond)" = active ] && break
+    sleep 0.05
+done
+say watchdog_restarted "$([ "$after" != "$before" ] && [ "$after" != 0 ] && echo yes || echo no)"
+say watchdog_result "$result"
+say restarts "$(systemctl --user show -p NRestarts --value batond)"
+rm "$XDG_RUNTIME_DIR/systemd/user/batond.service.d/watchdog.conf"
+systemctl --user daemon-reload
+systemctl --user restart batond
+
+# 4. systemctl --user stop during a burst of writes from several clients.
+/usr/bin/python3 - "$T" <<'PY' &
+import dbus, sys, threading
+acked, lock, stop = [], threading.Lock(), threading.Event()
+def burst(n):
+    bus = dbus.bus.BusConnection(__import__("os").environ["DBUS_SESSION_BUS_ADDRESS"])
+    for call in range(100000):
+        # Once the stop has begun, no new calls: a call now would start batond again (activation).
+        if __import__("os").path.exists(sys.argv[1] + "/stopping"):
+            return
+        title = f"burst {n} {call}"
+        try:
+            bus.call_blocking("org.baton.Handoff1", "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Advertise",
+                              "sssa{ss}", ("com.example.notes.document", title, "{}", {}), timeout=20)
+        except dbus.exceptions.DBusException as error:
+            with lock: acked.append("ERROR " + error.get_dbus_name())
+            return
+        with lock: acked.append(title)
+threads = [threading.Thread(target=burst, args=(n,)) for n in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+open(sys.argv[1] + "/acked", "w").write("\n".join(acked) + "\n")
+PY
+client=$!
+SECONDS=0
+for _ in $(seq 400); do
+    [ "$(sqlite3 "$T/state/baton.sqlite" "SELECT COUNT(*) FROM activity WHERE title LIKE 'burst %'" 2>/dev/null)" -ge 100 ] 2>/dev/null && break
+    sleep 0.05
+done
+say burst_seconds "$SECONDS"
+say burst_before_stop "$(sqlite3 "$T/state/baton.sqlite" "SELECT COUNT(*) FROM activity WHERE title LIKE 'burst %'")"
+touch "$T/stopping"
+systemctl --user stop batond
+say stop_status "$(systemctl --user show -p ExecMainStatus --value batond)"
+wait $client
+sqlite3 "$T/state/baton.sqlite" "SELECT title FROM activity WHERE title LIKE 'burst %'" | sort > "$T/stored"
+grep '^burst ' "$T/acked" | sort > "$T/answered"
+say burst_stored "$(wc -l < "$T/stored")"
+say acked_not_stored "$(comm -13 "$T/stored" "$T/answered" | wc -l)"
+say stored_not_acked "$(comm -23 "$T/stored" "$T/answered" | wc -l)"
+say burst_errors "$(grep '^ERROR' "$T/acked" | sort | uniq -c | tr '\n' ';')"
+say drain_timeouts "$(grep -c 'still in flight' "$T/batond.log")"
+say log_tail "$(tail -3 "$T/batond.log" | tr '\n' '|')"
+kill $manager
