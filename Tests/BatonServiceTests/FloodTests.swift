@@ -63,7 +63,8 @@ struct FloodTests {
         let start = clock.now
         #expect(try await world.activityCount() == 1)
         _ = try await world.advertise("Jamie")
-        #expect(clock.now - start < .seconds(2))
+        // Generous, for a loaded machine: at once, here, when alone.
+        #expect(clock.now - start < .seconds(5))
         #expect(answered.all.values.reduce(0, +) == 44, "\(answered.all)")
 
         // The app goes away: the waiting calls fail as HandlerFailed, and the flooder may call again.

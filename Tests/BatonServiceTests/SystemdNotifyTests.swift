@@ -62,7 +62,8 @@ struct SystemdNotifyTests {
         let clock = ContinuousClock()
         let start = clock.now
         for _ in 0..<5 { #expect(notify.next(timeout: .seconds(2)) == "WATCHDOG=1") }
-        #expect(clock.now - start < .seconds(2))
+        // About 1 s; generous, for a loaded machine (a ping every 2 s would take 10).
+        #expect(clock.now - start < .seconds(4))
 
         daemon.kill(SIGTERM)
         var message = notify.next()
