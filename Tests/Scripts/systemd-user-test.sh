@@ -118,4 +118,22 @@ say stored_not_acked "$(comm -23 "$T/stored" "$T/answered" | wc -l)"
 say burst_errors "$(grep '^ERROR' "$T/acked" | sort | uniq -c | tr '\n' ';')"
 say drain_timeouts "$(grep -c 'still in flight' "$T/batond.log")"
 say log_tail "$(tail -3 "$T/batond.log" | tr '\n' '|')"
+# 5. A batond that cannot start (its database in a directory others can write) stops being
+#    retried after StartLimitBurst=5 failed starts within StartLimitIntervalSec=60. Restarts 3 s
+#    apart never make 5 within systemd's default 10 s window: only the unit's own limit stops them.
+mkdir -m 1777 "$T/shared"
+printf '[Service]\nExecStart=\nExecStart=%s --database %s\nRestartSec=3s\n' "$BATOND" "$T/shared/baton.sqlite" \
+    > "$XDG_RUNTIME_DIR/systemd/user/batond.service.d/broken.conf"
+systemctl --user daemon-reload
+systemctl --user reset-failed batond 2>/dev/null
+systemctl --user start batond 2>/dev/null
+# Settled once it is failed and no restart is pending (5 starts, 3 s apart).
+for _ in $(seq 500); do
+    [ "$(systemctl --user is-active batond)" = failed ] && [ "$(grep -c 'other users can write to it' "$T/batond.log")" -ge 5 ] && break
+    sleep 0.05
+done
+sleep 4   # a sixth start would come within RestartSec (3 s)
+say start_limit_state "$(systemctl --user is-active batond)"
+say start_attempts "$(grep -c 'other users can write to it' "$T/batond.log")"
+say start_limit_result "$(systemctl --user show -p Result --value batond)"
 kill $manager
