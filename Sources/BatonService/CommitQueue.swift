@@ -69,8 +69,9 @@ final class CommitQueue: Sendable {
         switch next {
         case .nothing: break
         case .here(let lone):
-            let results = try? store.writingHereIfFree { $0.insert(batch: [lone.activity], requests: [lone.request]) }
-            if let result = results?.first, !Self.wouldBlock(result) {
+            // nil, or thrown by the insert: the lock was taken and nothing written; queue it.
+            let results = try? store.writingHereIfFree { try $0.insert(batch: [lone.activity], requests: [lone.request]) }
+            if let result = results?.first {
                 lone.continuation.resume(with: result)
                 return
             }
@@ -86,11 +87,6 @@ final class CommitQueue: Sendable {
         }
     }
 
-    /// True for the result of a write that found the lock taken and wrote nothing.
-    private static func wouldBlock(_ result: Result<Store.Inserted, any Error>) -> Bool {
-        if case .failure(let error) = result { return Store.isWouldBlock(error) }
-        return false
-    }
 
     /// On the writer thread: commits batches until none is queued.
     private func drain() {
@@ -102,7 +98,14 @@ final class CommitQueue: Sendable {
                 return batch
             }
             guard let oldest = batch.map(\.queuedAt).min() else { return }
-            let results = store.withLockDeadline(queuedAt: oldest) { store.insert(batch: batch.map(\.activity), requests: batch.map(\.request)) }
+            let results: [Result<Store.Inserted, any Error>]
+            do {
+                results = try store.withLockDeadline(queuedAt: oldest) {
+                    try store.insert(batch: batch.map(\.activity), requests: batch.map(\.request))
+                }
+            } catch {
+                results = batch.map { _ in .failure(error) }
+            }
             for (waiting, result) in zip(batch, results) { waiting.continuation.resume(with: result) }
         }
     }

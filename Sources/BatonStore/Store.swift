@@ -45,9 +45,8 @@ public final class Store: Sendable {
     /// mode. Its directory must already be safe; see `prepareDirectory`.
     public init(path: String, limits: Limits = .default) throws {
         // Before any connection of this process opens them: closing a descriptor of a file
-        // drops every POSIX lock the process holds on it, SQLite's own included. Closed after
-        // the writer had opened the WAL index (-shm), another program's sqlite3 took itself
-        // for the last user, truncated the index, and batond died of SIGBUS (seen under load).
+        // drops every POSIX lock the process holds on it, SQLite's lock on the WAL index
+        // included, and another program could then truncate the index under our mapping.
         for suffix in ["", "-wal", "-shm"] { try Self.makePrivate(path + suffix) }
         var configuration = Configuration()
         configuration.label = "baton.writer"
@@ -214,9 +213,6 @@ public final class Store: Sendable {
     public func startWriting(_ work: @escaping @Sendable (Store) -> Void) {
         writerThread.start { work(self) }
     }
-
-    /// True for the error of a write tried on its caller's thread that found the lock taken.
-    public static func isWouldBlock(_ error: any Error) -> Bool { error is WriterThread.WouldBlock }
 
     /// Runs `work` on the calling thread if no write is queued and the database's lock is
     /// free at once; nil, with nothing written, when the caller should queue it instead.

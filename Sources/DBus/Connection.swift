@@ -315,14 +315,19 @@ public final class Connection: Sendable {
     /// and returns when every call received before has been answered, or after `timeout`.
     /// Returns false when the timeout came first.
     public func drain(refusing refusal: DBusError, timeout: Duration) async -> Bool {
-        await withCheckedContinuation { continuation in
+        let timer = Mutex<Task<Void, Never>?>(nil)
+        let drained = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let answer = ResumeOnce(continuation)
             loop.submit({ [loop] in loop.drain(refusing: refusal) { answer.resume(true) } }, ifClosed: { answer.resume(true) })
-            Task {
-                try? await Task.sleep(for: timeout)
-                answer.resume(false)
+            timer.withLock {
+                $0 = Task {
+                    try? await Task.sleep(for: timeout)
+                    answer.resume(false)
+                }
             }
         }
+        timer.withLock { $0?.cancel() }
+        return drained
     }
 
     /// The introspection XML this connection serves for `path`.

@@ -121,6 +121,9 @@ struct DamagedDatabaseTests {
         #expect(advertised == Self.corruptName)
         #expect(!world.daemonLog.contains("failed to handle"))
         let baton = try Executables.built("baton")
+        // The CLI: its own exit status for the disk's errors, and where to look.
+        let fromCLI = try await world.run(baton, ["activities", "list"])
+        #expect(fromCLI.status == 7 && fromCLI.stderr.contains("baton doctor"), "\(fromCLI)")
         let before = try await world.run(baton, ["doctor"])
         #expect(before.stdout.contains("found damaged while batond used it"), "\(before)")
         #expect(await world.stopDaemon() == 0)
