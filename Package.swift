@@ -38,10 +38,11 @@ let package = Package(
         ),
         // A small, safe Swift API over libdbus: one bus thread, typed values, exported objects.
         .target(name: "DBus", dependencies: ["CDBus"]),
-        // The D-Bus contract's names and error names, declared once for the daemon, BatonKit and baton. No Foundation.
-        .target(name: "BatonContract"),
         // The domain: activity types, activities, scenes, storage values, validation, limits. No D-Bus, no SQL.
-        .target(name: "BatonCore", dependencies: ["BatonContract"]),
+        .target(name: "BatonCore"),
+        // The D-Bus contract declared once for the daemon, BatonKit and baton: names, paths, methods and
+        // signals with their arguments, records, scene values, the error mapping both ways. No Foundation.
+        .target(name: "BatonContract", dependencies: ["DBus", "BatonCore"]),
         // Persistence of the domain in SQLite (WAL) through GRDB: one writer connection, one reader.
         .target(name: "BatonStore", dependencies: [
             "BatonCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
@@ -65,6 +66,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["DBus"], path: "Tests/TestSupport"),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
+        .testTarget(name: "BatonContractTests", dependencies: ["BatonContract", "BatonCore", "DBus", "CDBus"]),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "BatonServiceTests", dependencies: [
             "BatonService", "TestSupport", "batond", "hawk-notes", "baton", .product(name: "Logging", package: "swift-log"),

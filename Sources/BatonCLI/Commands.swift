@@ -1,3 +1,4 @@
+import BatonContract
 import ArgumentParser
 import BatonCore
 import DBus
@@ -54,6 +55,9 @@ extension Dictionary where Key == String, Value == DBusValue {
     func text(_ key: String) -> String { self[key]?.stringValue ?? "" }
 }
 
+/// The fields of the contract's records, by name.
+private typealias Key = Records.Key
+
 // MARK: - types
 
 struct Types: AsyncParsableCommand {
@@ -66,10 +70,10 @@ struct Types: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                let records = try await global.daemon().call("Registry", "ListActivityTypes").first?.arrayValue ?? []
+                let records = try await global.daemon().call(Contract.Registry.listActivityTypes).first?.arrayValue ?? []
                 printRecords(records, global.output, headers: ["TYPE", "APP", "HANDLER", "REQUIRED KEYS"]) { r in
-                    [r.text("type"), r.text("app_id"), r.text("handler").isEmpty ? "-" : r.text("handler"),
-                     ([String](dbusValue: r["required_keys"] ?? .strings([])) ?? []).joined(separator: ",")]
+                    [r.text(Key.type), r.text(Key.appID), r.text(Key.handler).isEmpty ? "-" : r.text(Key.handler),
+                     ([String](dbusValue: r[Key.requiredKeys] ?? .strings([])) ?? []).joined(separator: ",")]
                 }
             }
         }
@@ -96,7 +100,7 @@ struct Types: AsyncParsableCommand {
                 options["handler_path"] = handlerPath
                 options["required_keys"] = requiredKeys
                 options["payload_type"] = payloadType
-                _ = try await global.daemon().call("Registry", "RegisterActivityType", [.string(type), .string(app), .stringMap(options)])
+                _ = try await global.daemon().call(Contract.Registry.registerActivityType, [.string(type), .string(app), .stringMap(options)])
                 if global.json { print("{\"registered\":\(StrictJSON.quote(type))}") } else { print("registered \(type) for \(app)") }
             }
         }
@@ -108,7 +112,7 @@ struct Types: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                _ = try await global.daemon().call("Registry", "UnregisterActivityType", [.string(type)])
+                _ = try await global.daemon().call(Contract.Registry.unregisterActivityType, [.string(type)])
                 print(global.json ? "{\"unregistered\":\(StrictJSON.quote(type))}" : "unregistered \(type)")
             }
         }
@@ -125,7 +129,7 @@ struct Activities: AsyncParsableCommand {
 
     static let headers = ["ID", "TYPE", "TITLE", "UPDATED"]
     static func row(_ r: [String: DBusValue]) -> [String] {
-        [r.text("id"), r.text("type"), r.text("title"), r["updated_at"]?.uint64Value.map { relativeTime($0) } ?? ""]
+        [r.text(Key.id), r.text(Key.type), r.text(Key.title), r[Key.updatedAt]?.uint64Value.map { relativeTime($0) } ?? ""]
     }
 
     struct AdvertiseOptions: ParsableArguments {
@@ -170,7 +174,7 @@ struct Activities: AsyncParsableCommand {
                 filter["persistent_id"] = persistentId
                 filter["target_content_id"] = targetContentId
                 filter["limit"] = limit.map(String.init)
-                let records = try await global.daemon().call("Activities", "List", [.stringMap(filter)]).first?.arrayValue ?? []
+                let records = try await global.daemon().call(Contract.Activities.list, [.stringMap(filter)]).first?.arrayValue ?? []
                 printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
             }
         }
@@ -182,18 +186,29 @@ struct Activities: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                guard let record = try await global.daemon().call("Activities", "Get", [.string(id)]).first else { return }
+                guard let record = try await global.daemon().call(Contract.Activities.get, [.string(id)]).first else { return }
                 if global.json { return print(JSONText.value(record)) }
-                let r = record.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
-                let output = global.output
-                for key in ["id", "type", "app_id", "title", "target_content_id", "persistent_id", "webpage_url", "scene", "payload_type"] {
-                    if let value = r[key]?.stringValue, !value.isEmpty { print(output.bold(key.padding(20)) + value) }
+                guard let activity = Records.activity(record) else {
+                    throw CLIError(description: "batond sent a record without an id, type or app id", status: ExitStatus.failure)
                 }
-                print(output.bold("keywords".padding(20)) + (([String](dbusValue: r["keywords"] ?? .strings([])) ?? []).joined(separator: ", ")))
-                print(output.bold("handoff, search".padding(20)) + "\(r["eligible_for_handoff"]?.boolValue ?? true), \(r["eligible_for_search"]?.boolValue ?? false)")
-                if let created = r["created_at"]?.uint64Value { print(output.bold("created".padding(20)) + relativeTime(created)) }
-                if let expires = r["expires_at"]?.uint64Value { print(output.bold("expires".padding(20)) + relativeTime(expires)) }
-                print(output.bold("payload".padding(20)) + r.text("payload"))
+                let output = global.output
+                func line(_ label: String, _ value: String?) {
+                    if let value, !value.isEmpty { print(output.bold(label.padding(20)) + value) }
+                }
+                line(Key.id, activity.id)
+                line(Key.type, activity.type)
+                line(Key.appID, activity.appID)
+                line(Key.title, activity.title)
+                line(Key.targetContentID, activity.targetContentID)
+                line(Key.persistentID, activity.persistentID)
+                line(Key.webpageURL, activity.webpageURL)
+                line(Key.scene, activity.sceneID.map { SceneAddress.path(forID: $0) })
+                line(Key.payloadType, activity.payloadType)
+                print(output.bold(Key.keywords.padding(20)) + activity.keywords.joined(separator: ", "))
+                print(output.bold("handoff, search".padding(20)) + "\(activity.eligibleForHandoff), \(activity.eligibleForSearch)")
+                line("created", relativeTime(activity.createdAt))
+                line("expires", activity.expiresAt.map { relativeTime($0) })
+                print(output.bold(Key.payload.padding(20)) + activity.payload)
             }
         }
     }
@@ -214,7 +229,7 @@ struct Activities: AsyncParsableCommand {
                 var options = fields.options(keepDefaults: false)
                 options["scene"] = try scene.map { try Daemon.scenePath($0).text }
                 let payload = try readPayload(payload)
-                let id = try await global.daemon().write("Activities", "Advertise", options: options) {
+                let id = try await global.daemon().write(Contract.Activities.advertise, options: options) {
                     [.string(type), .string(title), .string(payload), .stringMap($0)]
                 }.first?.stringValue ?? ""
                 print(global.json ? "{\"id\":\(StrictJSON.quote(id))}" : id)
@@ -237,7 +252,7 @@ struct Activities: AsyncParsableCommand {
                 var options = fields.options(keepDefaults: false)
                 options["title"] = title
                 let payload = try readPayload(payload)
-                _ = try await global.daemon().write("Activities", "Update", options: options) { [.string(id), .string(payload), .stringMap($0)] }
+                _ = try await global.daemon().write(Contract.Activities.update, options: options) { [.string(id), .string(payload), .stringMap($0)] }
                 print(global.json ? "{\"updated\":\(StrictJSON.quote(id))}" : "updated \(id)")
             }
         }
@@ -249,7 +264,7 @@ struct Activities: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                _ = try await global.daemon().call("Activities", "Invalidate", [.string(id)])
+                _ = try await global.daemon().call(Contract.Activities.invalidate, [.string(id)])
                 print(global.json ? "{\"invalidated\":\(StrictJSON.quote(id))}" : "invalidated \(id)")
             }
         }
@@ -262,7 +277,7 @@ struct Activities: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                let records = try await global.daemon().call("Activities", "Search", [.string(query), .uint32(limit)]).first?.arrayValue ?? []
+                let records = try await global.daemon().call(Contract.Activities.search, [.string(query), .uint32(limit)]).first?.arrayValue ?? []
                 printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
             }
         }
@@ -278,7 +293,7 @@ struct Activities: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let options = try scene.map { ["scene": try Daemon.scenePath($0).text] } ?? [:]
-                let path = try await global.daemon().write("Activities", "Continue", options: options) { [.string(id), .stringMap($0)] }
+                let path = try await global.daemon().write(Contract.Activities.continue, options: options) { [.string(id), .stringMap($0)] }
                     .first?.stringValue ?? ""
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)
             }
@@ -298,8 +313,8 @@ struct Activities: AsyncParsableCommand {
             try await perform {
                 let daemon = try global.daemon()
                 let count = try await (app != nil
-                    ? daemon.call("Activities", "DeleteAllSaved", [.string(app ?? "")])
-                    : daemon.call("Activities", "DeleteSaved", [.strings(persistentIds)])).first?.uint32Value ?? 0
+                    ? daemon.call(Contract.Activities.deleteAllSaved, [.string(app ?? "")])
+                    : daemon.call(Contract.Activities.deleteSaved, [.strings(persistentIds)])).first?.uint32Value ?? 0
                 print(global.json ? "{\"deleted\":\(count)}" : "deleted \(count)")
             }
         }

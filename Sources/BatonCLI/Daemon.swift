@@ -24,7 +24,7 @@ struct CLIError: Error, CustomStringConvertible {
 /// The daemon as the CLI talks to it: one connection, calls by interface and member.
 struct Daemon {
     static let busName = Contract.busName
-    static let root = ObjectPath(stringLiteral: Contract.rootPath)
+    static let root = Contract.root
     let connection: Connection
 
     init(address: String?) throws {
@@ -37,9 +37,9 @@ struct Daemon {
         }
     }
 
-    func call(_ interface: String, _ member: String, _ arguments: [DBusValue] = [], path: ObjectPath = root) async throws -> [DBusValue] {
+    func call(_ method: ContractMethod, _ arguments: [DBusValue] = [], path: ObjectPath = root) async throws -> [DBusValue] {
         do {
-            return try await connection.call(Self.busName, path, Contract.busName + "." + interface, member, arguments, timeout: .seconds(30))
+            return try await connection.call(method, arguments, path: path, timeout: .seconds(30))
         } catch let error as DBusError {
             throw Self.explain(error)
         }
@@ -48,13 +48,12 @@ struct Daemon {
     /// A write the daemon makes idempotent: sent with a `request_id` in its options, and
     /// sent again (same id) when the reply was lost or the database was locked.
     func write(
-        _ interface: String, _ member: String, options: [String: String], _ arguments: ([String: String]) -> [DBusValue]
+        _ method: ContractMethod, options: [String: String], _ arguments: ([String: String]) -> [DBusValue]
     ) async throws -> [DBusValue] {
         let options = IdempotentWrite.options(options)
         do {
             return try await IdempotentWrite.run({
-                try await connection.call(Self.busName, Self.root, Contract.busName + "." + interface, member, arguments(options),
-                                          timeout: .seconds(30))
+                try await connection.call(method, arguments(options), timeout: .seconds(30))
             }, retry: { error in
                 switch (error as? DBusError)?.name {
                 case DBusError.Name.noReply, DBusError.Name.timeout: .replyLost
@@ -69,7 +68,7 @@ struct Daemon {
 
     /// Turns a D-Bus error into a sentence and an exit status.
     static func explain(_ error: DBusError) -> CLIError {
-        guard let code = BatonError(dbusName: error.name, message: error.message)?.code else {
+        guard let code = BatonError(error)?.code else {
             switch error.name {
             case DBusError.Name.serviceUnknown, DBusError.Name.nameHasNoOwner:
                 return CLIError(description: "batond is not running and the bus cannot start it. Start it with: systemctl --user start batond (or run batond).",
@@ -112,8 +111,7 @@ struct Daemon {
         } catch {
             throw CLIError(description: error.message, status: ExitStatus.invalidInput)
         }
-        // A normalized id always makes a valid path.
-        return (try? ObjectPath(validating: SceneAddress.path(forID: id))) ?? "/org/baton/Handoff1/scene"
+        return SceneAddress.objectPath(forID: id)
     }
 }
 

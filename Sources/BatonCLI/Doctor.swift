@@ -70,7 +70,7 @@ struct Doctor: AsyncParsableCommand {
         var database = directory + "/baton.sqlite"
         if let daemon, let running = try? await daemon.connection.call(
             Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "Get",
-            [.string(Contract.Interface.status), .string("DatabasePath")]).first?.unwrapped.stringValue, !running.isEmpty {
+            [.string(Contract.Interface.status), .string(Contract.Status.Property.databasePath)]).first?.unwrapped.stringValue, !running.isEmpty {
             database = running
         }
         checks.append(Self.quarantineCheck(database))

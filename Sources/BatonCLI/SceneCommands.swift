@@ -6,6 +6,8 @@ import Glibc
 
 // MARK: - scenes
 
+private typealias Name = Contract.Scene.Property
+
 struct Scenes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scenes", abstract: "Open, inspect and close scenes; get and set their storage.",
@@ -39,7 +41,7 @@ struct Scenes: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let daemon = try global.daemon()
-                let paths = try await daemon.call("Scenes", "ListScenes", [.string(app ?? "")]).first?.arrayValue?.compactMap(\.objectPathValue) ?? []
+                let paths = try await daemon.call(Contract.Scenes.listScenes, [.string(app ?? "")]).first?.arrayValue?.compactMap(\.objectPathValue) ?? []
                 var records: [DBusValue] = []
                 for path in paths {
                     var fields = try await Scenes.properties(daemon, path)
@@ -47,8 +49,8 @@ struct Scenes: AsyncParsableCommand {
                     records.append(.record(fields))
                 }
                 printRecords(records, global.output, headers: ["ID", "APP", "TITLE", "ACTIVITY", "LAST ACTIVE"]) { r in
-                    [r.text("Id"), r.text("AppId"), r.text("Title"), r.text("ActivityId").isEmpty ? "-" : r.text("ActivityId"),
-                     r["LastActiveAt"]?.uint64Value.map { relativeTime($0) } ?? ""]
+                    [r.text(Name.id), r.text(Name.appID), r.text(Name.title), r.text(Name.activityID).isEmpty ? "-" : r.text(Name.activityID),
+                     r[Name.lastActiveAt]?.uint64Value.map { relativeTime($0) } ?? ""]
                 }
             }
         }
@@ -62,7 +64,7 @@ struct Scenes: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let options = title.map { ["title": $0] } ?? [:]
-                let path = try await global.daemon().write("Scenes", "OpenScene", options: options) { [.string(app), .stringMap($0)] }
+                let path = try await global.daemon().write(Contract.Scenes.openScene, options: options) { [.string(app), .stringMap($0)] }
                     .first?.stringValue ?? ""
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)
             }
@@ -78,16 +80,16 @@ struct Scenes: AsyncParsableCommand {
                 let daemon = try global.daemon()
                 let path = try Daemon.scenePath(scene)
                 let properties = try await Scenes.properties(daemon, path)
-                let storage = try await daemon.call("Scene", "GetAll", path: path).first ?? .record([:])
+                let storage = try await daemon.call(Contract.Scene.getAll, path: path).first ?? .record([:])
                 if global.json {
                     return print("{\"properties\":\(JSONText.value(.record(properties), rawJSONKeys: [])),\"storage\":\(JSONText.value(storage, rawJSONKeys: []))}")
                 }
                 let output = global.output
                 print(output.bold("scene".padding(14)) + path.text)
-                for key in ["Id", "AppId", "Title", "ActivityId", "Restored"] {
+                for key in [Name.id, Name.appID, Name.title, Name.activityID, Name.restored] {
                     print(output.bold(key.padding(14)) + Scenes.describe(properties[key] ?? .string("")).text)
                 }
-                if let last = properties["LastActiveAt"]?.uint64Value { print(output.bold("LastActiveAt".padding(14)) + relativeTime(last)) }
+                if let last = properties[Name.lastActiveAt]?.uint64Value { print(output.bold(Name.lastActiveAt.padding(14)) + relativeTime(last)) }
                 let rows = (storage.stringKeyedValue ?? [:]).sorted { $0.key < $1.key }.map { key, value in
                     let described = Scenes.describe(value)
                     return [key, described.type, described.text]
@@ -105,7 +107,7 @@ struct Scenes: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                let value = try await global.daemon().call("Scene", "Get", [.string(key)], path: try Daemon.scenePath(scene)).first ?? .string("")
+                let value = try await global.daemon().call(Contract.Scene.get, [.string(key)], path: try Daemon.scenePath(scene)).first ?? .string("")
                 print(global.json ? JSONText.value(value, rawJSONKeys: []) : Scenes.describe(value).text)
             }
         }
@@ -169,7 +171,7 @@ struct Scenes: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let typed = try typed()
-                _ = try await global.daemon().call("Scene", "Set", [.string(key), .variant(typed)], path: try Daemon.scenePath(scene))
+                _ = try await global.daemon().call(Contract.Scene.set, [.string(key), .variant(typed)], path: try Daemon.scenePath(scene))
                 let described = Scenes.describe(typed)
                 print(global.json
                     ? "{\"key\":\(StrictJSON.quote(key)),\"type\":\(StrictJSON.quote(described.type)),\"value\":\(JSONText.value(typed, rawJSONKeys: []))}"
@@ -185,7 +187,7 @@ struct Scenes: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                _ = try await global.daemon().call("Scene", "Remove", [.string(key)], path: try Daemon.scenePath(scene))
+                _ = try await global.daemon().call(Contract.Scene.remove, [.string(key)], path: try Daemon.scenePath(scene))
                 print(global.json ? "{\"removed\":\(StrictJSON.quote(key))}" : "removed \(key)")
             }
         }
@@ -197,7 +199,7 @@ struct Scenes: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                _ = try await global.daemon().call("Scene", "Close", path: try Daemon.scenePath(scene))
+                _ = try await global.daemon().call(Contract.Scene.close, path: try Daemon.scenePath(scene))
                 print(global.json ? "{\"closed\":\(StrictJSON.quote(scene))}" : "closed \(scene)")
             }
         }
@@ -212,9 +214,9 @@ struct Status: AsyncParsableCommand {
     func run() async throws {
         try await perform {
             let daemon = try global.daemon()
-            let types = try await daemon.call("Registry", "ListActivityTypes").first?.arrayValue?.count ?? 0
-            let activities = try await daemon.call("Activities", "List", [.stringMap([:])]).first?.arrayValue?.count ?? 0
-            let scenes = try await daemon.call("Scenes", "ListScenes", [.string("")]).first?.arrayValue?.count ?? 0
+            let types = try await daemon.call(Contract.Registry.listActivityTypes).first?.arrayValue?.count ?? 0
+            let activities = try await daemon.call(Contract.Activities.list, [.stringMap([:])]).first?.arrayValue?.count ?? 0
+            let scenes = try await daemon.call(Contract.Scenes.listScenes, [.string("")]).first?.arrayValue?.count ?? 0
             let facts = try await daemon.connection.call(
                 Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "GetAll", [.string(Contract.Interface.status)]
             ).first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
@@ -224,10 +226,10 @@ struct Status: AsyncParsableCommand {
                 pid = try? await daemon.connection.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                                         "GetConnectionUnixProcessID", [.string(owner)]).first?.uint32Value
             }
-            let version = facts["Version"]?.uint32Value ?? 0
-            let path = facts.text("DatabasePath")
+            let version = facts[Contract.Status.Property.version]?.uint32Value ?? 0
+            let path = facts.text(Contract.Status.Property.databasePath)
             let size = facts["DatabaseSize"]?.uint64Value ?? 0
-            let started = facts["StartedAt"]?.uint64Value ?? 0
+            let started = facts[Contract.Status.Property.startedAt]?.uint64Value ?? 0
             if global.json {
                 print("{\"reachable\":true,\"contract\":\(version),\"unique_name\":\(StrictJSON.quote(owner ?? "")),"
                     + "\"pid\":\(pid.map(String.init) ?? "null"),\"database\":\(StrictJSON.quote(path)),\"database_bytes\":\(size),"

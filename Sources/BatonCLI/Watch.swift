@@ -39,17 +39,17 @@ struct Watch: AsyncParsableCommand {
         let body = signal.body
         let path = DBusValue.objectPath(signal.path ?? Daemon.root)
         switch (signal.interface, signal.member) {
-        case (Contract.Interface.activities, Contract.Signal.advertised) where body.count == 3:
+        case (Contract.Interface.activities, Contract.Activities.advertised.name) where body.count == 3:
             return Event(name: "advertised", fields: [("id", body[0]), ("type", body[1]), ("title", body[2])])
-        case (Contract.Interface.activities, Contract.Signal.invalidated) where body.count == 1:
+        case (Contract.Interface.activities, Contract.Activities.invalidated.name) where body.count == 1:
             return Event(name: "invalidated", fields: [("id", body[0])])
-        case (Contract.Interface.activities, Contract.Signal.continued) where body.count == 2:
+        case (Contract.Interface.activities, Contract.Activities.continued.name) where body.count == 2:
             return Event(name: "continued", fields: [("id", body[0]), ("scene", body[1])])
         case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded") where !body.isEmpty:
             return Event(name: "scene-opened", fields: [("scene", body[0])])
         case ("org.freedesktop.DBus.ObjectManager", "InterfacesRemoved") where !body.isEmpty:
             return Event(name: "scene-closed", fields: [("scene", body[0])])
-        case (Contract.Interface.scene, Contract.Signal.storageChanged) where body.count == 2:
+        case (Contract.Interface.scene, Contract.Scene.storageChanged.name) where body.count == 2:
             let changed = body[0].stringKeyedValue?.keys.sorted() ?? []
             return Event(name: "storage-changed", fields: [("scene", path), ("changed", .strings(changed)), ("removed", body[1])])
         case ("org.freedesktop.DBus.Properties", "PropertiesChanged") where body.count == 3:

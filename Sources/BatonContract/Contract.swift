@@ -1,11 +1,17 @@
-/// The names of the `org.baton.Handoff1` D-Bus contract, declared once for the daemon,
-/// BatonKit and `baton` (`dbus/org.baton.Handoff1.xml` is its text; a test compares the
-/// running daemon with it). No Foundation, so that `baton` stays quick to start.
+import DBus
+
+/// The `org.baton.Handoff1` D-Bus contract, declared once for the daemon, BatonKit and
+/// `baton`: names, object paths, every method and signal with its arguments, the error
+/// mapping (`Errors.swift`), scene addresses (`SceneAddress.swift`) and the records
+/// (`Records.swift`). `dbus/org.baton.Handoff1.xml` is its text; a test compares the
+/// running daemon with it. No Foundation, so that `baton` stays quick to start.
 public enum Contract {
     /// The daemon's well-known bus name.
     public static let busName = "org.baton.Handoff1"
     /// The root object: Registry, Activities, Scenes, Status and the ObjectManager.
     public static let rootPath = "/org/baton/Handoff1"
+    /// The root object's path, typed.
+    public static let root = ObjectPath(stringLiteral: rootPath)
     /// Scene objects live below this path, one per scene (`SceneAddress`).
     public static let scenesPath = rootPath + "/scene"
 
@@ -20,14 +26,6 @@ public enum Contract {
         public static let handler = busName + ".Handler"
     }
 
-    /// Signals, by interface.
-    public enum Signal {
-        public static let advertised = "Advertised"
-        public static let invalidated = "Invalidated"
-        public static let continued = "Continued"
-        public static let storageChanged = "StorageChanged"
-    }
-
     /// Error names are `org.baton.Handoff1.Error.<Code>`.
     public static let errorPrefix = busName + ".Error."
 
@@ -37,5 +35,157 @@ public enum Contract {
     /// The code in a contract error name, or nil for another name.
     public static func errorCode(_ name: String) -> String? {
         name.hasPrefix(errorPrefix) ? String(name.dropFirst(errorPrefix.count)) : nil
+    }
+}
+
+/// A method of the contract: its interface, name and arguments. The daemon serves it
+/// (`Method(_:ordering:handler:)`), clients call it by this value.
+public struct ContractMethod: Sendable {
+    public let interface: String
+    public let name: String
+    public let inputs: [Argument]
+    public let outputs: [Argument]
+
+    init(_ interface: String, _ name: String, in inputs: [Argument] = [], out outputs: [Argument] = []) {
+        self.interface = interface
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+    }
+}
+
+/// A signal of the contract: its interface, name and arguments.
+public struct ContractSignal: Sendable {
+    public let interface: String
+    public let name: String
+    public let arguments: [Argument]
+
+    init(_ interface: String, _ name: String, _ arguments: [Argument]) {
+        self.interface = interface
+        self.name = name
+        self.arguments = arguments
+    }
+}
+
+extension Contract {
+    /// `org.baton.Handoff1.Registry` on the root object.
+    public enum Registry {
+        static let interface = Contract.Interface.registry
+        public static let registerActivityType = ContractMethod(
+            interface, "RegisterActivityType", in: [Argument("type", "s"), Argument("app_id", "s"), Argument("options", "a{ss}")])
+        public static let unregisterActivityType = ContractMethod(interface, "UnregisterActivityType", in: [Argument("type", "s")])
+        public static let listActivityTypes = ContractMethod(interface, "ListActivityTypes", out: [Argument("types", "aa{sv}")])
+    }
+
+    /// `org.baton.Handoff1.Activities` on the root object.
+    public enum Activities {
+        static let interface = Contract.Interface.activities
+        public static let advertise = ContractMethod(
+            interface, "Advertise",
+            in: [Argument("type", "s"), Argument("title", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")],
+            out: [Argument("id", "s")])
+        public static let update = ContractMethod(
+            interface, "Update", in: [Argument("id", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")])
+        public static let invalidate = ContractMethod(interface, "Invalidate", in: [Argument("id", "s")])
+        public static let get = ContractMethod(interface, "Get", in: [Argument("id", "s")], out: [Argument("activity", "a{sv}")])
+        public static let list = ContractMethod(
+            interface, "List", in: [Argument("filter", "a{ss}")], out: [Argument("activities", "aa{sv}")])
+        public static let search = ContractMethod(
+            interface, "Search", in: [Argument("query", "s"), Argument("limit", "u")], out: [Argument("activities", "aa{sv}")])
+        public static let deleteSaved = ContractMethod(
+            interface, "DeleteSaved", in: [Argument("persistent_ids", "as")], out: [Argument("deleted", "u")])
+        public static let deleteAllSaved = ContractMethod(
+            interface, "DeleteAllSaved", in: [Argument("app_id", "s")], out: [Argument("deleted", "u")])
+        public static let `continue` = ContractMethod(
+            interface, "Continue", in: [Argument("id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")])
+
+        public static let advertised = ContractSignal(
+            interface, "Advertised", [Argument("id", "s"), Argument("type", "s"), Argument("title", "s")])
+        public static let invalidated = ContractSignal(interface, "Invalidated", [Argument("id", "s")])
+        public static let continued = ContractSignal(interface, "Continued", [Argument("id", "s"), Argument("scene", "o")])
+    }
+
+    /// `org.baton.Handoff1.Scenes` on the root object.
+    public enum Scenes {
+        static let interface = Contract.Interface.scenes
+        public static let openScene = ContractMethod(
+            interface, "OpenScene", in: [Argument("app_id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")])
+        public static let listScenes = ContractMethod(interface, "ListScenes", in: [Argument("app_id", "s")], out: [Argument("scenes", "ao")])
+        public static let closeScene = ContractMethod(interface, "CloseScene", in: [Argument("scene", "o")])
+    }
+
+    /// `org.baton.Handoff1.Scene`, on every scene object.
+    public enum Scene {
+        static let interface = Contract.Interface.scene
+        public static let get = ContractMethod(interface, "Get", in: [Argument("key", "s")], out: [Argument("value", "v")])
+        public static let set = ContractMethod(interface, "Set", in: [Argument("key", "s"), Argument("value", "v")])
+        public static let setMany = ContractMethod(interface, "SetMany", in: [Argument("values", "a{sv}")])
+        public static let remove = ContractMethod(interface, "Remove", in: [Argument("key", "s")])
+        public static let getAll = ContractMethod(interface, "GetAll", out: [Argument("values", "a{sv}")])
+        public static let close = ContractMethod(interface, "Close")
+
+        public static let storageChanged = ContractSignal(
+            interface, "StorageChanged", [Argument("changed", "a{sv}"), Argument("removed", "as")])
+
+        /// The scene's properties, by name.
+        public enum Property {
+            public static let id = "Id"
+            public static let appID = "AppId"
+            public static let title = "Title"
+            public static let activityID = "ActivityId"
+            public static let createdAt = "CreatedAt"
+            public static let lastActiveAt = "LastActiveAt"
+            public static let restored = "Restored"
+        }
+    }
+
+    /// `org.baton.Handoff1.Status` on the root object: read-only facts for `baton status`.
+    public enum Status {
+        public enum Property {
+            public static let version = "Version"
+            public static let databasePath = "DatabasePath"
+            public static let databaseSize = "DatabaseSize"
+            public static let startedAt = "StartedAt"
+        }
+    }
+
+    /// `org.baton.Handoff1.Handler`, implemented by apps.
+    public enum Handler {
+        public static let continueActivity = ContractMethod(
+            Contract.Interface.handler, "ContinueActivity",
+            in: [Argument("scene", "o"), Argument("activity", "a{sv}")], out: [Argument("storage", "a{sv}")])
+    }
+}
+
+extension Method {
+    /// Serves a contract method with `handler`.
+    public init(_ method: ContractMethod, ordering: Ordering = .inOrder, handler: @escaping Handler) {
+        self.init(method.name, in: method.inputs, out: method.outputs, ordering: ordering, handler: handler)
+    }
+
+    /// Serves a contract method whose reply writes itself (`Method.encoded`).
+    public static func encoded(_ method: ContractMethod, ordering: Ordering = .inOrder, handler: @escaping EncodingHandler) -> Method {
+        encoded(method.name, in: method.inputs, out: method.outputs, ordering: ordering, handler: handler)
+    }
+}
+
+extension Signal {
+    /// Declares a contract signal on its interface.
+    public init(_ signal: ContractSignal) {
+        self.init(signal.name, signal.arguments)
+    }
+}
+
+extension Connection {
+    /// Calls a contract method of batond; `timeout` as `call(_:_:_:_:_:timeout:)` takes it.
+    public func call(
+        _ method: ContractMethod, _ arguments: [DBusValue] = [], path: ObjectPath = Contract.root, timeout: Duration = .seconds(25)
+    ) async throws -> [DBusValue] {
+        try await call(Contract.busName, path, method.interface, method.name, arguments, timeout: timeout)
+    }
+
+    /// Emits a contract signal from the object at `path`.
+    public func emit(_ signal: ContractSignal, path: ObjectPath = Contract.root, _ body: [DBusValue]) throws(DBusError) {
+        try emit(path: path, interface: signal.interface, member: signal.name, body)
     }
 }

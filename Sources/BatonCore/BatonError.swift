@@ -1,8 +1,6 @@
-import BatonContract
-
 /// A failure the caller can act on, named as the D-Bus contract names it.
 ///
-/// BatonService maps each code to `org.baton.Handoff1.Error.<code>`; the CLI maps
+/// BatonContract maps each code to `org.baton.Handoff1.Error.<code>` and back; the CLI maps
 /// it to a sentence and an exit status. The message says what to change.
 public struct BatonError: Error, Equatable, Sendable, CustomStringConvertible {
     public enum Code: String, Sendable, CaseIterable {
@@ -51,15 +49,4 @@ public struct BatonError: Error, Equatable, Sendable, CustomStringConvertible {
     public static func storageFull(_ message: String) -> BatonError { .init(.storageFull, message) }
     public static func storageUnavailable(_ message: String) -> BatonError { .init(.storageUnavailable, message) }
     public static func storageCorrupt(_ message: String) -> BatonError { .init(.storageCorrupt, message) }
-}
-
-extension BatonError {
-    /// The contract's name for this error: `org.baton.Handoff1.Error.<Code>`.
-    public var dbusName: String { Contract.errorName(code.rawValue) }
-
-    /// The error a contract error name and message stand for; nil for any other name.
-    public init?(dbusName: String, message: String) {
-        guard let code = Contract.errorCode(dbusName).flatMap(Code.init(rawValue:)) else { return nil }
-        self.init(code, message)
-    }
 }

@@ -40,7 +40,7 @@ public struct InitialStorage: StorageWriter {
     public var all: [String: StorageValue] { values.values.withLock { $0 } }
 
     var record: DBusValue {
-        .record(all.mapValues(\.dbusValue))
+        Records.storageRecord(all)
     }
 }
 
@@ -102,24 +102,22 @@ public final class ActivityContinuation: Sendable {
 
     private var handlerInterface: Interface {
         Interface(Contract.Interface.handler, methods: [
-            Method("ContinueActivity", in: [Argument("scene", "o"), Argument("activity", "a{sv}")],
-                   out: [Argument("storage", "a{sv}")], ordering: .concurrent) { call in
+            Method(Contract.Handler.continueActivity, ordering: .concurrent) { call in
                 let scene = try call.argument(0, as: ObjectPath.self)
-                guard let activity = ActivityRecord.activity(try call.argument(1, as: DBusValue.self)) else {
+                guard let activity = Records.activity(try call.argument(1, as: DBusValue.self)) else {
                     throw DBusError.invalidArgs("the activity record lacks id, type or app_id")
                 }
                 guard let handler = self.handlers.withLock({ $0[activity.type]?.1 }) else {
-                    let refusal = BatonError.unknownActivityType("\(self.appID) does not continue \(activity.type)")
-                    throw DBusError(name: refusal.dbusName, message: refusal.message)
+                    throw BatonError.unknownActivityType("\(self.appID) does not continue \(activity.type)").dbusError
                 }
                 let storage = InitialStorage()
                 do {
                     try await handler(ContinuedActivity(
                         activity: activity, scene: SceneHandle(client: self.client, path: scene), storage: storage, client: self.client))
                 } catch let error as PayloadError {
-                    throw DBusError(name: BatonError(.invalidPayload, "").dbusName, message: error.description)
+                    throw BatonError.invalidPayload(error.description).dbusError
                 } catch let error as BatonError {
-                    throw DBusError(name: error.dbusName, message: error.message)
+                    throw error.dbusError
                 }
                 return [storage.record]
             },

@@ -20,8 +20,8 @@ public struct SceneHandle: Sendable, Hashable {
     public static func == (lhs: SceneHandle, rhs: SceneHandle) -> Bool { lhs.path == rhs.path }
     public func hash(into hasher: inout Hasher) { hasher.combine(path) }
 
-    public func call(_ member: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
-        try await client.call("Scene", member, arguments, path: path)
+    func call(_ method: ContractMethod, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
+        try await client.call(method, arguments, path: path)
     }
 
     private func property(_ name: String) async throws -> DBusValue? {
@@ -32,12 +32,12 @@ public struct SceneHandle: Sendable, Hashable {
 
     /// The id of the scene's current activity, if any.
     public func activityID() async throws -> String? {
-        let id = try await property("ActivityId")?.stringValue ?? ""
+        let id = try await property(Contract.Scene.Property.activityID)?.stringValue ?? ""
         return id.isEmpty ? nil : id
     }
 
     /// True when the scene came back from storage after a daemon restart.
-    public func isRestored() async throws -> Bool { try await property("Restored")?.boolValue ?? false }
+    public func isRestored() async throws -> Bool { try await property(Contract.Scene.Property.restored)?.boolValue ?? false }
 
     /// The scene's storage, whole or narrowed to a scope.
     public var storage: SceneStorage { SceneStorage(scene: self, prefix: "") }
@@ -46,7 +46,7 @@ public struct SceneHandle: Sendable, Hashable {
     /// stream is dropped. Subscribed before it returns: no later change is missed.
     public func changes() async throws -> AsyncStream<StorageChange> {
         let signals = try await client.connection.signals(matching: MatchRule(
-            sender: BatonClient.busName, interface: Contract.Interface.scene, member: Contract.Signal.storageChanged, path: path))
+            sender: BatonClient.busName, interface: Contract.Interface.scene, member: Contract.Scene.storageChanged.name, path: path))
         let (stream, continuation) = AsyncStream<StorageChange>.makeStream()
         let forwarder = Task {
             for await signal in signals {
@@ -61,7 +61,7 @@ public struct SceneHandle: Sendable, Hashable {
     }
 
     /// Discards the scene and its storage, as closing a window does.
-    public func close() async throws { _ = try await call("Close") }
+    public func close() async throws { _ = try await call(Contract.Scene.close) }
 }
 
 /// Which keys of a scene's storage changed: set (read their new values) or removed.
@@ -91,7 +91,7 @@ public struct SceneStorage: StorageWriter {
 
     func rawValue(_ name: String) async throws -> StorageValue? {
         do {
-            return try await scene.call("Get", [.string(key(name))]).first.flatMap(StorageValue.init(dbusValue:))
+            return try await scene.call(Contract.Scene.get, [.string(key(name))]).first.flatMap(Records.storedValue)
         } catch let error as BatonError where error.code == .notFound {
             // A missing key is the everyday case; a missing scene is not.
             if error.message.contains("has no value") { return nil }
@@ -99,13 +99,21 @@ public struct SceneStorage: StorageWriter {
         }
     }
 
+    /// Every value stored under this storage's scope, by full key (all of the scene's when unscoped).
+    public func all() async throws -> [String: StorageValue] {
+        let record = try await scene.call(Contract.Scene.getAll).first?.stringKeyedValue ?? [:]
+        var values: [String: StorageValue] = [:]
+        for (key, value) in record where key.hasPrefix(prefix) { values[key] = Records.storedValue(value) }
+        return values
+    }
+
     public func setRaw(_ name: String, _ value: StorageValue) async throws {
-        _ = try await scene.call("Set", [.string(key(name)), .variant(value.dbusValue)])
+        _ = try await scene.call(Contract.Scene.set, [.string(key(name)), .variant(Records.value(value))])
     }
 
     /// Removes a value; nothing happens if there is none.
     public func remove(_ name: String) async throws {
-        _ = try await scene.call("Remove", [.string(key(name))])
+        _ = try await scene.call(Contract.Scene.remove, [.string(key(name))])
     }
 
     // MARK: Typed values
@@ -177,30 +185,5 @@ extension StorageWriter {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         try await setRaw(name, .string(String(decoding: try encoder.encode(value), as: UTF8.self)))
-    }
-}
-
-/// Scene values as the daemon sends and takes them: b, x, d, s, ay.
-extension StorageValue {
-    var dbusValue: DBusValue {
-        switch self {
-        case .bool(let v): .boolean(v)
-        case .int(let v): .int64(v)
-        case .double(let v): .double(v)
-        case .string(let v): .string(v)
-        case .bytes(let v): .array(.byte, v.map { .byte($0) })
-        }
-    }
-
-    /// The value a Scene.Get reply carries, or nil for a type scenes do not hold.
-    init?(dbusValue: DBusValue) {
-        switch dbusValue.unwrapped {
-        case .boolean(let v): self = .bool(v)
-        case .int64(let v): self = .int(v)
-        case .double(let v): self = .double(v)
-        case .string(let v): self = .string(v)
-        case .array(.byte, let bytes): self = .bytes(bytes.compactMap(\.byteValue))
-        default: return nil
-        }
     }
 }

@@ -1,3 +1,4 @@
+import BatonContract
 import BatonCore
 import BatonStore
 import DBus
@@ -7,27 +8,21 @@ extension HandoffService {
     /// `org.baton.Handoff1.Activities`: what users are doing. Writes are `.concurrent`: the
     /// bus thread serves other calls while they wait for the writer thread.
     var activitiesInterface: Interface {
-        Interface(Self.activities, methods: [
-            Method("Advertise", in: [Argument("type", "s"), Argument("title", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")],
-                   out: [Argument("id", "s")], ordering: .concurrent, handler: advertise),
-            Method("Update", in: [Argument("id", "s"), Argument("payload_json", "s"), Argument("options", "a{ss}")],
-                   ordering: .concurrent, handler: update),
-            Method("Invalidate", in: [Argument("id", "s")], ordering: .concurrent, handler: invalidate),
+        Interface(Contract.Interface.activities, methods: [
+            Method(Contract.Activities.advertise, ordering: .concurrent, handler: advertise),
+            Method(Contract.Activities.update, ordering: .concurrent, handler: update),
+            Method(Contract.Activities.invalidate, ordering: .concurrent, handler: invalidate),
             // The three readers of records write their replies straight into the message.
-            Method.encoded("Get", in: [Argument("id", "s")], out: [Argument("activity", "a{sv}")], handler: get),
-            Method.encoded("List", in: [Argument("filter", "a{ss}")], out: [Argument("activities", "aa{sv}")], handler: list),
-            Method.encoded("Search", in: [Argument("query", "s"), Argument("limit", "u")], out: [Argument("activities", "aa{sv}")],
-                           handler: search),
-            Method("DeleteSaved", in: [Argument("persistent_ids", "as")], out: [Argument("deleted", "u")],
-                   ordering: .concurrent, handler: deleteSaved),
-            Method("DeleteAllSaved", in: [Argument("app_id", "s")], out: [Argument("deleted", "u")],
-                   ordering: .concurrent, handler: deleteAllSaved),
-            Method("Continue", in: [Argument("id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")],
-                   ordering: .concurrent, handler: continueActivity),
+            Method.encoded(Contract.Activities.get, handler: get),
+            Method.encoded(Contract.Activities.list, handler: list),
+            Method.encoded(Contract.Activities.search, handler: search),
+            Method(Contract.Activities.deleteSaved, ordering: .concurrent, handler: deleteSaved),
+            Method(Contract.Activities.deleteAllSaved, ordering: .concurrent, handler: deleteAllSaved),
+            Method(Contract.Activities.continue, ordering: .concurrent, handler: continueActivity),
         ], signals: [
-            Signal("Advertised", [Argument("id", "s"), Argument("type", "s"), Argument("title", "s")]),
-            Signal("Invalidated", [Argument("id", "s")]),
-            Signal("Continued", [Argument("id", "s"), Argument("scene", "o")]),
+            Signal(Contract.Activities.advertised),
+            Signal(Contract.Activities.invalidated),
+            Signal(Contract.Activities.continued),
         ])
     }
 
@@ -43,7 +38,7 @@ extension HandoffService {
             type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
         var sceneID: String?
         if let named = advertisement.scene {
-            let id = try Records.sceneID(from: named)
+            let id = try SceneAddress.id(from: named)
             guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
             guard scene.appID == type.appID else {
                 throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(type.appID)")
@@ -51,11 +46,11 @@ extension HandoffService {
             sceneID = id
         }
         let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
-        let inserted = try await commits.insert(activity, request: advertisement.requestID.map { Request(id: $0, method: "Advertise") })
+        let inserted = try await commits.insert(activity, request: advertisement.requestID.map { Request(id: $0, method: Contract.Activities.advertise.name) })
         // A repeated request stored nothing and announces nothing: the first call did.
         guard !inserted.repeated else { return [.string(inserted.id)] }
-        for id in inserted.trimmed { emitActivities("Invalidated", [.string(id)]) }
-        emitActivities("Advertised", [.string(activity.id), .string(activity.type), .string(activity.title)])
+        for id in inserted.trimmed { emit(Contract.Activities.invalidated, [.string(id)]) }
+        emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)])
         if let sceneID { emitSceneChanged(sceneID) }
         return [.string(activity.id)]
     }
@@ -64,7 +59,7 @@ extension HandoffService {
     func update(_ call: MethodCall) async throws -> [DBusValue] {
         let id: String = try call.argument(0)
         let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: limits)
-        let request = update.requestID.map { Request(id: $0, method: "Update") }
+        let request = update.requestID.map { Request(id: $0, method: Contract.Activities.update.name) }
         try await store.writing { store in
             // A repeat returns at once, even if the activity has changed or gone since.
             if let request, try store.result(of: request) != nil { return }
@@ -85,7 +80,7 @@ extension HandoffService {
             guard try !store.deleteActivities(ids: [id]).isEmpty else { throw BatonError.notFound("no activity \(id)") }
             return activity
         }
-        emitActivities("Invalidated", [.string(id)])
+        emit(Contract.Activities.invalidated, [.string(id)])
         if let scene = activity?.sceneID { emitSceneChanged(scene) }
         return []
     }
@@ -107,14 +102,14 @@ extension HandoffService {
     func deleteSaved(_ call: MethodCall) async throws -> [DBusValue] {
         let persistentIDs: [String] = try call.argument(0)
         let removed = try await store.writing { try $0.deleteSaved(persistentIDs: persistentIDs) }
-        for id in removed { emitActivities("Invalidated", [.string(id)]) }
+        for id in removed { emit(Contract.Activities.invalidated, [.string(id)]) }
         return [.uint32(UInt32(removed.count))]
     }
 
     func deleteAllSaved(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
         let removed = try await store.writing { try $0.deleteAll(appID: appID) }
-        for id in removed { emitActivities("Invalidated", [.string(id)]) }
+        for id in removed { emit(Contract.Activities.invalidated, [.string(id)]) }
         return [.uint32(UInt32(removed.count))]
     }
 
@@ -137,7 +132,7 @@ extension HandoffService {
             switch key {
             case "type": filter.type = value
             case "app_id": filter.appID = value
-            case "scene": filter.sceneID = try Records.sceneID(from: value)
+            case "scene": filter.sceneID = try SceneAddress.id(from: value)
             case "persistent_id": filter.persistentID = value
             case "target_content_id": filter.targetContentID = value
             case "limit":

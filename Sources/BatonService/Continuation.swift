@@ -1,3 +1,4 @@
+import BatonContract
 import BatonCore
 import BatonStore
 import DBus
@@ -13,16 +14,16 @@ extension HandoffService {
         if let unknown = options.keys.first(where: { $0 != "scene" && $0 != "request_id" }) {
             throw BatonError.invalidArgument("Continue has no option '\(printable(unknown))'; its options are scene, request_id")
         }
-        let request = try Validate.requestID(options).map { Request(id: $0, method: "Continue") }
+        let request = try Validate.requestID(options).map { Request(id: $0, method: Contract.Activities.continue.name) }
         // A repeat answers at once, without asking the app again, even if the activity has gone since.
-        if let request, let first = try store.result(of: request) { return [.objectPath(Records.scenePath(first))] }
+        if let request, let first = try store.result(of: request) { return [.objectPath(SceneAddress.objectPath(forID: first))] }
         let activity = try liveActivity(try call.argument(0), now: now)
         guard let type = try store.activityType(activity.type) else {
             throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
         }
         var existing: Scene?
         if let named = options["scene"] {
-            let id = try Records.sceneID(from: named)
+            let id = try SceneAddress.id(from: named)
             guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
             guard scene.appID == activity.appID else {
                 throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(activity.appID)")
@@ -30,7 +31,7 @@ extension HandoffService {
             existing = scene
         }
         let sceneID = existing?.id ?? Identifier.make()
-        let path = Records.scenePath(sceneID)
+        let path = SceneAddress.objectPath(forID: sceneID)
 
         var storage: [(String, StorageValue)] = []
         if let handler = type.handler {
@@ -47,10 +48,10 @@ extension HandoffService {
                               createdAt: now, lastActiveAt: now)
             let stored = try await store.writing { [storage] in try $0.insert(scene, storage: storage, request: request) }
             // The same request, continued meanwhile by an earlier call: its scene is the answer.
-            guard stored == scene.id else { return [.objectPath(Records.scenePath(stored))] }
+            guard stored == scene.id else { return [.objectPath(SceneAddress.objectPath(forID: stored))] }
             try await exportNew(scene)
         }
-        emitActivities("Continued", [.string(activity.id), .objectPath(path)])
+        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path)])
         log.debug("continued \(activity.id) into \(path)")
         return [.objectPath(path)]
     }
@@ -62,15 +63,15 @@ extension HandoffService {
         let reply: [DBusValue]
         do {
             let path = try ObjectPath(validating: pathText)
+            let method = Contract.Handler.continueActivity
             reply = try await connection.call(
-                handler, path, Self.handler, "ContinueActivity", [.objectPath(scene), Records.record(activity)],
-                timeout: handlerTimeout)
+                handler, path, method.interface, method.name, [.objectPath(scene), Records.record(activity)], timeout: handlerTimeout)
         } catch let error as DBusError {
             throw BatonError.handlerFailed("\(handler) could not continue the activity: \(error.name): \(error.message)")
         }
         guard reply.count == 1, let entries = reply[0].dictionaryEntries, reply[0].type == .dictionary(key: .string, value: .variant) else {
             throw BatonError.handlerFailed(
-                "\(handler) replied '\(Signature(reply.map(\.type)))' to ContinueActivity; the handler must return a{sv}")
+                "\(handler) replied '\(Signature(reply.map(\.type)))' to \(Contract.Handler.continueActivity.name); the handler must return a{sv}")
         }
         var storage: [(String, StorageValue)] = []
         for entry in entries {

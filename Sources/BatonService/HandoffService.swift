@@ -19,13 +19,7 @@ import Synchronization
 /// waits behind a write that waits for the disk. `Continue` also awaits the app's handler.
 public final class HandoffService: Sendable {
     public static let busName = Contract.busName
-    public static let rootPath = ObjectPath(stringLiteral: Contract.rootPath)
-    public static let registry = Contract.Interface.registry
-    public static let activities = Contract.Interface.activities
-    public static let scenes = Contract.Interface.scenes
-    public static let scene = Contract.Interface.scene
-    public static let handler = Contract.Interface.handler
-    public static let status = Contract.Interface.status
+    public static let rootPath = Contract.root
 
     let connection: Connection
     let store: Store
@@ -69,7 +63,7 @@ public final class HandoffService: Sendable {
         // Scenes first: with no manager above them yet, restoring them announces nothing
         // (no one can be listening before the name is owned) and reads no properties.
         for scene in scenes {
-            try await connection.export(Records.scenePath(scene.id), [sceneInterface])
+            try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface])
         }
         try await connection.export(
             Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface], objectManager: true)
@@ -126,7 +120,7 @@ public final class HandoffService: Sendable {
     public func purgeExpired() async -> Int {
         do {
             let purged = try await store.writing { try $0.purgeExpired(now: WallClock.nowMicroseconds() - Self.expiredGrace) }
-            for id in purged { emitActivities("Invalidated", [.string(id)]) }
+            for id in purged { emit(Contract.Activities.invalidated, [.string(id)]) }
             if !purged.isEmpty { log.debug("purged \(purged.count) expired activities") }
             return purged.count
         } catch {
@@ -137,19 +131,21 @@ public final class HandoffService: Sendable {
 
     // MARK: Signals
 
-    func emitActivities(_ member: String, _ body: [DBusValue]) {
+    /// Emits a signal of the root object; a signal that cannot be sent is logged, not thrown.
+    func emit(_ signal: ContractSignal, _ body: [DBusValue]) {
         do {
-            try connection.emit(path: Self.rootPath, interface: Self.activities, member: member, body)
+            try connection.emit(signal, body)
         } catch {
-            log.error("could not emit \(member): \(error)")
+            log.error("could not emit \(signal.name): \(error)")
         }
     }
 
     /// Announces a scene's current activity and last-active time after they changed.
     func emitSceneChanged(_ id: String) {
         guard let scene = try? store.scene(id: id) else { return }
-        connection.emitPropertiesChanged(path: Records.scenePath(id), interface: Self.scene, changed: [
-            "ActivityId": .string(scene.activityID ?? ""), "LastActiveAt": .uint64(scene.lastActiveAt),
+        connection.emitPropertiesChanged(path: SceneAddress.objectPath(forID: id), interface: Contract.Interface.scene, changed: [
+            Contract.Scene.Property.activityID: .string(scene.activityID ?? ""),
+            Contract.Scene.Property.lastActiveAt: .uint64(scene.lastActiveAt),
         ])
     }
 
@@ -158,11 +154,11 @@ public final class HandoffService: Sendable {
         var values: [String: StorageValue] = [:]
         for (key, value) in changed { values[key] = value }
         do {
-            try connection.emit(path: Records.scenePath(id), interface: Self.scene, member: "StorageChanged", [
+            try connection.emit(Contract.Scene.storageChanged, path: SceneAddress.objectPath(forID: id), [
                 Records.storageRecord(values), .strings(removed),
             ])
         } catch {
-            log.error("could not emit StorageChanged: \(error)")
+            log.error("could not emit \(Contract.Scene.storageChanged.name): \(error)")
         }
     }
 }

@@ -1,3 +1,4 @@
+import BatonContract
 import BatonCore
 import BatonStore
 import DBus
@@ -6,11 +7,10 @@ import Logging
 extension HandoffService {
     /// `org.baton.Handoff1.Registry`: which apps own which activity types.
     var registryInterface: Interface {
-        Interface(Self.registry, methods: [
-            Method("RegisterActivityType", in: [Argument("type", "s"), Argument("app_id", "s"), Argument("options", "a{ss}")],
-                   ordering: .concurrent, handler: registerActivityType),
-            Method("UnregisterActivityType", in: [Argument("type", "s")], ordering: .concurrent, handler: unregisterActivityType),
-            Method("ListActivityTypes", out: [Argument("types", "aa{sv}")], handler: listActivityTypes),
+        Interface(Contract.Interface.registry, methods: [
+            Method(Contract.Registry.registerActivityType, ordering: .concurrent, handler: registerActivityType),
+            Method(Contract.Registry.unregisterActivityType, ordering: .concurrent, handler: unregisterActivityType),
+            Method(Contract.Registry.listActivityTypes, handler: listActivityTypes),
         ])
     }
 
@@ -33,7 +33,7 @@ extension HandoffService {
         guard let removed = try await store.writing({ try $0.unregister(type: type) }) else {
             throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
         }
-        for id in removed { emitActivities("Invalidated", [.string(id)]) }
+        for id in removed { emit(Contract.Activities.invalidated, [.string(id)]) }
         return []
     }
 

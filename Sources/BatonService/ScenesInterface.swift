@@ -1,3 +1,4 @@
+import BatonContract
 import BatonCore
 import BatonStore
 import DBus
@@ -6,36 +7,36 @@ import Logging
 extension HandoffService {
     /// `org.baton.Handoff1.Scenes` on the root object: opening, listing and closing scenes.
     var scenesInterface: Interface {
-        Interface(Self.scenes, methods: [
-            Method("OpenScene", in: [Argument("app_id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")],
-                   ordering: .concurrent, handler: openScene),
-            Method("ListScenes", in: [Argument("app_id", "s")], out: [Argument("scenes", "ao")], handler: listScenes),
-            Method("CloseScene", in: [Argument("scene", "o")], ordering: .concurrent, handler: closeScene),
+        Interface(Contract.Interface.scenes, methods: [
+            Method(Contract.Scenes.openScene, ordering: .concurrent, handler: openScene),
+            Method(Contract.Scenes.listScenes, handler: listScenes),
+            Method(Contract.Scenes.closeScene, ordering: .concurrent, handler: closeScene),
         ])
     }
 
     /// `org.baton.Handoff1.Scene`, the interface every scene object exports. Built once: it
     /// is the same value for every scene (handlers find their scene by path).
     var sceneInterface: Interface {
-        sceneInterfaceOnce.withLock { built in
+        typealias Name = Contract.Scene.Property
+        return sceneInterfaceOnce.withLock { built in
             if let built { return built }
-            let interface = Interface(Self.scene, methods: [
-                Method("Get", in: [Argument("key", "s")], out: [Argument("value", "v")], handler: sceneGet),
-                Method("Set", in: [Argument("key", "s"), Argument("value", "v")], ordering: .concurrent, handler: sceneSet),
-                Method("SetMany", in: [Argument("values", "a{sv}")], ordering: .concurrent, handler: sceneSetMany),
-                Method("Remove", in: [Argument("key", "s")], ordering: .concurrent, handler: sceneRemove),
-                Method("GetAll", out: [Argument("values", "a{sv}")], handler: sceneGetAll),
-                Method("Close", ordering: .concurrent, handler: sceneClose),
+            let interface = Interface(Contract.Interface.scene, methods: [
+                Method(Contract.Scene.get, handler: sceneGet),
+                Method(Contract.Scene.set, ordering: .concurrent, handler: sceneSet),
+                Method(Contract.Scene.setMany, ordering: .concurrent, handler: sceneSetMany),
+                Method(Contract.Scene.remove, ordering: .concurrent, handler: sceneRemove),
+                Method(Contract.Scene.getAll, handler: sceneGetAll),
+                Method(Contract.Scene.close, ordering: .concurrent, handler: sceneClose),
             ], properties: [
-                Property("Id", "s", changeSignal: .const) { try self.sceneProperty("Id", at: $0) },
-                Property("AppId", "s", changeSignal: .const) { try self.sceneProperty("AppId", at: $0) },
-                Property("Title", "s", get: { try self.sceneProperty("Title", at: $0) }, set: setSceneTitle),
-                Property("ActivityId", "s") { try self.sceneProperty("ActivityId", at: $0) },
-                Property("CreatedAt", "t", changeSignal: .const) { try self.sceneProperty("CreatedAt", at: $0) },
-                Property("LastActiveAt", "t") { try self.sceneProperty("LastActiveAt", at: $0) },
-                Property("Restored", "b", changeSignal: .const) { try self.sceneProperty("Restored", at: $0) },
+                Property(Name.id, "s", changeSignal: .const) { try self.sceneProperty(Name.id, at: $0) },
+                Property(Name.appID, "s", changeSignal: .const) { try self.sceneProperty(Name.appID, at: $0) },
+                Property(Name.title, "s", get: { try self.sceneProperty(Name.title, at: $0) }, set: setSceneTitle),
+                Property(Name.activityID, "s") { try self.sceneProperty(Name.activityID, at: $0) },
+                Property(Name.createdAt, "t", changeSignal: .const) { try self.sceneProperty(Name.createdAt, at: $0) },
+                Property(Name.lastActiveAt, "t") { try self.sceneProperty(Name.lastActiveAt, at: $0) },
+                Property(Name.restored, "b", changeSignal: .const) { try self.sceneProperty(Name.restored, at: $0) },
             ], signals: [
-                Signal("StorageChanged", [Argument("changed", "a{sv}"), Argument("removed", "as")]),
+                Signal(Contract.Scene.storageChanged),
             ], readAll: { self.sceneProperties(try self.scene(at: $0)) })
             built = interface
             return interface
@@ -53,22 +54,22 @@ extension HandoffService {
         }
         let title = options["title"] ?? ""
         try Validate.text(title, what: "the title", limit: limits.titleBytes)
-        let request = try Validate.requestID(options).map { Request(id: $0, method: "OpenScene") }
+        let request = try Validate.requestID(options).map { Request(id: $0, method: Contract.Scenes.openScene.name) }
         let now = WallClock.nowMicroseconds()
         let scene = Scene(id: Identifier.make(), appID: appID, title: title, createdAt: now, lastActiveAt: now)
         let id = try await store.writing { try $0.insert(scene, storage: [], request: request) }
         if id == scene.id { try await exportNew(scene) }
-        return [.objectPath(Records.scenePath(id))]
+        return [.objectPath(SceneAddress.objectPath(forID: id))]
     }
 
     func listScenes(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
         let scenes = try store.scenes(appID: appID.isEmpty ? nil : appID)
-        return [.array(.objectPath, scenes.map { .objectPath(Records.scenePath($0.id)) })]
+        return [.array(.objectPath, scenes.map { .objectPath(SceneAddress.objectPath(forID: $0.id)) })]
     }
 
     func closeScene(_ call: MethodCall) async throws -> [DBusValue] {
-        try await close(scene: try Records.sceneID(from: try call.argument(0, as: ObjectPath.self).text))
+        try await close(scene: try SceneAddress.id(from: try call.argument(0, as: ObjectPath.self).text))
         return []
     }
 
@@ -133,12 +134,12 @@ extension HandoffService {
     func close(scene id: String) async throws {
         guard try await store.writing({ try $0.deleteScene(id: id) }) else { throw BatonError.notFound("no scene \(id)") }
         restoredScenes.withLock { _ = $0.remove(id) }
-        connection.unexport(Records.scenePath(id))
+        connection.unexport(SceneAddress.objectPath(forID: id))
     }
 
     /// The scene a Scene-interface call is addressed to.
     func scene(at path: ObjectPath) throws -> Scene {
-        let id = try Records.sceneID(from: path.text)
+        let id = try SceneAddress.id(from: path.text)
         guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
         return scene
     }
@@ -146,17 +147,18 @@ extension HandoffService {
     /// Exports a scene just stored, announced (`InterfacesAdded`) with the properties it
     /// was stored with rather than read back.
     func exportNew(_ scene: Scene) async throws {
-        try await connection.export(Records.scenePath(scene.id), [sceneInterface], properties: [Self.scene: sceneProperties(scene)])
+        try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface], properties: [Contract.Interface.scene: sceneProperties(scene)])
     }
 
     /// Every property of a scene from one row: `GetAll`, and `InterfacesAdded` when a
     /// scene opens, read the database once instead of once per property.
     func sceneProperties(_ scene: Scene) -> [String: DBusValue] {
-        [
-            "Id": .string(scene.id), "AppId": .string(scene.appID), "Title": .string(scene.title),
-            "ActivityId": .string(scene.activityID ?? ""), "CreatedAt": .uint64(scene.createdAt),
-            "LastActiveAt": .uint64(scene.lastActiveAt),
-            "Restored": .boolean(restoredScenes.withLock { $0.contains(scene.id) }),
+        typealias Name = Contract.Scene.Property
+        return [
+            Name.id: .string(scene.id), Name.appID: .string(scene.appID), Name.title: .string(scene.title),
+            Name.activityID: .string(scene.activityID ?? ""), Name.createdAt: .uint64(scene.createdAt),
+            Name.lastActiveAt: .uint64(scene.lastActiveAt),
+            Name.restored: .boolean(restoredScenes.withLock { $0.contains(scene.id) }),
         ]
     }
 

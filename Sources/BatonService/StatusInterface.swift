@@ -1,14 +1,16 @@
+import BatonContract
 import DBus
 import Glibc
 
 extension HandoffService {
     /// The daemon's own facts, for `baton status`: read-only, and none of them sensitive.
     var statusInterface: Interface {
-        Interface(Self.status, properties: [
-            Property("Version", "u", changeSignal: .const) { _ in .uint32(1) },
-            Property("DatabasePath", "s", changeSignal: .const) { _ in .string(self.store.path) },
-            Property("DatabaseSize", "t", changeSignal: .none) { _ in .uint64(self.databaseSize()) },
-            Property("StartedAt", "t", changeSignal: .const) { _ in .uint64(self.startedAt) },
+        typealias Name = Contract.Status.Property
+        return Interface(Contract.Interface.status, properties: [
+            Property(Name.version, "u", changeSignal: .const) { _ in .uint32(1) },
+            Property(Name.databasePath, "s", changeSignal: .const) { _ in .string(self.store.path) },
+            Property(Name.databaseSize, "t", changeSignal: .none) { _ in .uint64(self.databaseSize()) },
+            Property(Name.startedAt, "t", changeSignal: .const) { _ in .uint64(self.startedAt) },
         ])
     }
 

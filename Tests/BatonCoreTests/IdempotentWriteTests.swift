@@ -36,16 +36,3 @@ struct IdempotentWriteTests {
         #expect(attempts.load(ordering: .relaxed) == 1, "a refusal is final")
     }
 }
-
-/// The contract's error names, both ways, for every code.
-struct ContractErrorNameTests {
-    @Test func everyCodeHasItsNameAndBack() {
-        for code in BatonError.Code.allCases {
-            let error = BatonError(code, "message")
-            #expect(error.dbusName == "org.baton.Handoff1.Error." + code.rawValue)
-            #expect(BatonError(dbusName: error.dbusName, message: "message") == error)
-        }
-        #expect(BatonError(dbusName: "org.freedesktop.DBus.Error.Failed", message: "") == nil)
-        #expect(BatonError(dbusName: "org.baton.Handoff1.Error.NoSuchCode", message: "") == nil)
-    }
-}

@@ -139,16 +139,3 @@ struct RequestTests {
         }
     }
 }
-
-struct SceneAddressTests {
-    @Test func pathsAndIdsMapBothWays() throws {
-        let id = "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01"
-        let path = SceneAddress.path(forID: id)
-        #expect(path == "/org/baton/Handoff1/scene/3c9ad3b5_2f1f_4b0e_9a51_3f1d2a6b8c01")
-        #expect(try SceneAddress.id(from: path) == id)
-        #expect(try SceneAddress.id(from: id.uppercased()) == id)
-        for bad in ["/org/baton/Handoff1/other/\(id)", "/org/baton/Handoff1/scene/x", "/org/baton/Handoff1/scene/../x", "x", ""] {
-            #expect(throws: BatonError.self) { try SceneAddress.id(from: bad) }
-        }
-    }
-}

@@ -45,7 +45,8 @@ struct TutorialTests {
         try await notes.select(Catalog.burningSwift)
         try await notes.writeDraft("Who can Lady Beatrice trust?", in: Catalog.burningSwift)
         try await notes.showShop(true, in: Catalog.burningSwift)
-        let before = try await window.call("GetAll")
+        let before = try await window.storage.all()
+        #expect(before.count >= 4, "the draft, the selection and the shop are stored")
 
         // Cold launch: both processes stop and start again.
         client.close()
@@ -56,7 +57,7 @@ struct TutorialTests {
         client = try BatonClient(.address(bus.address))
         let restored = try client.scene(named: window.path.text)
         #expect(try await restored.isRestored())
-        #expect(try await restored.call("GetAll") == before)
+        #expect(try await restored.storage.all() == before)
         #expect(try await restored.activityID() == agatha.id)
 
         let shown = try await show(restored, on: bus)
@@ -80,7 +81,7 @@ struct TutorialTests {
         #expect(newWindow.contains("[ The Good Hawk ]"))
         #expect(newWindow.contains("The Good Hawk › Agatha"))
         #expect(newWindow.contains("Draft note: —"), "drafts belong to the first window:\n\(newWindow)")
-        #expect(try await restored.call("GetAll") == before)
+        #expect(try await restored.storage.all() == before)
 
         // Hawk Notes not running: the bus starts it from its service file to continue.
         await app.stop()
