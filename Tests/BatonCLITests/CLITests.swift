@@ -8,31 +8,9 @@ import TestSupport
 struct CLITests {
     static let snapshots = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Snapshots")
 
-    final class World: Sendable {
-        let bus: PrivateBus
-        let daemon: RunningBatond?
-        init(daemon: Bool = true) async throws {
-            bus = try PrivateBus()
-            self.daemon = daemon ? try await RunningBatond(on: bus) : nil
-        }
-        func baton(_ arguments: [String], stdin: String? = nil) async throws -> CommandResult {
-            var environment = bus.environment
-            environment["NO_COLOR"] = "1"
-            return try await Executables.run(try Executables.built("baton"), arguments, environment: environment, stdin: stdin)
-        }
-        func json(_ arguments: [String]) async throws -> Any {
-            let result = try await baton(arguments + ["--json"])
-            #expect(result.status == 0, "\(result)")
-            return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
-        }
-        func stop() async {
-            await daemon?.stop()
-            bus.stop()
-        }
-    }
-
     @Test func typesActivitiesAndScenesFromTheShell() async throws {
-        let world = try await World()
+        let world = try await BatonWorld.started()
+        defer { world.close() }
         let type = "com.example.notes.document"
         var result = try await world.baton(["types", "register", type, "--app", "com.example.notes", "--required-keys", "id"])
         #expect(result.status == 0 && result.stdout == "registered \(type) for com.example.notes\n", "\(result)")
@@ -91,11 +69,11 @@ struct CLITests {
         #expect(status["contract"] as? Int == 1 && (status["started_at"] as? Int ?? 0) > 0)
         let human = try await world.baton(["status"])
         #expect(human.stdout.contains("database \(world.daemon?.database ?? "?")"), "\(human)")
-        await world.stop()
     }
 
     @Test func errorsAreSentencesWithDistinctStatuses() async throws {
-        let world = try await World()
+        let world = try await BatonWorld.started()
+        defer { world.close() }
         _ = try await world.baton(["types", "register", "com.example.t", "--app", "com.example.app", "--required-keys", "id"])
         let cases: [([String], Int32, String)] = [
             (["activities", "show", "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01"], 2, "no activity 3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01. See what exists with"),
@@ -114,18 +92,17 @@ struct CLITests {
             #expect(result.status == status, "\(arguments): \(result)")
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
         }
-        await world.stop()
 
-        let noDaemon = try await World(daemon: false)
+        let noDaemon = try BatonWorld()
+        defer { noDaemon.close() }
         let result = try await noDaemon.baton(["status"])
         #expect(result.status == 4)
         #expect(result.stderr == "baton: batond is not running and the bus cannot start it. Start it with: systemctl --user start batond (or run batond).\n")
-        await noDaemon.stop()
     }
 
     @Test func helpMatchesItsSnapshot() async throws {
-        let world = try await World(daemon: false)
-        defer { world.bus.stop() }
+        let world = try BatonWorld()
+        defer { world.close() }
         for command in [[], ["activities", "advertise"], ["scenes", "set"]] {
             let result = try await world.baton(command + ["--help"])
             #expect(result.status == 0)
@@ -143,7 +120,8 @@ struct CLITests {
 
 extension CLITests {
     @Test func watchStreamsEventsAsTheyHappen() async throws {
-        let world = try await World()
+        let world = try await BatonWorld.started()
+        defer { world.close() }
         let out = world.bus.directory.appendingPathComponent("watch.out").path
         let err = world.bus.directory.appendingPathComponent("watch.err").path
         let outFD = open(out, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
@@ -173,7 +151,6 @@ extension CLITests {
         #expect(events[3]["changed"] as? [String] == ["k"])
         watcher.kill(SIGINT)
         await watcher.wait()
-        await world.stop()
     }
 }
 
@@ -181,7 +158,8 @@ extension CLITests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     @Test func doctorFindsWhatIsMissingAndPassesOnceInstalled() async throws {
-        let world = try await World()
+        let world = try await BatonWorld.started()
+        defer { world.close() }
         let home = world.bus.directory.appendingPathComponent("home")
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         var environment = world.bus.environment
@@ -210,6 +188,14 @@ extension CLITests {
         chmod(home.appendingPathComponent(".local/state/baton").path, 0o755)
         let open = try await Executables.run(baton, ["doctor"], environment: environment)
         #expect(open.status == 1 && open.stdout.contains("fix: chmod 700 \(home.path)/.local/state/baton"), "\(open)")
-        await world.stop()
+    }
+}
+
+extension BatonWorld {
+    /// `baton ARGUMENTS --json`, which must succeed, parsed.
+    func json(_ arguments: [String]) async throws -> Any {
+        let result = try await baton(arguments + ["--json"])
+        #expect(result.status == 0, "\(result)")
+        return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
     }
 }

@@ -18,25 +18,34 @@ struct KitTests {
         var book: Int
     }
 
-    final class World: Sendable {
-        let bus: PrivateBus
-        let daemon: RunningBatond
+    /// TestSupport's world with the test type registered and a BatonKit client on its bus.
+    struct World {
+        let base: BatonWorld
         let client: BatonClient
-        init() async throws {
-            bus = try PrivateBus()
-            daemon = try await RunningBatond(on: bus)
-            client = try BatonClient(.address(bus.address))
-            try await client.register(ActivityType(type: KitTests.type, appID: KitTests.app, title: "Character", requiredKeys: ["id"]))
+        var bus: PrivateBus { base.bus }
+
+        static func start() async throws -> World {
+            let base = try await BatonWorld.started()
+            do {
+                let client = try BatonClient(.address(base.bus.address))
+                let world = World(base: base, client: client)
+                try await client.register(ActivityType(type: KitTests.type, appID: KitTests.app, title: "Character", requiredKeys: ["id"]))
+                return world
+            } catch {
+                base.close()
+                throw error
+            }
         }
-        func stop() async {
+
+        func close() {
             client.close()
-            await daemon.stop()
-            bus.stop()
+            base.close()
         }
     }
 
     @Test func typedPayloadsRoundTripThroughTheDaemon() async throws {
-        let world = try await World()
+        let world = try await World.start()
+        defer { world.close() }
         let agatha = Character(id: UUID(), name: "Agatha", book: 1)
         let scene = try await world.client.openScene(appID: Self.app, title: "Window")
         let activity = UserActivity(activityType: Self.type, client: world.client)
@@ -53,11 +62,11 @@ struct KitTests {
         #expect(stored.payloadType == "Character" && stored.keywords.sorted() == ["mentor", "witch"])
         #expect(try UserActivity(stored, client: world.client).typedPayload(Character.self) == agatha)
         #expect(try await world.client.search("witch").map(\.id) == [id])
-        await world.stop()
     }
 
     @Test func payloadErrorsSayWhatDidNotDecode() async throws {
-        let world = try await World()
+        let world = try await World.start()
+        defer { world.close() }
         let activity = UserActivity(activityType: Self.type, client: world.client)
         struct Partial: Encodable { var id = UUID(); var book = "one" }
         try activity.setTypedPayload(Partial())
@@ -69,11 +78,11 @@ struct KitTests {
         struct NoID: Encodable { var name = "Agatha" }
         try activity.setTypedPayload(NoID())
         await #expect(throws: BatonError.self) { try await activity.becomeCurrent() }
-        await world.stop()
     }
 
     @Test func savingCallsWillSaveAndInvalidateRemoves() async throws {
-        let world = try await World()
+        let world = try await World.start()
+        defer { world.close() }
         let activity = UserActivity(activityType: Self.type, client: world.client)
         try activity.setTypedPayload(Character(id: UUID(), name: "Jamie", book: 1))
         try await activity.becomeCurrent()
@@ -91,7 +100,6 @@ struct KitTests {
         #expect(calls.withLock { $0 } == 1)
         try await activity.invalidate()
         await #expect(throws: BatonError.notFound("no activity \(id)")) { try await world.client.activity(id: id) }
-        await world.stop()
     }
 
     enum Tab: String, Codable { case goodHawk = "b1", brokenRaven = "b2" }
@@ -99,7 +107,8 @@ struct KitTests {
     struct Draft: Codable, Equatable { var text: String; var words: Int }
 
     @Test func sceneStorageHoldsWhatSceneStorageHolds() async throws {
-        let world = try await World()
+        let world = try await World.start()
+        defer { world.close() }
         let scene = try await world.client.openScene(appID: Self.app)
         let storage = scene.storage
         try await storage.set("flag", true)
@@ -138,13 +147,13 @@ struct KitTests {
 
         try await scene.close()
         await #expect(throws: (any Error).self) { try await storage.string("name") }
-        await world.stop()
     }
 }
 
 extension KitTests {
     @Test func continuationHandlersFillTheNewScene() async throws {
-        let world = try await World()
+        let world = try await World.start()
+        defer { world.close() }
         let appClient = try BatonClient(.address(world.bus.address))
         defer { appClient.close() }
         let continuation = ActivityContinuation(client: appClient, appID: Self.app, busName: "org.baton.KitApp")
@@ -182,13 +191,13 @@ extension KitTests {
             #expect(error.message.contains("org.baton.Handoff1.Error.InvalidPayload"), "\(error.message)")
         }
         #expect(try await world.client.scenes().count == before)
-        await world.stop()
     }
 }
 
 extension KitTests {
     @Test func storageChangesArriveAndRequiredKeysAreCheckedFirst() async throws {
-        let world = try await World()
+        let world = try await World.start()
+        defer { world.close() }
         let scene = try await world.client.openScene(appID: Self.app)
         let changes = try await scene.changes()
         var iterator = changes.makeAsyncIterator()
@@ -207,13 +216,13 @@ extension KitTests {
         await #expect(throws: PayloadError.missingKey("name", type: "OnlyID")) { try await activity.becomeCurrent() }
         #expect(activity.id == nil, "nothing was advertised")
         #expect(throws: BatonError.self) { try world.client.scene(named: "/org/baton/Handoff1/other") }
-        await world.stop()
     }
 }
 
 extension KitTests {
     @Test func everyUserActivityFieldReachesTheDaemon() async throws {
-        let world = try await World()
+        let world = try await World.start()
+        defer { world.close() }
         let activity = UserActivity(activityType: Self.type, client: world.client)
         activity.title = "Jamie"
         activity.persistentIdentifier = "jamie-notes"
@@ -235,14 +244,14 @@ extension KitTests {
         // deleteSavedUserActivities(withPersistentIdentifiers:)
         #expect(try await world.client.deleteSaved(persistentIDs: ["jamie-notes"]) == 1)
         await #expect(throws: BatonError.self) { try await world.client.activity(id: try #require(activity.id)) }
-        await world.stop()
     }
 }
 
 extension KitTests {
     /// BatonKit's writes carry a `request_id`, so its own retries of them are safe.
     @Test func writesCarryARequestID() async throws {
-        let world = try await World()
+        let world = try await World.start()
+        defer { world.close() }
         let monitor = try await BusMonitor(bus: world.bus, rules: ["type='method_call',destination='org.baton.Handoff1'"])
         let id = try await world.client.advertise(type: Self.type, title: "Agatha", payload: #"{"id":"a"}"#)
         try await world.client.update(id: id, payload: #"{"n":1}"#)
@@ -254,6 +263,5 @@ extension KitTests {
             #expect(call.contains(#"string "request_id""#), "\(member): \(call)")
         }
         monitor.stop()
-        await world.stop()
     }
 }

@@ -8,18 +8,18 @@ import TestSupport
 @Suite(.serialized)
 struct ClientRequestIDTests {
     @Test func batonSendsARequestIDWithEachIdempotentWrite() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register(requiredKeys: "")
         let monitor = try await BusMonitor(bus: world.bus, rules: ["type='method_call',destination='org.baton.Handoff1'"])
         defer { monitor.stop() }
         let baton = try Executables.built("baton")
-        let advertised = try await world.run(baton, ["activities", "advertise", DaemonWorld.type, "Agatha", "{}"])
+        let advertised = try await world.run(baton, ["activities", "advertise", BatonWorld.type, "Agatha", "{}"])
         #expect(advertised.status == 0, "\(advertised)")
         let id = advertised.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(try await world.run(baton, ["activities", "update", id, #"{"n":1}"#]).status == 0)
-        #expect(try await world.run(baton, ["scenes", "open", DaemonWorld.app]).status == 0)
+        #expect(try await world.run(baton, ["scenes", "open", BatonWorld.app]).status == 0)
         #expect(try await world.run(baton, ["activities", "continue", id]).status == 0)
         try await eventually("dbus-monitor printed the four calls") { monitor.text.components(separatedBy: "method call").count > 4 }
         for member in ["Advertise", "Update", "OpenScene", "Continue"] {

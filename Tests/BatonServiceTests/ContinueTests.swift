@@ -14,7 +14,7 @@ struct ContinueTests {
     static let appName = "org.baton.TestApp"
 
     /// A handler app: the activity's payload `mode` says how it answers.
-    static func startApp(_ world: DaemonWorld) async throws -> Connection {
+    static func startApp(_ world: BatonWorld) async throws -> Connection {
         let app = try world.bus.connect()
         try await app.export("/", [Interface("org.baton.Handoff1.Handler", methods: [
             Method("ContinueActivity", in: [Argument("scene", "o"), Argument("activity", "a{sv}")],
@@ -38,12 +38,12 @@ struct ContinueTests {
         return app
     }
 
-    func sceneCount(_ world: DaemonWorld) async throws -> Int {
+    func sceneCount(_ world: BatonWorld) async throws -> Int {
         try await world.call(Self.scenes, "ListScenes", [.string("")]).first?.arrayValue?.count ?? -1
     }
 
     @Test func theHandlersStorageOpensTheSceneAndFailuresLeaveNone() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         world.extraArguments = ["--handler-timeout", "0.5"]
         try await world.startDaemon()
@@ -63,7 +63,7 @@ struct ContinueTests {
         #expect(try await first(of: continued).body == [.string(agatha), .objectPath(scene)])
 
         // Continuing into an existing scene changes that scene and opens no other.
-        let window = try #require(try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap([:])]).first?.objectPathValue)
+        let window = try #require(try await world.call(Self.scenes, "OpenScene", [.string(BatonWorld.app), .stringMap([:])]).first?.objectPathValue)
         let count = try await sceneCount(world)
         #expect(try await world.call(Self.activities, "Continue", [.string(agatha), .stringMap(["scene": window.text])]) == [.objectPath(window)])
         #expect(try await sceneCount(world) == count)
@@ -85,7 +85,7 @@ struct ContinueTests {
     }
 
     @Test func theDaemonKeepsServingWhileAHandlerThinks() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         world.extraArguments = ["--handler-timeout", "1.5"]
         try await world.startDaemon()
@@ -104,7 +104,7 @@ struct ContinueTests {
     }
 
     @Test func withoutAHandlerTheSceneCarriesTheActivity() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
@@ -118,7 +118,7 @@ struct ContinueTests {
     }
 
     @Test func theBusStartsAHandlerThatIsNotRunning() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         let python = try Executables.require("/usr/bin/python3", package: "python3-dbus python3-gi")
         let script = world.bus.directory.appendingPathComponent("handler.py")

@@ -36,12 +36,12 @@ struct ContractTests {
             "org.baton.Handoff1.Registry", "org.baton.Handoff1.Activities", "org.baton.Handoff1.Scenes",
             "org.baton.Handoff1.Scene", "org.baton.Handoff1.Status", "org.baton.Handoff1.Handler",
         ])
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         let scene = try #require(try await world.call("org.baton.Handoff1.Scenes", "OpenScene", [.string("com.example.app"), .stringMap([:])]).first?.objectPathValue)
         var served: [String: String] = [:]
-        for path in [DaemonWorld.root, scene] {
+        for path in [BatonWorld.root, scene] {
             let xml = try #require(try await world.call("org.freedesktop.DBus.Introspectable", "Introspect", path: path).first?.stringValue)
             served.merge(Self.interfaces(in: xml)) { first, _ in first }
         }

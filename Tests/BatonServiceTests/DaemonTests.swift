@@ -13,7 +13,7 @@ struct DaemonTests {
     static let scene = "org.baton.Handoff1.Scene"
 
     @Test func shellClientsRegisterAdvertiseAndRead() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         let signals = try await world.client.signals(matching: MatchRule(interface: Self.activities))
@@ -22,12 +22,12 @@ struct DaemonTests {
         let send = try Executables.require("dbus-send", package: "dbus-bin")
         let target = ["--session", "--print-reply", "--dest=org.baton.Handoff1", "/org/baton/Handoff1"]
         let registered = try await world.run(send, target + [
-            "org.baton.Handoff1.Registry.RegisterActivityType", "string:\(DaemonWorld.type)", "string:\(DaemonWorld.app)",
+            "org.baton.Handoff1.Registry.RegisterActivityType", "string:\(BatonWorld.type)", "string:\(BatonWorld.app)",
             "dict:string:string:title,Character,required_keys,id",
         ])
         #expect(registered.status == 0, "\(registered)")
         let advertised = try await world.run(send, ["--session", "--print-reply=literal", "--dest=org.baton.Handoff1", "/org/baton/Handoff1",
-            "org.baton.Handoff1.Activities.Advertise", "string:\(DaemonWorld.type)", "string:Agatha",
+            "org.baton.Handoff1.Activities.Advertise", "string:\(BatonWorld.type)", "string:Agatha",
             #"string:{"id": "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01", "name": "Agatha"}"#, "dict:string:string:target_content_id,agatha",
         ])
         #expect(advertised.status == 0, "\(advertised)")
@@ -35,7 +35,7 @@ struct DaemonTests {
         #expect(try Identifier.normalize(id) == id)
 
         let signal = await received.next()
-        #expect(signal?.member == "Advertised" && signal?.body == [.string(id), .string(DaemonWorld.type), .string("Agatha")])
+        #expect(signal?.member == "Advertised" && signal?.body == [.string(id), .string(BatonWorld.type), .string("Agatha")])
 
         let busctl = try Executables.require("busctl", package: "systemd")
         let shown = try await world.run(busctl, ["--user", "--json=short", "call", "org.baton.Handoff1", "/org/baton/Handoff1",
@@ -56,7 +56,7 @@ struct DaemonTests {
     }
 
     @Test func badInputIsRefusedByNameAndChangesNothing() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
@@ -97,7 +97,7 @@ struct DaemonTests {
         }
         // Titles with emoji and keys with slashes are fine, not errors.
         let emoji = try await world.advertise("Agatha 🦅 / Jamie")
-        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap([:])]).first?.objectPathValue)
+        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(BatonWorld.app), .stringMap([:])]).first?.objectPathValue)
         _ = try await world.call(Self.scene, "Set", [.string("b|x::c|y/z"), .variant(.string("v"))], path: scene)
         #expect(await errorName { try await world.call(Self.scene, "Set", [.string("k"), .variant(.record([:]))], path: scene) }
             == "org.baton.Handoff1.Error.InvalidArgument")
@@ -110,11 +110,11 @@ struct DaemonTests {
     }
 
     @Test func scenesComeBackAfterARestartWithTheirStorage() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
-        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap(["title": "Window 1"])]).first?.objectPathValue)
+        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(BatonWorld.app), .stringMap(["title": "Window 1"])]).first?.objectPathValue)
         _ = try await world.call(Self.scene, "SetMany", [.record([
             "ContentView.CurrentTab": .string("b3"), "BookView.newNote": .string("draft"), "BookView.ShowingAmazonPage": .boolean(true),
             "count": .int32(3), "ratio": .double(0.5), "blob": .array(.byte, [.byte(1), .byte(2)]),
@@ -135,11 +135,11 @@ struct DaemonTests {
         // Closing discards the scene and its storage, as closing a window does.
         _ = try await world.call(Self.scene, "Close", path: scene)
         #expect(await errorName { try await world.call(Self.scene, "GetAll", path: scene) } == DBusError.Name.unknownObject)
-        #expect(try await world.call(Self.scenes, "ListScenes", [.string(DaemonWorld.app)]) == [.array(.objectPath, [])])
+        #expect(try await world.call(Self.scenes, "ListScenes", [.string(BatonWorld.app)]) == [.array(.objectPath, [])])
     }
 
     @Test func acknowledgedWritesSurviveKill9() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
@@ -176,7 +176,7 @@ struct DaemonTests {
             Issue.record("this test switches to user nobody and must run as root (as CI does)")
             return
         }
-        let world = try DaemonWorld(allowOtherUsers: true)
+        let world = try BatonWorld(allowOtherUsers: true)
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
@@ -208,8 +208,9 @@ final class AcknowledgedIDs: @unchecked Sendable {
 
 extension DaemonTests {
     @Test func theDefaultStateDirectoryIsCreatedPrivateAndAnOpenOneRefused() async throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
+        let world = try BatonWorld()
+        defer { world.close() }
+        let bus = world.bus
         let state = bus.directory.appendingPathComponent("xdg-state")
         var environment = bus.environment
         environment["XDG_STATE_HOME"] = state.path
@@ -238,7 +239,7 @@ extension DaemonTests {
     /// An idle daemon stays idle. A purge loop that once spun after its first timeout
     /// wrote without pause, growing the WAL and the heap; this would have caught it.
     @Test func anIdleDaemonUsesNoCPU() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()

@@ -39,8 +39,8 @@ struct DamagedDatabaseTests {
     }
 
     /// A world whose database holds 300 activities, with batond stopped cleanly (no WAL left).
-    func worldWithData() async throws -> DaemonWorld {
-        let world = try DaemonWorld()
+    func worldWithData() async throws -> BatonWorld {
+        let world = try BatonWorld()
         try await world.startDaemon()
         try await world.register(requiredKeys: "")
         let payload = #"{"notes":""# + String(repeating: "n", count: 1_000) + #""}"#
@@ -58,7 +58,7 @@ struct DamagedDatabaseTests {
     }
 
     /// The databases moved aside (their `-wal` and `-shm` go with them, under the same name).
-    func quarantined(in world: DaemonWorld) throws -> [String] {
+    func quarantined(in world: BatonWorld) throws -> [String] {
         let directory = (world.database as NSString).deletingLastPathComponent
         return try FileManager.default.contentsOfDirectory(atPath: directory)
             .filter { $0.contains(".corrupt-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }.sorted()
@@ -137,7 +137,7 @@ struct DamagedDatabaseTests {
 
     /// `--database` in a directory others can write to is refused, with the fix.
     @Test func aDatabaseInADirectoryOthersCanWriteIsRefused() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         let shared = world.bus.directory.appendingPathComponent("shared").path
         #expect(mkdir(shared, 0o777) == 0 && chmod(shared, 0o1777) == 0)

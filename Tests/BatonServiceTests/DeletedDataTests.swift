@@ -19,7 +19,7 @@ struct DeletedDataTests {
     }
 
     @Test func anInvalidatedPayloadIsGoneFromTheDatabaseAndItsWALOnceIdle() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register(requiredKeys: "")
@@ -37,7 +37,7 @@ struct DeletedDataTests {
     }
 
     @Test func theFilesAreOwnerOnlyWhateverTheirEarlierModeOrTheUmask() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register(requiredKeys: "")

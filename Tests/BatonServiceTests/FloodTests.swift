@@ -23,7 +23,7 @@ struct FloodTests {
 
     /// Continue calls that wait on an app that never answers stay in flight: the 257th is refused.
     @Test func callsBeyondTheLimitInFlightAreRefusedAndOtherClientsServed() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon(["--handler-timeout", "20"])
         // An app whose handler never answers.
@@ -48,7 +48,7 @@ struct FloodTests {
                 for _ in 0..<300 {
                     group.addTask {
                         let name = await errorName {
-                            try await flooder.call("org.baton.Handoff1", DaemonWorld.root, Self.activities, "Continue",
+                            try await flooder.call("org.baton.Handoff1", BatonWorld.root, Self.activities, "Continue",
                                                    [.string(id), .stringMap([:])], timeout: .seconds(30))
                         }
                         answered.add(name)
@@ -71,7 +71,7 @@ struct FloodTests {
         app.close()
         await waiting.value
         #expect(answered.all == [Self.limitsExceeded: 44, "org.baton.Handoff1.Error.HandlerFailed": 256])
-        #expect(try await flooder.call("org.baton.Handoff1", DaemonWorld.root, Self.activities, "List", [.stringMap([:])]).count == 1)
+        #expect(try await flooder.call("org.baton.Handoff1", BatonWorld.root, Self.activities, "List", [.stringMap([:])]).count == 1)
     }
 
     /// Ten thousand calls sent at once by one client: each gets one answer (a result, or
@@ -80,7 +80,7 @@ struct FloodTests {
     /// its calls wait at once depends on the two processes' speeds, so refusals may or may
     /// not happen here: the test above makes them certain.)
     @Test func aFloodOfPipelinedCallsIsBounded() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register(requiredKeys: "")
@@ -100,7 +100,7 @@ struct FloodTests {
                 for index in 0..<10_000 {
                     group.addTask {
                         let name = await errorName {
-                            try await flooder.call("org.baton.Handoff1", DaemonWorld.root, Self.activities,
+                            try await flooder.call("org.baton.Handoff1", BatonWorld.root, Self.activities,
                                                    index % 2 == 0 ? "Get" : "List", index % 2 == 0 ? [.string(id)] : [.stringMap([:])],
                                                    timeout: .seconds(60))
                         }

@@ -77,7 +77,7 @@ struct FuzzTests {
         """#
 
     @Test func randomCallsGetNamedAnswers() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         let python = try Executables.require("/usr/bin/python3", package: "python3-dbus")

@@ -10,8 +10,9 @@ import TestSupport
 @Suite(.serialized)
 struct InProcessDaemonTests {
     @Test func buildRunServeAndStopGracefully() async throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
+        let world = try BatonWorld()
+        defer { world.close() }
+        let bus = world.bus
         let database = bus.directory.appendingPathComponent("baton.sqlite").path
         var options = DaemonOptions()
         options.database = database

@@ -28,8 +28,9 @@ struct InstallTests {
     }
 
     @Test func theBusStartsBatondOnFirstUse() async throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
+        let world = try BatonWorld()
+        defer { world.close() }
+        let bus = world.bus
         let state = bus.directory.appendingPathComponent("state")
         let template = try String(contentsOf: Self.repository.appendingPathComponent("dbus/org.baton.Handoff1.service"), encoding: .utf8)
         let binary = try Executables.built("batond")

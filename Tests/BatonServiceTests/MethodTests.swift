@@ -13,12 +13,12 @@ struct MethodTests {
     static let scenes = "org.baton.Handoff1.Scenes"
     static let scene = "org.baton.Handoff1.Scene"
 
-    func record(_ world: DaemonWorld, _ id: String) async throws -> [String: DBusValue] {
+    func record(_ world: BatonWorld, _ id: String) async throws -> [String: DBusValue] {
         try #require(try await world.call(Self.activities, "Get", [.string(id)]).first?.stringKeyedValue).mapValues(\.unwrapped)
     }
 
     @Test func updateMergesAndSearchRanks() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
@@ -64,7 +64,7 @@ struct MethodTests {
     }
 
     @Test func aBurstOfAdvertiseCallsIsStoredBeforeEachReply() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
@@ -87,7 +87,7 @@ struct MethodTests {
     }
 
     @Test func deletionsAndUnregisteringAnnounceWhatWent() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
@@ -99,27 +99,27 @@ struct MethodTests {
         #expect(try await world.call(Self.activities, "DeleteSaved", [.strings(["p1", "nope"])]) == [.uint32(1)])
         #expect(await invalidated.next()?.body == [.string(one)])
         #expect(try await world.call(Self.activities, "DeleteAllSaved", [.string("com.example.other")]) == [.uint32(0)])
-        #expect(try await world.call(Self.activities, "DeleteAllSaved", [.string(DaemonWorld.app)]) == [.uint32(2)])
+        #expect(try await world.call(Self.activities, "DeleteAllSaved", [.string(BatonWorld.app)]) == [.uint32(2)])
         #expect(try await world.activityCount() == 0)
 
         let kept = try await world.advertise("kept")
-        _ = try await world.call(Self.registry, "UnregisterActivityType", [.string(DaemonWorld.type)])
+        _ = try await world.call(Self.registry, "UnregisterActivityType", [.string(BatonWorld.type)])
         var seen: [DBusValue] = []
         while seen.count < 3, let signal = await invalidated.next() { seen += signal.body }
         #expect(seen.last == .string(kept))
         #expect(try await world.call(Self.registry, "ListActivityTypes") == [.array(.dictionary(key: .string, value: .variant), [])])
-        #expect(await errorName { try await world.call(Self.registry, "UnregisterActivityType", [.string(DaemonWorld.type)]) }
+        #expect(await errorName { try await world.call(Self.registry, "UnregisterActivityType", [.string(BatonWorld.type)]) }
             == "org.baton.Handoff1.Error.UnknownActivityType")
         #expect(await errorName { try await world.advertise("after") } == "org.baton.Handoff1.Error.UnknownActivityType")
         let badHandler = await errorName {
-            try await world.call(Self.registry, "RegisterActivityType", [.string(DaemonWorld.type), .string(DaemonWorld.app),
+            try await world.call(Self.registry, "RegisterActivityType", [.string(BatonWorld.type), .string(BatonWorld.app),
                                                                          .stringMap(["handler": "not a bus name"])])
         }
         #expect(badHandler == "org.baton.Handoff1.Error.InvalidArgument")
     }
 
     @Test func expiredActivitiesVanishAtOnceAndArePurged() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
@@ -138,13 +138,13 @@ struct MethodTests {
     }
 
     @Test func scenesAnnounceThemselvesAndTheirChanges() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
         let managed = try await world.client.signals(matching: MatchRule(interface: "org.freedesktop.DBus.ObjectManager"))
         var objects = managed.makeAsyncIterator()
-        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap(["title": "One"])]).first?.objectPathValue)
+        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(BatonWorld.app), .stringMap(["title": "One"])]).first?.objectPathValue)
         let added = await objects.next()
         #expect(added?.member == "InterfacesAdded" && added?.body.first == .objectPath(scene))
         let all = try await world.call("org.freedesktop.DBus.ObjectManager", "GetManagedObjects")
@@ -189,7 +189,7 @@ struct MethodTests {
     }
 
     @Test func sigtermLetsAContinuationInFlightFinish() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         let app = try world.bus.connect()

@@ -20,7 +20,7 @@ struct ShutdownTests {
 
     @Test(arguments: 1...3)
     func sigtermDuringAWriteBurstAnswersEveryCommittedWrite(round: Int) async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register(requiredKeys: "")
@@ -35,8 +35,8 @@ struct ShutdownTests {
                             for call in 0... {
                                 let title = "client \(number) lane \(lane) call \(call)"
                                 do {
-                                    _ = try await client.call("org.baton.Handoff1", DaemonWorld.root, "org.baton.Handoff1.Activities",
-                                                              "Advertise", [.string(DaemonWorld.type), .string(title), .string("{}"), .stringMap([:])],
+                                    _ = try await client.call("org.baton.Handoff1", BatonWorld.root, "org.baton.Handoff1.Activities",
+                                                              "Advertise", [.string(BatonWorld.type), .string(title), .string("{}"), .stringMap([:])],
                                                               timeout: .seconds(20))
                                     outcome.answered(title)
                                 } catch let error as DBusError {

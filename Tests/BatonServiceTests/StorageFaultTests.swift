@@ -41,12 +41,12 @@ struct StorageFaultTests {
     }
 
     @Test func readsAnswerWhileWritesWaitForALockAndWritesGiveUpInTime() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register(requiredKeys: "")
         let agatha = try await world.advertise("Agatha", options: ["eligible_for_search": "true"])
-        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap([:])])
+        let scene = try #require(try await world.call(Self.scenes, "OpenScene", [.string(BatonWorld.app), .stringMap([:])])
             .first?.objectPathValue)
         _ = try await world.call(Self.scene, "Set", [.string("tab"), .variant(.string("b1"))], path: scene)
 
@@ -67,7 +67,7 @@ struct StorageFaultTests {
                             try await world.call(Self.activities, "Update", [.string(agatha), .string(#"{"n":\#(index)}"#), .stringMap([:])])
                         }
                     }
-                    group.addTask { await errorName { try await world.call(Self.scenes, "OpenScene", [.string(DaemonWorld.app), .stringMap([:])]) } }
+                    group.addTask { await errorName { try await world.call(Self.scenes, "OpenScene", [.string(BatonWorld.app), .stringMap([:])]) } }
                     group.addTask {
                         await errorName { try await world.call("org.baton.Handoff1.Registry", "UnregisterActivityType", [.string("com.example.nope")]) }
                     }
@@ -113,7 +113,7 @@ struct StorageFaultTests {
 
     /// A state directory on a read-only file system: batond says so and how to fix it, and exits.
     @Test func aReadOnlyStateDirectoryIsAClearErrorAtStart() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         let mountPoint = world.bus.directory.appendingPathComponent("readonly").path
         #expect(mkdir(mountPoint, 0o700) == 0)
@@ -125,7 +125,7 @@ struct StorageFaultTests {
     }
 
     @Test func aFullDiskAnswersStorageFullAndRecoversOnceThereIsRoom() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         // A 2 MiB file system of its own, in a private mount namespace, a quarter filled by a filler file.
         let mountPoint = world.bus.directory.appendingPathComponent("small").path

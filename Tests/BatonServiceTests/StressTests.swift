@@ -40,7 +40,7 @@ struct StressTests {
     }
 
     @Test func mixedClientsGetOnlyNamedAnswers() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         // A small quota, so that advertising trims from the start, as a full app does.
         try await world.startDaemon(["--max-live-activities", "40"])
@@ -60,21 +60,21 @@ struct StressTests {
                         let expiring = round % 10 == 0 ? ["expires_in": "1"] : [:]
                         await tally.count {
                             id = try #require(try await client.call(
-                                "org.baton.Handoff1", DaemonWorld.root, Self.activities, "Advertise",
-                                [.string(DaemonWorld.type), .string("writer \(writer) round \(round)"), .string(#"{"n":\#(round)}"#),
+                                "org.baton.Handoff1", BatonWorld.root, Self.activities, "Advertise",
+                                [.string(BatonWorld.type), .string("writer \(writer) round \(round)"), .string(#"{"n":\#(round)}"#),
                                  .stringMap(["keywords": "stress,w\(writer)", "eligible_for_search": "true"].merging(expiring) { $1 })],
                                 timeout: .seconds(20)).first?.stringValue)
                         }
                         guard !id.isEmpty else { continue }
                         // Another writer's Advertise may have trimmed it already.
                         await tally.count(gone) {
-                            _ = try await client.call("org.baton.Handoff1", DaemonWorld.root, Self.activities, "Update",
+                            _ = try await client.call("org.baton.Handoff1", BatonWorld.root, Self.activities, "Update",
                                                       [.string(id), .string(#"{"updated":true}"#), .stringMap(["title": "updated \(round)"])],
                                                       timeout: .seconds(20))
                         }
                         if round % 3 == 0 {
                             await tally.count([notFound]) {
-                                _ = try await client.call("org.baton.Handoff1", DaemonWorld.root, Self.activities, "Invalidate",
+                                _ = try await client.call("org.baton.Handoff1", BatonWorld.root, Self.activities, "Invalidate",
                                                           [.string(id)], timeout: .seconds(20))
                             }
                         }
@@ -88,8 +88,8 @@ struct StressTests {
                     var path: ObjectPath = "/"
                     await tally.count {
                         path = try #require(try await client.call(
-                            "org.baton.Handoff1", DaemonWorld.root, Self.scenes, "OpenScene",
-                            [.string(DaemonWorld.app), .stringMap(["title": "scene \(round)"])], timeout: .seconds(20)).first?.objectPathValue)
+                            "org.baton.Handoff1", BatonWorld.root, Self.scenes, "OpenScene",
+                            [.string(BatonWorld.app), .stringMap(["title": "scene \(round)"])], timeout: .seconds(20)).first?.objectPathValue)
                     }
                     await tally.count {
                         _ = try await client.call("org.baton.Handoff1", path, Self.scene, "Set",
@@ -101,7 +101,7 @@ struct StressTests {
                     }
                     if round % 2 == 0 {
                         await tally.count {
-                            _ = try await client.call("org.baton.Handoff1", DaemonWorld.root, Self.scenes, "CloseScene",
+                            _ = try await client.call("org.baton.Handoff1", BatonWorld.root, Self.scenes, "CloseScene",
                                                       [.objectPath(path)], timeout: .seconds(20))
                         }
                     }
@@ -112,11 +112,11 @@ struct StressTests {
                 defer { client.close() }
                 for round in 0..<rounds * 2 {
                     await tally.count {
-                        _ = try await client.call("org.baton.Handoff1", DaemonWorld.root, Self.activities, "List",
+                        _ = try await client.call("org.baton.Handoff1", BatonWorld.root, Self.activities, "List",
                                                   [.stringMap(["limit": "20"])], timeout: .seconds(20))
                     }
                     await tally.count {
-                        _ = try await client.call("org.baton.Handoff1", DaemonWorld.root, Self.activities, "Search",
+                        _ = try await client.call("org.baton.Handoff1", BatonWorld.root, Self.activities, "Search",
                                                   [.string(round % 2 == 0 ? "stress" : "updated w1"), .uint32(10)], timeout: .seconds(20))
                     }
                 }
@@ -126,7 +126,7 @@ struct StressTests {
                     await tally.count {
                         let client = try world.bus.connect()
                         defer { client.close() }
-                        _ = try await client.call("org.baton.Handoff1", DaemonWorld.root, Self.activities, "List",
+                        _ = try await client.call("org.baton.Handoff1", BatonWorld.root, Self.activities, "List",
                                                   [.stringMap(["limit": "5"])], timeout: .seconds(20))
                     }
                 }
@@ -147,7 +147,7 @@ extension StressTests {
     /// its locks on it: the shell then took itself for the last user, truncated the index,
     /// and batond died of SIGBUS.
     @Test func anotherProgramReadingTheDatabaseDoesNotHurtBatond() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register(requiredKeys: "")

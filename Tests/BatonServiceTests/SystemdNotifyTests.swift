@@ -41,7 +41,7 @@ struct SystemdNotifyTests {
     }
 
     @Test func readyWatchdogPingsFromTheBusThreadAndStopping() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         let notify = try NotifySocket(in: world.bus.directory)
         var environment = world.bus.environment
@@ -76,7 +76,7 @@ struct SystemdNotifyTests {
 
     /// With stderr the journal (JOURNAL_STREAM names its device and inode), lines carry priorities.
     @Test func journalPrioritiesOnlyWhenStderrIsTheJournal() async throws {
-        let world = try DaemonWorld()
+        let world = try BatonWorld()
         defer { world.close() }
         _ = FileManager.default.createFile(atPath: world.logPath, contents: nil)
         var info = stat()

@@ -29,10 +29,11 @@ struct TutorialTests {
     }
 
     @Test func selectRestartRestoreAndContinue() async throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
-        var daemon = try await RunningBatond(on: bus)
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let bus = world.bus
         var app = try await HawkNotesProcess(bus: bus)
+        defer { app.process.kill(SIGKILL) }
         var client = try BatonClient(.address(bus.address))
 
         // A window: Agatha opened in the first tab with a note on her, then the third tab
@@ -51,8 +52,8 @@ struct TutorialTests {
         // Cold launch: both processes stop and start again.
         client.close()
         await app.stop()
-        #expect(await daemon.stop() == 0)
-        daemon = try await RunningBatond(on: bus)
+        #expect(await world.stopDaemon() == 0)
+        try await world.startDaemon()
         app = try await HawkNotesProcess(bus: bus)
         client = try BatonClient(.address(bus.address))
         let restored = try client.scene(named: window.path.text)
@@ -107,14 +108,14 @@ struct TutorialTests {
             kill(pid_t(pid), SIGTERM)
         }
         client.close()
-        await daemon.stop()
     }
 
     @Test func libraryListsTheBooksOverTheBus() async throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
-        let daemon = try await RunningBatond(on: bus)
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let bus = world.bus
         let app = try await HawkNotesProcess(bus: bus)
+        defer { app.process.kill(SIGKILL) }
         let gdbus = try await Executables.run(try Executables.require("gdbus", package: "libglib2.0-bin"), [
             "call", "--session", "--dest", HawkNotesApp.busName, "--object-path", HawkNotesApp.path.text,
             "--method", "com.raywenderlich.hawknotes.Library.ListBooks",
@@ -123,7 +124,5 @@ struct TutorialTests {
         #expect(gdbus.stdout.contains("'title': <'The Good Hawk'>") && gdbus.stdout.contains("'name': <'Lady Beatrice'>"))
         let unknown = try await Executables.run(try Executables.built("hawk-notes"), ["show", "not-a-scene"], environment: bus.environment)
         #expect(unknown.status != 0 && unknown.stderr.contains("is not an id"), "\(unknown)")
-        await app.stop()
-        await daemon.stop()
     }
 }

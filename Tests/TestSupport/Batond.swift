@@ -9,14 +9,24 @@ public final class RunningBatond: @unchecked Sendable {
 
     /// Starts batond on `bus` and waits until it owns org.baton.Handoff1.
     public init(on bus: PrivateBus, arguments: [String] = []) async throws {
-        database = bus.directory.appendingPathComponent("state/baton/baton.sqlite").path
-        let log = open(bus.directory.appendingPathComponent("batond.log").path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        database = Self.database(on: bus)
+        let log = open(Self.logPath(on: bus), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         defer { close(log) }
         process = try Subprocess(try Executables.built("batond"), ["--database", database, "--verbose"] + arguments,
                                  environment: bus.environment, stderr: log)
         let watcher = try bus.connect()
         defer { watcher.close() }
         try await watcher.waitForName("org.baton.Handoff1", timeout: .seconds(15))
+    }
+
+    /// The database batond uses on `bus`, stable across restarts.
+    public static func database(on bus: PrivateBus) -> String {
+        bus.directory.appendingPathComponent("state/baton/baton.sqlite").path
+    }
+
+    /// The file batond's stderr is appended to.
+    public static func logPath(on bus: PrivateBus) -> String {
+        bus.directory.appendingPathComponent("batond.log").path
     }
 
     /// Stops batond with `signal` (SIGTERM: a clean stop) and returns its exit status.

@@ -1,0 +1,85 @@
+import DBus
+import Foundation
+import Glibc
+
+/// The world every test that crosses the bus runs in: a private `dbus-daemon`, the built
+/// `batond` on it with a database of its own (started at once, or when the test says),
+/// and a raw client connection. Every test target builds it here and ends it with
+/// `defer { world.close() }`, which kills what is left even when the test fails or throws.
+public final class BatonWorld: @unchecked Sendable {
+    public let bus: PrivateBus
+    /// A raw connection to the bus, for calls spelled as any client spells them.
+    public let client: Connection
+    public private(set) var daemon: RunningBatond?
+    /// Arguments every start of batond gets (a handler timeout, say).
+    public var extraArguments: [String] = []
+
+    /// Where batond keeps its database, stable across restarts.
+    public var database: String { RunningBatond.database(on: bus) }
+    /// batond's stderr, appended across restarts.
+    public var logPath: String { RunningBatond.logPath(on: bus) }
+    public var daemonLog: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// A bus and a client; batond is not started (`startDaemon`).
+    public init(allowOtherUsers: Bool = false) throws {
+        bus = try PrivateBus(allowOtherUsers: allowOtherUsers)
+        do {
+            client = try bus.connect()
+        } catch {
+            bus.stop()
+            throw error
+        }
+    }
+
+    /// A world with batond already running (with `arguments`) and owning its name.
+    public static func started(_ arguments: [String] = []) async throws -> BatonWorld {
+        let world = try BatonWorld()
+        do {
+            try await world.startDaemon(arguments)
+        } catch {
+            world.close()
+            throw error
+        }
+        return world
+    }
+
+    /// Starts batond and waits until it owns its name.
+    public func startDaemon(_ arguments: [String] = []) async throws {
+        daemon = try await RunningBatond(on: bus, arguments: extraArguments + arguments)
+    }
+
+    /// Stops batond with `signal` and returns its exit status.
+    @discardableResult
+    public func stopDaemon(_ signal: Int32 = SIGTERM) async -> Int32? {
+        guard let daemon else { return nil }
+        self.daemon = nil
+        return await daemon.stop(signal)
+    }
+
+    /// Kills batond and the bus at once, for `defer`. (A `Task` started in a `defer` to stop
+    /// them may not run before the test process exits: that left one bus daemon running per
+    /// test run.)
+    public func close() {
+        daemon?.process.kill(SIGKILL)
+        daemon = nil
+        client.close()
+        bus.stop()
+    }
+
+    /// Calls batond as `dbus-send` would: names spelled out, not taken from our contract module.
+    public func call(
+        _ interface: String, _ member: String, _ arguments: [DBusValue] = [], path: ObjectPath = "/org/baton/Handoff1"
+    ) async throws -> [DBusValue] {
+        try await client.call("org.baton.Handoff1", path, interface, member, arguments, timeout: .seconds(20))
+    }
+
+    /// Runs a program (a path, or a name on PATH) with this bus as its session bus.
+    public func run(_ tool: String, _ arguments: [String], environment extra: [String: String] = [:], stdin: String? = nil) async throws -> CommandResult {
+        try await Executables.run(tool, arguments, environment: bus.environment.merging(extra) { $1 }, stdin: stdin)
+    }
+
+    /// Runs the built `baton` on this bus, without colours.
+    public func baton(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) async throws -> CommandResult {
+        try await run(try Executables.built("baton"), arguments, environment: ["NO_COLOR": "1"].merging(environment) { $1 }, stdin: stdin)
+    }
+}
