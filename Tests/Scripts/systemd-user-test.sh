@@ -45,6 +45,11 @@ id=$(busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff
     com.example.notes.document "Chapter 3" '{"id":"c3"}' 0 2>&1 | cut -d'"' -f2)
 say advertised "$id"
 say get "$(busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff1.Activities Get s "$id" 2>&1 | grep -c 'Chapter 3')"
+# The whole contract through python3-dbus against this sandboxed instance, its handler calls included.
+REPOSITORY=$(dirname "$(dirname "$UNIT")")
+/usr/bin/python3 "$REPOSITORY/Tests/Scripts/contract-check.py" "$REPOSITORY/dbus/org.baton.Handoff1.xml" > "$T/contract-check.out" 2>&1
+say contract_check "$(grep -c '^ok ' "$T/contract-check.out") ok, $(grep -c '^FAIL' "$T/contract-check.out") failed"
+say contract_failures "$(grep -v '^ok ' "$T/contract-check.out" | tr '\n' '|')"
 
 # 2. D-Bus activation through SystemdService=: stopped, then started by a call.
 systemctl --user stop batond

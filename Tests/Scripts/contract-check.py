@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""The org.baton.Handoff1 contract, exercised by python3-dbus (a client we did not write)
+against whatever batond answers on $DBUS_SESSION_BUS_ADDRESS.
+
+Run by ContractCheckTests on a private bus and by systemd-user-test.sh against the
+unit's sandboxed instance. Prints one line per check, "ok NAME" or "FAIL NAME: why",
+and exits 1 if any check failed. Usage: contract-check.py DBUS_XML
+"""
+import sys
+import threading
+import xml.etree.ElementTree as ElementTree
+
+import dbus
+import dbus.mainloop.glib
+import dbus.service
+from gi.repository import GLib
+
+NAME, ROOT = "org.baton.Handoff1", "/org/baton/Handoff1"
+REGISTRY, ACTIVITIES, SCENES, SCENE = (NAME + "." + i for i in ("Registry", "Activities", "Scenes", "Scene"))
+APP, TYPE, HANDLER_NAME = "org.example.contractcheck", "org.example.contractcheck.note", "org.example.ContractCheck"
+failures = []
+
+
+def check(name, condition, detail=""):
+    print(("ok " if condition else "FAIL ") + name + ("" if condition else ": " + str(detail)), flush=True)
+    if not condition:
+        failures.append(name)
+
+
+def error_name(call):
+    try:
+        call()
+    except dbus.exceptions.DBusException as error:
+        return error.get_dbus_name()
+    return None
+
+
+class Handler(dbus.service.Object):
+    """The app's side of Continue: answers with storage that names the activity."""
+
+    @dbus.service.method(NAME + ".Handler", in_signature="oa{sv}", out_signature="a{sv}")
+    def ContinueActivity(self, scene, activity):
+        return dbus.Dictionary({"note": dbus.String(activity["payload"]), "tab": dbus.Int64(3)}, signature="sv")
+
+
+def serve_handler(ready):
+    """Serves the handler on a connection of its own, in a GLib loop on this thread."""
+    dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+    bus = dbus.SessionBus()
+    keep = (dbus.service.BusName(HANDLER_NAME, bus), Handler(bus, "/"))
+    ready.set()
+    loop = GLib.MainLoop()
+    GLib.timeout_add_seconds(60, loop.quit)
+    loop.run()
+    return keep
+
+
+def main():
+    ready = threading.Event()
+    threading.Thread(target=serve_handler, args=(ready,), daemon=True).start()
+    ready.wait(10)
+    bus = dbus.bus.BusConnection(dbus.bus.BusConnection.TYPE_SESSION)
+    root = bus.get_object(NAME, ROOT)
+    registry, activities, scenes = (dbus.Interface(root, i) for i in (REGISTRY, ACTIVITIES, SCENES))
+
+    # The running daemon declares what the contract's XML declares.
+    def members(xml):
+        tree = ElementTree.fromstring(xml)
+        return {(i.get("name"), m.tag, m.get("name"), tuple(a.get("type") for a in m.findall("arg") if a.get("direction") != "out"))
+                for i in tree.iter("interface") if i.get("name").startswith(NAME) for m in i}
+    declared = members(open(sys.argv[1]).read())
+    running = members(dbus.Interface(root, "org.freedesktop.DBus.Introspectable").Introspect())
+    root_interfaces = {REGISTRY, ACTIVITIES, SCENES, NAME + ".Status"}
+    expected = {m for m in declared if m[0] in root_interfaces}
+    check("introspection matches the XML", expected <= running and len(expected) > 10, expected - running)
+
+    registry.RegisterActivityType(TYPE, APP, {"title": "Note", "handler": HANDLER_NAME, "required_keys": "id"})
+    types = [t for t in registry.ListActivityTypes() if t["type"] == TYPE]
+    check("a type registers", len(types) == 1 and types[0]["app_id"] == APP and list(types[0]["required_keys"]) == ["id"], types)
+
+    activity_id = activities.Advertise(TYPE, "Chapter 3", '{"id": "c3", "words": 1200}',
+                                       {"keywords": "draft,novel", "eligible_for_search": "true", "target_content_id": "c3"})
+    record = activities.Get(activity_id)
+    check("an activity is advertised and read back", record["title"] == "Chapter 3" and record["app_id"] == APP
+          and sorted(record["keywords"]) == ["draft", "novel"] and record["target_content_id"] == "c3", dict(record))
+    activities.Update(activity_id, '{"words": 1300}', {})
+    check("an update merges the payload", '"words":1300' in activities.Get(activity_id)["payload"].replace(" ", ""),
+          activities.Get(activity_id)["payload"])
+    check("search finds it", [r["id"] for r in activities.Search("novel", 10)] == [activity_id])
+    check("list filters by app", [r["id"] for r in activities.List({"app_id": APP})] == [activity_id])
+
+    scene_path = activities.Continue(activity_id, {})
+    scene = dbus.Interface(bus.get_object(NAME, scene_path), SCENE)
+    storage = scene.GetAll()
+    check("continue asks the app's handler and stores its answer", storage.get("tab") == 3 and '"c3"' in storage.get("note", ""),
+          dict(storage))
+    properties = dbus.Interface(bus.get_object(NAME, scene_path), "org.freedesktop.DBus.Properties")
+    check("the continued scene shows the activity", properties.Get(SCENE, "ActivityId") == activity_id)
+    managed = dbus.Interface(root, "org.freedesktop.DBus.ObjectManager").GetManagedObjects()
+    check("the object manager lists the scene", scene_path in managed and SCENE in managed[scene_path])
+
+    scene.Set("draft", dbus.String("007"))
+    scene.SetMany(dbus.Dictionary({"flag": dbus.Boolean(True), "bytes": dbus.ByteArray(b"\x00\xff")}, signature="sv"))
+    check("scene values keep their types", scene.Get("draft") == "007" and scene.Get("flag") is not None
+          and bytes(scene.Get("bytes")) == b"\x00\xff", dict(scene.GetAll()))
+    scene.Remove("draft")
+    check("a removed value is gone", error_name(lambda: scene.Get("draft")) == NAME + ".Error.NotFound")
+
+    check("a payload without a required key is refused by name",
+          error_name(lambda: activities.Advertise(TYPE, "x", '{"words": 1}', {})) == NAME + ".Error.InvalidPayload")
+    check("bad JSON is refused by name",
+          error_name(lambda: activities.Advertise(TYPE, "x", '{"id": 1,}', {})) == NAME + ".Error.InvalidPayload")
+    check("an unknown id is NotFound",
+          error_name(lambda: activities.Get("3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01")) == NAME + ".Error.NotFound")
+    check("an unknown type is refused by name",
+          error_name(lambda: activities.Advertise("org.example.none", "x", "{}", {})) == NAME + ".Error.UnknownActivityType")
+
+    scenes.CloseScene(scene_path)
+    check("a closed scene is gone", scene_path not in scenes.ListScenes(APP))
+    activities.Invalidate(activity_id)
+    check("an invalidated activity is gone", error_name(lambda: activities.Get(activity_id)) == NAME + ".Error.NotFound")
+    registry.UnregisterActivityType(TYPE)
+    check("the type is unregistered", not [t for t in registry.ListActivityTypes() if t["type"] == TYPE])
+
+    print("checks failed: %d" % len(failures))
+    sys.exit(1 if failures else 0)
+
+
+main()
