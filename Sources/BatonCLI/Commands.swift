@@ -138,8 +138,8 @@ struct Activities: AsyncParsableCommand {
         @Option(name: .customLong("keyword"), help: "A search keyword; repeat for more.") var keywords: [String] = []
         @Option(help: "An http(s) URL where the activity can be continued in a browser.") var webpageUrl: String?
         @Option(help: "Seconds until the activity expires.") var expiresIn: UInt64?
-        @Flag(inversion: .prefixedNo, help: "Whether the activity can be continued (default: yes).") var handoff = true
-        @Flag(help: "Let Search find it by title and keywords.") var searchable = false
+        @Flag(inversion: .prefixedNo, help: "Whether the activity can be continued (advertise's default: yes).") var handoff: Bool?
+        @Flag(inversion: .prefixedNo, help: "Whether Search finds it by title and keywords (advertise's default: no).") var searchable: Bool?
         @Option(help: "The payload's type name.") var payloadType: String?
 
         func options(keepDefaults: Bool) -> [String: String] {
@@ -149,8 +149,9 @@ struct Activities: AsyncParsableCommand {
             if !keywords.isEmpty { options["keywords"] = keywords.joined(separator: ",") }
             options["webpage_url"] = webpageUrl
             options["expires_in"] = expiresIn.map(String.init)
-            if keepDefaults || !handoff { options["eligible_for_handoff"] = handoff ? "true" : "false" }
-            if keepDefaults || searchable { options["eligible_for_search"] = searchable ? "true" : "false" }
+            // advertise states both; update sends only what was given.
+            if let handoff = handoff ?? (keepDefaults ? true : nil) { options["eligible_for_handoff"] = handoff ? "true" : "false" }
+            if let searchable = searchable ?? (keepDefaults ? false : nil) { options["eligible_for_search"] = searchable ? "true" : "false" }
             options["payload_type"] = payloadType
             return options
         }
@@ -241,16 +242,31 @@ struct Activities: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "update",
             abstract: "Merge payload keys into an activity and change its fields.",
-            discussion: "The payload's top-level keys replace or extend the stored ones; omit it to change fields only.")
+            discussion: """
+                The payload's top-level keys replace or extend the stored ones (with --replace-payload it replaces the \
+                payload whole); omit it to change fields only. Only the options given change. --scene makes the activity \
+                that scene's current one (and no other scene's); --resign makes it no scene's.
+                """)
         @ArgumentParser.Argument(help: "The activity id.") var id: String
         @ArgumentParser.Argument(help: "JSON object with the keys to merge, @FILE, or -.") var payload: String = ""
         @Option(help: "A new title.") var title: String?
+        @Flag(help: "Replace the payload with the one given instead of merging into it.") var replacePayload = false
+        @Option(help: ArgumentHelp("Make it the current activity of this scene (path or id).", valueName: "scene")) var scene: String?
+        @Flag(help: "Make it no scene's current activity.") var resign = false
         @OptionGroup var fields: AdvertiseOptions
         @OptionGroup var global: GlobalOptions
+
+        func validate() throws {
+            if scene != nil && resign { throw ValidationError("--scene and --resign contradict each other; give one") }
+        }
+
         func run() async throws {
             try await perform {
                 var options = fields.options(keepDefaults: false)
                 options["title"] = title
+                if replacePayload { options["replace_payload"] = "true" }
+                if let scene { options["scene"] = try Daemon.scenePath(scene).text }
+                if resign { options["scene"] = "" }
                 let payload = try readPayload(payload)
                 _ = try await global.daemon().write(Contract.Activities.update, options: options) { [.string(id), .string(payload), .stringMap($0)] }
                 print(global.json ? "{\"updated\":\(StrictJSON.quote(id))}" : "updated \(id)")

@@ -43,6 +43,8 @@ struct Watch: AsyncParsableCommand {
             return Event(name: "advertised", fields: [("id", body[0]), ("type", body[1]), ("title", body[2])])
         case (Contract.Interface.activities, Contract.Activities.invalidated.name) where body.count == 1:
             return Event(name: "invalidated", fields: [("id", body[0])])
+        case (Contract.Interface.activities, Contract.Activities.updated.name) where body.count == 1:
+            return Event(name: "updated", fields: [("id", body[0])])
         case (Contract.Interface.activities, Contract.Activities.continued.name) where body.count == 2:
             return Event(name: "continued", fields: [("id", body[0]), ("scene", body[1])])
         case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded") where !body.isEmpty:

@@ -102,6 +102,7 @@ extension Contract {
         public static let advertised = ContractSignal(
             interface, "Advertised", [Argument("id", "s"), Argument("type", "s"), Argument("title", "s")])
         public static let invalidated = ContractSignal(interface, "Invalidated", [Argument("id", "s")])
+        public static let updated = ContractSignal(interface, "Updated", [Argument("id", "s")])
         public static let continued = ContractSignal(interface, "Continued", [Argument("id", "s"), Argument("scene", "o")])
     }
 

@@ -49,4 +49,5 @@ public struct BatonError: Error, Equatable, Sendable, CustomStringConvertible {
     public static func storageFull(_ message: String) -> BatonError { .init(.storageFull, message) }
     public static func storageUnavailable(_ message: String) -> BatonError { .init(.storageUnavailable, message) }
     public static func storageCorrupt(_ message: String) -> BatonError { .init(.storageCorrupt, message) }
+    public static func notEligible(_ message: String) -> BatonError { .init(.notEligible, message) }
 }

@@ -43,7 +43,7 @@ extension Substring {
 }
 
 extension ActivityType {
-    static let registrationOptions = ["title", "handler", "handler_path", "required_keys", "payload_type"]
+    static let registrationOptions = ["title", "handler", "handler_path", "required_keys", "payload_type", "replace"]
 
     /// A registration from `RegisterActivityType(type, app_id, options)`.
     public static func registration(
@@ -65,6 +65,7 @@ extension ActivityType {
         }
         let payloadType = reader.take("payload_type").flatMap { $0.isEmpty ? nil : $0 }
         if let payloadType { try Validate.text(payloadType, what: "payload_type", limit: limits.nameBytes) }
+        _ = reader.take("replace")  // whom the type goes to is the service's decision (RegistryInterface)
         try reader.finish(known: registrationOptions)
         return ActivityType(type: type, appID: appID, title: title, handler: handler, handlerPath: handlerPath,
                             requiredKeys: requiredKeys, payloadType: payloadType)
@@ -179,15 +180,18 @@ public struct Advertisement: Equatable, Sendable {
 
 /// A checked `Update(id, payload_json, options)` call: the payload's keys are merged
 /// into the activity's (an empty payload leaves it as it is), or replace its payload with
-/// `replace_payload=true`; options replace fields.
+/// `replace_payload=true`; options replace fields. `scene` moves the activity: it becomes
+/// that scene's current activity (`becomeCurrent(in:)`), or, empty, no scene's (`resignCurrent()`).
 public struct ActivityUpdate: Sendable {
     let payloadChanges: [StrictJSON.Member]?
     let replacePayload: Bool
     let options: [String: String]
     /// Makes the call idempotent: repeated within a day, it changes nothing.
     public let requestID: String?
+    /// The scene to show the activity in, as the caller named it; "" for none; nil: unchanged.
+    public let scene: String?
 
-    static let options = ["title", "replace_payload"] + Advertisement.options.filter { $0 != "scene" }
+    static let options = ["title", "replace_payload"] + Advertisement.options
 
     public init(payload: String, options: [String: String], limits: Limits) throws(BatonError) {
         payloadChanges = payload.isEmpty
@@ -199,7 +203,8 @@ public struct ActivityUpdate: Sendable {
         if replacePayload && payloadChanges == nil {
             throw .invalidArgument("replace_payload=true needs a payload to replace the stored one with")
         }
-        self.options = options.filter { $0.key != "request_id" && $0.key != "replace_payload" }
+        scene = options["scene"]
+        self.options = options.filter { $0.key != "request_id" && $0.key != "replace_payload" && $0.key != "scene" }
     }
 
     /// The activity after this update, checked against its type and the limits.

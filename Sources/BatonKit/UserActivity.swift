@@ -158,24 +158,35 @@ public final class UserActivity: Sendable {
                 $0.isCurrent = true
             }
         } else {
-            try await save()
+            // Already advertised: its changes, and the scene it is now current in.
+            try await send(scene: scene?.path.text, always: scene != nil)
             state.withLock { $0.isCurrent = true }
         }
     }
 
-    /// Marks the activity as no longer current; it stays advertised until invalidated or expired.
-    public func resignCurrent() {
+    /// Marks the activity as no longer current: no scene shows it any more (its scene's
+    /// `ActivityId` becomes empty). It stays advertised until invalidated or expired.
+    public func resignCurrent() async throws {
+        if id != nil { try await send(scene: "", always: true) }
         state.withLock { $0.isCurrent = false }
     }
 
-    /// Sends changed fields to the daemon (after `willSave`), if anything changed.
+    /// Sends changed fields to the daemon (after `willSave`), if anything changed. The
+    /// payload replaces the stored one: a key the typed payload no longer has is dropped.
     public func save() async throws {
-        guard let id, needsSave else { return }
+        try await send(scene: nil, always: false)
+    }
+
+    /// One `Update` with the fields, the whole payload and, when given, the scene ("" for none).
+    private func send(scene: String?, always: Bool) async throws {
+        guard let id, always || needsSave else { return }
         willSave?(self)
         try checkRequiredKeys()
         let (payload, options) = state.withLock { state -> (String, [String: String]) in
             var options = Self.options(state)
             options["title"] = state.title
+            options["replace_payload"] = "true"
+            if let scene { options["scene"] = scene }
             return (state.payload, options)
         }
         try await client.update(id: id, payload: payload, options: options)

@@ -22,6 +22,7 @@ extension HandoffService {
         ], signals: [
             Signal(Contract.Activities.advertised),
             Signal(Contract.Activities.invalidated),
+            Signal(Contract.Activities.updated),
             Signal(Contract.Activities.continued),
         ])
     }
@@ -36,20 +37,12 @@ extension HandoffService {
         }
         let advertisement = try Advertisement.parse(
             type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
-        var sceneID: String?
-        if let named = advertisement.scene {
-            let id = try SceneAddress.id(from: named)
-            guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
-            guard scene.appID == type.appID else {
-                throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(type.appID)")
-            }
-            sceneID = id
-        }
+        let sceneID = try advertisement.scene.map { try scene(named: $0, ofApp: type.appID) }
         let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
         let inserted = try await commits.insert(activity, request: advertisement.requestID.map { Request(id: $0, method: Contract.Activities.advertise.name) })
         // A repeated request stored nothing and announces nothing: the first call did.
         guard !inserted.repeated else { return [.string(inserted.id)] }
-        for id in inserted.trimmed { emit(Contract.Activities.invalidated, [.string(id)]) }
+        announceRemoved(inserted.trimmed)
         emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)])
         if let sceneID { emitSceneChanged(sceneID) }
         return [.string(activity.id)]
@@ -60,28 +53,34 @@ extension HandoffService {
         let id: String = try call.argument(0)
         let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: limits)
         let request = update.requestID.map { Request(id: $0, method: Contract.Activities.update.name) }
-        try await store.writing { store in
+        let changed = try await store.writing { store -> Activity? in
             // A repeat returns at once, even if the activity has changed or gone since.
-            if let request, try store.result(of: request) != nil { return }
+            if let request, try store.result(of: request) != nil { return nil }
             let now = WallClock.nowMicroseconds()
             let activity = try Self.liveActivity(id, in: store, now: now)
             guard let type = try store.activityType(activity.type) else {
                 throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
             }
-            try store.update(try update.apply(to: activity, type: type, now: now, limits: store.limits), request: request)
+            var updated = try update.apply(to: activity, type: type, now: now, limits: store.limits)
+            if let named = update.scene {
+                updated.sceneID = named.isEmpty ? nil : try Self.scene(named: named, ofApp: activity.appID, in: store)
+            }
+            try store.update(updated, moved: update.scene != nil, request: request)
+            return updated
         }
+        guard let changed else { return [] }
+        emit(Contract.Activities.updated, [.string(changed.id)])
+        if update.scene != nil, let scene = changed.sceneID { emitSceneChanged(scene) }
+        for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
         return []
     }
 
     func invalidate(_ call: MethodCall) async throws -> [DBusValue] {
         let id = try Identifier.normalize(try call.argument(0))
-        let activity = try await store.writing { store in
-            let activity = try store.storedActivity(id: id)
+        try await store.writing { store in
             guard try !store.deleteActivities(ids: [id]).isEmpty else { throw BatonError.notFound("no activity \(id)") }
-            return activity
         }
-        emit(Contract.Activities.invalidated, [.string(id)])
-        if let scene = activity?.sceneID { emitSceneChanged(scene) }
+        announceRemoved([id])
         return []
     }
 
@@ -102,15 +101,29 @@ extension HandoffService {
     func deleteSaved(_ call: MethodCall) async throws -> [DBusValue] {
         let persistentIDs: [String] = try call.argument(0)
         let removed = try await store.writing { try $0.deleteSaved(persistentIDs: persistentIDs) }
-        for id in removed { emit(Contract.Activities.invalidated, [.string(id)]) }
+        announceRemoved(removed)
         return [.uint32(UInt32(removed.count))]
     }
 
     func deleteAllSaved(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
         let removed = try await store.writing { try $0.deleteAll(appID: appID) }
-        for id in removed { emit(Contract.Activities.invalidated, [.string(id)]) }
+        announceRemoved(removed)
         return [.uint32(UInt32(removed.count))]
+    }
+
+    /// The id of the scene `text` names (path or id), which must be one of `appID`'s.
+    func scene(named text: String, ofApp appID: String) throws -> String {
+        try Self.scene(named: text, ofApp: appID, in: store)
+    }
+
+    static func scene(named text: String, ofApp appID: String, in store: Store) throws -> String {
+        let id = try SceneAddress.id(from: text)
+        guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
+        guard scene.appID == appID else {
+            throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(appID)")
+        }
+        return id
     }
 
     /// The activity `text` names, or `NotFound`/`Expired`.

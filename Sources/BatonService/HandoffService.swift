@@ -120,7 +120,7 @@ public final class HandoffService: Sendable {
     public func purgeExpired() async -> Int {
         do {
             let purged = try await store.writing { try $0.purgeExpired(now: WallClock.nowMicroseconds() - Self.expiredGrace) }
-            for id in purged { emit(Contract.Activities.invalidated, [.string(id)]) }
+            announceRemoved(purged)
             if !purged.isEmpty { log.debug("purged \(purged.count) expired activities") }
             return purged.count
         } catch {
@@ -138,6 +138,13 @@ public final class HandoffService: Sendable {
         } catch {
             log.error("could not emit \(signal.name): \(error)")
         }
+    }
+
+    /// Announces activities that went (`Invalidated` for each), then every scene whose
+    /// current activity went with them (`PropertiesChanged` for its `ActivityId`).
+    func announceRemoved(_ ids: [String]) {
+        for id in ids { emit(Contract.Activities.invalidated, [.string(id)]) }
+        for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
     }
 
     /// Announces a scene's current activity and last-active time after they changed.

@@ -23,7 +23,17 @@ extension HandoffService {
         guard DBusNames.isValid(type.handlerPath, as: .objectPath) else {
             throw BatonError.invalidArgument("handler_path '\(printable(type.handlerPath))' is not an object path")
         }
-        try await store.writing { try $0.register(type) }
+        let replace = try (try call.argument(2) as [String: String])["replace"].map { text throws(BatonError) in
+            try Validate.boolean(text, option: "replace")
+        } ?? false
+        try await store.writing { store in
+            if !replace, let registered = try store.activityType(type.type), registered.appID != type.appID {
+                throw BatonError.accessDenied("""
+                    \(type.type) is registered to \(registered.appID); to give it to \(type.appID), register it with the option replace=true
+                    """)
+            }
+            try store.register(type)
+        }
         log.debug("registered \(type.type) for \(type.appID)")
         return []
     }
@@ -33,7 +43,7 @@ extension HandoffService {
         guard let removed = try await store.writing({ try $0.unregister(type: type) }) else {
             throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
         }
-        for id in removed { emit(Contract.Activities.invalidated, [.string(id)]) }
+        announceRemoved(removed)
         return []
     }
 

@@ -83,12 +83,21 @@ extension Store {
         return db.changesCount > 0
     }
 
-    /// Replaces every field of a stored activity. With a request made before, writes nothing.
-    public func update(_ activity: Activity, request: Request? = nil) throws {
+    /// Replaces every field of a stored activity. With `moved`, its `sceneID` is where it is
+    /// now current: that scene shows it, and every other scene that did shows nothing.
+    /// With a request made before, writes nothing.
+    public func update(_ activity: Activity, moved: Bool = false, request: Request? = nil) throws {
         searchIndexChanged.store(true, ordering: .relaxed)
         _ = try write(request: request) { db in
             try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
             if db.changesCount == 0 { throw BatonError.notFound("no activity \(activity.id)") }
+            guard moved else { return "" }
+            try db.cachedStatement(sql: "UPDATE scene SET activity_id = NULL WHERE activity_id = ?1 AND id IS NOT ?2")
+                .execute(arguments: [activity.id, activity.sceneID])
+            if let scene = activity.sceneID {
+                try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
+                    .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
+            }
             return ""
         }
     }

@@ -28,6 +28,8 @@ public final class Store: Sendable {
     /// after each commit (only this store writes them); nil until first needed.
     private let types = Mutex<[String: ActivityType]?>(nil)
     /// Set once SQLite has reported the file damaged: no further write goes into it.
+    /// Scenes whose current activity a write cleared, not yet taken (`takeScenesWithClearedActivity`).
+    private let clearedScenes = ClearedScenes()
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
     /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
@@ -64,6 +66,7 @@ public final class Store: Sendable {
         do {
             writer = try DatabaseQueue(path: path, configuration: configuration)
             try Schema.migrator.migrate(writer)
+            try Self.noteClearedScenes(on: writer, in: self.clearedScenes)
 
             var readOnly = Configuration()
             readOnly.label = "baton.reader"
@@ -80,6 +83,35 @@ public final class Store: Sendable {
         self.writerThread = writerThread
         self.limits = limits
         self.path = path
+    }
+
+    /// Every way an activity goes (invalidated, expired, trimmed to the quota, deleted, its
+    /// type unregistered) clears the scenes showing it by one trigger (`activity_clear_scene`);
+    /// a temporary trigger on the writer connection notes each such scene here, so that the
+    /// service announces every change of a scene's `ActivityId`, whatever the cause. A noted
+    /// scene whose transaction rolled back is announced with its unchanged value: harmless.
+    private static func noteClearedScenes(on writer: DatabaseQueue, in cleared: ClearedScenes) throws {
+        try writer.inDatabase { db in
+            db.add(function: DatabaseFunction("baton_scene_cleared", argumentCount: 1, pure: false) { values in
+                if let id = String.fromDatabaseValue(values[0]) { cleared.ids.withLock { _ = $0.insert(id) } }
+                return nil
+            })
+            try db.execute(sql: """
+                CREATE TEMP TRIGGER scene_activity_cleared AFTER UPDATE OF activity_id ON main.scene
+                WHEN old.activity_id IS NOT NULL AND new.activity_id IS NULL BEGIN
+                    SELECT baton_scene_cleared(new.id);
+                END
+                """)
+        }
+    }
+
+    /// The scenes whose current activity a write cleared since the last call (see
+    /// `noteClearedScenes`), for the caller to announce.
+    public func takeScenesWithClearedActivity() -> [String] {
+        clearedScenes.ids.withLock { cleared in
+            defer { cleared.removeAll() }
+            return Array(cleared)
+        }
     }
 
     /// Returns once the checkpoints that commits have asked for so far have run (for tests).
@@ -377,4 +409,9 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
             "the database is closed"
         }
     }
+}
+
+/// Scene ids noted by the writer connection's trigger (`Store.noteClearedScenes`).
+final class ClearedScenes: Sendable {
+    let ids = Mutex(Set<String>())
 }

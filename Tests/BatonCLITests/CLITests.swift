@@ -199,3 +199,36 @@ extension BatonWorld {
         return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
     }
 }
+
+extension CLITests {
+    @Test func updateChangesOnlyWhatItIsGiven() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let type = "com.example.notes.document"
+        #expect(try await world.baton(["types", "register", type, "--app", "com.example.notes"]).status == 0)
+        let id = try await world.baton(["activities", "advertise", type, "Draft", #"{"id": "d1", "words": 10}"#, "--no-handoff", "--searchable"])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let refused = try await world.baton(["activities", "continue", id])
+        #expect(refused.status != 0 && refused.stderr.contains("eligible_for_handoff=false"), "\(refused)")
+
+        #expect(try await world.baton(["activities", "update", id, "--handoff"]).status == 0)
+        var shown = try #require(try await world.json(["activities", "show", id]) as? [String: Any])
+        #expect(shown["eligible_for_handoff"] as? Bool == true)
+        #expect(shown["eligible_for_search"] as? Bool == true, "not given, so unchanged")
+        #expect(try await world.baton(["activities", "update", id, "--no-searchable"]).status == 0)
+        shown = try #require(try await world.json(["activities", "show", id]) as? [String: Any])
+        #expect(shown["eligible_for_search"] as? Bool == false && shown["eligible_for_handoff"] as? Bool == true)
+
+        // --replace-payload drops the keys it does not give; --scene and --resign move it.
+        #expect(try await world.baton(["activities", "update", id, #"{"id": "d1"}"#, "--replace-payload"]).status == 0)
+        shown = try #require(try await world.json(["activities", "show", id]) as? [String: Any])
+        #expect((shown["payload"] as? [String: Any])?.keys.sorted() == ["id"])
+        let scene = try #require(try await world.json(["scenes", "open", "com.example.notes"]) as? [String: Any])["scene"] as? String
+        #expect(try await world.baton(["activities", "update", id, "--scene", try #require(scene)]).status == 0)
+        #expect(try await world.baton(["scenes", "show", try #require(scene)]).stdout.contains(id))
+        #expect(try await world.baton(["activities", "update", id, "--resign"]).status == 0)
+        #expect(try await !world.baton(["scenes", "show", try #require(scene)]).stdout.contains(id))
+        let both = try await world.baton(["activities", "update", id, "--resign", "--scene", try #require(scene)])
+        #expect(both.status == 64 && both.stderr.contains("contradict"), "\(both)")
+    }
+}

@@ -57,7 +57,7 @@ struct RequestTests {
             Issue.record("a misspelt option was accepted")
         } catch {
             #expect(error.code == .invalidArgument)
-            #expect(error.message == "RegisterActivityType has no option 'handlr'; its options are title, handler, handler_path, required_keys, payload_type")
+            #expect(error.message == "RegisterActivityType has no option 'handlr'; its options are title, handler, handler_path, required_keys, payload_type, replace")
         }
     }
 
@@ -113,8 +113,12 @@ struct RequestTests {
         #expect(untouched.payload == original.payload)
         #expect(throws: BatonError.self) { try ActivityUpdate(payload: "{\"a\":NaN}", options: [:], limits: limits) }
         #expect(throws: BatonError.self) {
-            try ActivityUpdate(payload: "", options: ["scene": "x"], limits: limits).apply(to: original, type: characterDetail, now: 1, limits: limits)
+            try ActivityUpdate(payload: "", options: ["colour": "x"], limits: limits).apply(to: original, type: characterDetail, now: 1, limits: limits)
         }
+        // The scene to move to is for the service to resolve: "" (resign), a scene, or unchanged.
+        #expect(try ActivityUpdate(payload: "", options: ["scene": ""], limits: limits).scene == "")
+        #expect(try ActivityUpdate(payload: "", options: ["scene": "/x"], limits: limits).scene == "/x")
+        #expect(try ActivityUpdate(payload: "", options: [:], limits: limits).scene == nil)
     }
 
     @Test func storageValuesAreChecked() {

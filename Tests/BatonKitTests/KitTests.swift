@@ -239,7 +239,7 @@ extension KitTests {
         let expiresIn = Double(try #require(stored.expiresAt)) / 1_000_000 - Date().timeIntervalSince1970
         #expect(expiresIn > 3500 && expiresIn <= 3601)
         #expect(!stored.eligibleForHandoff && stored.eligibleForSearch)
-        activity.resignCurrent()
+        try await activity.resignCurrent()
         #expect(!activity.isCurrent)
         // deleteSavedUserActivities(withPersistentIdentifiers:)
         #expect(try await world.client.deleteSaved(persistentIDs: ["jamie-notes"]) == 1)
@@ -263,5 +263,56 @@ extension KitTests {
             #expect(call.contains(#"string "request_id""#), "\(member): \(call)")
         }
         monitor.stop()
+    }
+}
+
+extension KitTests {
+    struct Hero: Codable, Equatable {
+        var id: String
+        var name: String
+        var nickname: String?
+    }
+
+    @Test func aKeyDroppedFromTheTypedPayloadIsDroppedByTheDaemon() async throws {
+        let world = try await World.start()
+        defer { world.close() }
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        activity.title = "Agatha"
+        try activity.setTypedPayload(Hero(id: "a1", name: "Agatha", nickname: "Aggie"))
+        try await activity.becomeCurrent()
+        let id = try #require(activity.id)
+        #expect(try UserActivity(try await world.client.activity(id: id), client: world.client).typedPayload(Hero.self).nickname == "Aggie")
+
+        try activity.setTypedPayload(Hero(id: "a1", name: "Agatha", nickname: nil))
+        try await activity.save()
+        let stored = try await world.client.activity(id: id)
+        #expect(!stored.payload.contains("nickname") && !stored.payload.contains("Aggie"), "\(stored.payload)")
+        #expect(try UserActivity(stored, client: world.client).typedPayload(Hero.self) == Hero(id: "a1", name: "Agatha", nickname: nil))
+    }
+
+    @Test func becomingCurrentAndResigningReachTheDaemon() async throws {
+        let world = try await World.start()
+        defer { world.close() }
+        let first = try await world.client.openScene(appID: Self.app, title: "Window 1")
+        let second = try await world.client.openScene(appID: Self.app, title: "Window 2")
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        activity.title = "Agatha"
+        try activity.setTypedPayload(Hero(id: "a1", name: "Agatha"))
+        try await activity.becomeCurrent(in: first)
+        let id = try #require(activity.id)
+        #expect(try await first.activityID() == id)
+        #expect(try await second.activityID() == nil)
+
+        try await activity.becomeCurrent(in: second)
+        #expect(try await first.activityID() == nil, "one scene shows it at a time")
+        #expect(try await second.activityID() == id)
+        #expect(try await world.client.activity(id: id).sceneID == second.id)
+
+        try await activity.resignCurrent()
+        #expect(!activity.isCurrent)
+        #expect(try await first.activityID() == nil)
+        #expect(try await second.activityID() == nil)
+        #expect(try await world.client.activity(id: id).sceneID == nil)
+        #expect(try await world.client.activity(id: id).title == "Agatha", "still advertised")
     }
 }
