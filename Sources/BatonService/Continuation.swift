@@ -41,19 +41,16 @@ extension HandoffService {
             storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
         }
         if let existing {
-            try await store.writing { [storage] store in
-                try Self.stillThere(activity, in: store)
-                try store.continueInto(sceneID: existing.id, activityID: activity.id, storage: storage, now: now, request: request)
+            // Both writes refuse an activity invalidated while the handler was asked (NotFound).
+            try await store.writing { [storage] in
+                try $0.continueInto(sceneID: existing.id, activityID: activity.id, storage: storage, now: now, request: request)
             }
             emitSceneChanged(existing.id)
             emitStorageChanged(existing.id, changed: storage, removed: [])
         } else {
             let scene = Scene(id: sceneID, appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now)
-            let stored = try await store.writing { [storage] store in
-                try Self.stillThere(activity, in: store)
-                return try store.insert(scene, storage: storage, request: request)
-            }
+            let stored = try await store.writing { [storage] in try $0.insert(scene, storage: storage, request: request) }
             // The same request, continued meanwhile by an earlier call: its scene is the answer.
             guard stored == scene.id else { return [.objectPath(SceneAddress.objectPath(forID: stored))] }
             try await exportNew(scene)
@@ -61,14 +58,6 @@ extension HandoffService {
         emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path)])
         log.debug("continued \(activity.id) into \(path)")
         return [.objectPath(path)]
-    }
-
-    /// Continue awaits the app's handler; an activity invalidated meanwhile is not
-    /// continued. Checked on the writer thread, just before the scene is written.
-    static func stillThere(_ activity: Activity, in store: Store) throws {
-        guard try store.storedActivity(id: activity.id) != nil else {
-            throw BatonError.notFound("activity \(activity.id) was invalidated while it was being continued; no scene was opened")
-        }
     }
 
     /// Calls the app's `Handler.ContinueActivity` and checks the storage it returns.

@@ -11,10 +11,12 @@ extension Store {
     /// Creates a scene together with its first storage, in one transaction: a
     /// continuation either opens a complete scene or none at all. Returns the scene's id:
     /// the first call's, when `request` was made before (and then nothing is written).
+    /// A scene showing an activity is not created once that activity is gone (`NotFound`).
     @discardableResult
     public func insert(_ scene: Scene, storage: [(String, StorageValue)], request: Request? = nil) throws -> String {
         try checkStorage(storage)
         return try write(request: request) { db in
+            if let activity = scene.activityID { try Self.requireActivity(activity, in: db) }
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
             _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
             return scene.id
@@ -22,17 +24,26 @@ extension Store {
     }
 
     /// Makes `activityID` the current activity of an existing scene and applies storage, in
-    /// one transaction (none, when `request` was made before).
+    /// one transaction (none, when `request` was made before, or the activity is gone).
     public func continueInto(
         sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64, request: Request? = nil
     ) throws {
         try checkStorage(storage)
         _ = try write(request: request) { db in
+            try Self.requireActivity(activityID, in: db)
             try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
                 .execute(arguments: [activityID, Time.encode(now), sceneID])
             if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
             _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
             return sceneID
+        }
+    }
+
+    /// Throws `NotFound` unless the activity exists: a continuation waits for the app's
+    /// handler, and an activity invalidated meanwhile is not continued.
+    private static func requireActivity(_ id: String, in db: Database) throws {
+        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM activity WHERE id = ?"), arguments: [id]) != nil else {
+            throw BatonError.notFound("activity \(id) was invalidated while it was being continued; no scene was opened or changed")
         }
     }
 
