@@ -302,13 +302,25 @@ struct Activities: AsyncParsableCommand {
     struct Continue: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "continue",
-            abstract: "Continue an activity: open a scene for it (the app's handler fills it); prints the scene.")
+            abstract: "Continue an activity in a scene of its app (the app's handler fills it); prints the scene.",
+            discussion: """
+                Without --scene, the activity goes to the app's scene that already shows its content (a scene \
+                whose current activity has the same target content id, or that handles it: baton scenes handles), \
+                and to a new scene when none does or with --new-scene.
+                """)
         @ArgumentParser.Argument(help: "The activity id.") var id: String
-        @Option(help: "Continue into this existing scene (path or id) instead of a new one.") var scene: String?
+        @Option(help: "Continue into this existing scene (path or id).") var scene: String?
+        @Flag(help: "Always open a new scene.") var newScene = false
         @OptionGroup var global: GlobalOptions
+
+        func validate() throws {
+            if scene != nil && newScene { throw ValidationError("--scene and --new-scene contradict each other; give one") }
+        }
+
         func run() async throws {
             try await perform {
-                let options = try scene.map { ["scene": try Daemon.scenePath($0).text] } ?? [:]
+                var options = try scene.map { ["scene": try Daemon.scenePath($0).text] } ?? [:]
+                if newScene { options["new_scene"] = "true" }
                 let path = try await global.daemon().write(Contract.Activities.continue, options: options) { [.string(id), .stringMap($0)] }
                     .first?.stringValue ?? ""
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)

@@ -11,7 +11,8 @@ private typealias Name = Contract.Scene.Property
 struct Scenes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scenes", abstract: "Open, inspect and close scenes; get and set their storage.",
-        subcommands: [List.self, Open.self, Show.self, Get.self, SetValue.self, Remove.self, Close.self], defaultSubcommand: List.self)
+        subcommands: [List.self, Open.self, Show.self, Get.self, SetValue.self, Remove.self, Handles.self, Close.self],
+        defaultSubcommand: List.self)
 
     static func properties(_ daemon: Daemon, _ path: ObjectPath) async throws -> [String: DBusValue] {
         do {
@@ -89,6 +90,8 @@ struct Scenes: AsyncParsableCommand {
                 for key in [Name.id, Name.appID, Name.title, Name.activityID, Name.restored] {
                     print(output.bold(key.padding(14)) + Scenes.describe(properties[key] ?? .string("")).text)
                 }
+                let handles = properties[Name.handlesContent].flatMap([String].init(dbusValue:)) ?? []
+                if !handles.isEmpty { print(output.bold(Name.handlesContent.padding(14)) + handles.joined(separator: ", ")) }
                 if let last = properties[Name.lastActiveAt]?.uint64Value { print(output.bold(Name.lastActiveAt.padding(14)) + relativeTime(last)) }
                 let rows = (storage.stringKeyedValue ?? [:]).sorted { $0.key < $1.key }.map { key, value in
                     let described = Scenes.describe(value)
@@ -189,6 +192,23 @@ struct Scenes: AsyncParsableCommand {
             try await perform {
                 _ = try await global.daemon().call(Contract.Scene.remove, [.string(key)], path: try Daemon.scenePath(scene))
                 print(global.json ? "{\"removed\":\(StrictJSON.quote(key))}" : "removed \(key)")
+            }
+        }
+    }
+
+    struct Handles: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "handles", abstract: "Set the content ids a scene shows: continuing one of them comes into it.",
+            discussion: "Replaces the scene's list (SwiftUI's handlesExternalEvents); give no ids to clear it.")
+        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "Content ids, as activities give them in target_content_id.") var ids: [String] = []
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                _ = try await global.daemon().call(Contract.Scene.setHandlesContent, [.strings(ids)], path: try Daemon.scenePath(scene))
+                let list = ids.map(StrictJSON.quote).joined(separator: ",")
+                print(global.json ? "{\"scene\":\(StrictJSON.quote(scene)),\"handles\":[\(list)]}"
+                      : ids.isEmpty ? "\(scene) handles no content" : "\(scene) handles \(ids.joined(separator: ", "))")
             }
         }
     }

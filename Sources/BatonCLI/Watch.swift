@@ -45,8 +45,9 @@ struct Watch: AsyncParsableCommand {
             return Event(name: "invalidated", fields: [("id", body[0])])
         case (Contract.Interface.activities, Contract.Activities.updated.name) where body.count == 1:
             return Event(name: "updated", fields: [("id", body[0])])
-        case (Contract.Interface.activities, Contract.Activities.continued.name) where body.count == 2:
-            return Event(name: "continued", fields: [("id", body[0]), ("scene", body[1])])
+        case (Contract.Interface.activities, Contract.Activities.continued.name) where body.count >= 2:
+            // `created` came in wave 2; a batond of before sends two arguments.
+            return Event(name: "continued", fields: [("id", body[0]), ("scene", body[1])] + body.dropFirst(2).prefix(1).map { ("created", $0) })
         case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded") where !body.isEmpty:
             return Event(name: "scene-opened", fields: [("scene", body[0])])
         case ("org.freedesktop.DBus.ObjectManager", "InterfacesRemoved") where !body.isEmpty:

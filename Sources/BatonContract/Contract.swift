@@ -103,7 +103,9 @@ extension Contract {
             interface, "Advertised", [Argument("id", "s"), Argument("type", "s"), Argument("title", "s")])
         public static let invalidated = ContractSignal(interface, "Invalidated", [Argument("id", "s")])
         public static let updated = ContractSignal(interface, "Updated", [Argument("id", "s")])
-        public static let continued = ContractSignal(interface, "Continued", [Argument("id", "s"), Argument("scene", "o")])
+        /// `created`: the scene was opened for it (false: it went into a scene that was there).
+        public static let continued = ContractSignal(
+            interface, "Continued", [Argument("id", "s"), Argument("scene", "o"), Argument("created", "b")])
     }
 
     /// `org.baton.Handoff1.Scenes` on the root object.
@@ -124,6 +126,7 @@ extension Contract {
         public static let remove = ContractMethod(interface, "Remove", in: [Argument("key", "s")])
         public static let getAll = ContractMethod(interface, "GetAll", out: [Argument("values", "a{sv}")])
         public static let close = ContractMethod(interface, "Close")
+        public static let setHandlesContent = ContractMethod(interface, "SetHandlesContent", in: [Argument("ids", "as")])
 
         public static let storageChanged = ContractSignal(
             interface, "StorageChanged", [Argument("changed", "a{sv}"), Argument("removed", "as")])
@@ -137,6 +140,7 @@ extension Contract {
             public static let createdAt = "CreatedAt"
             public static let lastActiveAt = "LastActiveAt"
             public static let restored = "Restored"
+            public static let handlesContent = "HandlesContent"
         }
     }
 

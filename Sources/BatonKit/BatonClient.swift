@@ -116,9 +116,12 @@ public final class BatonClient: Sendable {
         Int(try await call(Contract.Activities.deleteAllSaved, [.string(appID)]).first?.uint32Value ?? 0)
     }
 
-    /// Continues an activity into a new scene (or into `scene`) and returns it.
-    public func continueActivity(id: String, into scene: SceneHandle? = nil) async throws -> SceneHandle {
-        let options = scene.map { ["scene": $0.path.text] } ?? [:]
+    /// Continues an activity and returns the scene it went to: `scene`; else the app's
+    /// scene that already shows its content (`SceneHandle.setHandlesContent`, or a current
+    /// activity with the same target content id); else, or with `newScene`, a new one.
+    public func continueActivity(id: String, into scene: SceneHandle? = nil, newScene: Bool = false) async throws -> SceneHandle {
+        var options = scene.map { ["scene": $0.path.text] } ?? [:]
+        if newScene { options["new_scene"] = "true" }
         guard let path = try await write(Contract.Activities.continue, options: options, { [.string(id), .stringMap($0)] })
             .first?.objectPathValue else {
             throw BatonError.invalidArgument("the daemon returned no scene")

@@ -36,6 +36,17 @@ public struct SceneHandle: Sendable, Hashable {
         return id.isEmpty ? nil : id
     }
 
+    /// The content ids this scene shows (SwiftUI's `handlesExternalEvents`): continuing an
+    /// activity whose `targetContentIdentifier` is one of them comes into this scene.
+    public func setHandlesContent(_ ids: [String]) async throws {
+        _ = try await call(Contract.Scene.setHandlesContent, [.strings(ids)])
+    }
+
+    /// What `setHandlesContent(_:)` set, sorted.
+    public func handlesContent() async throws -> [String] {
+        try await property(Contract.Scene.Property.handlesContent).flatMap([String].init(dbusValue:)) ?? []
+    }
+
     /// True when the scene came back from storage after a daemon restart.
     public func isRestored() async throws -> Bool { try await property(Contract.Scene.Property.restored)?.boolValue ?? false }
 

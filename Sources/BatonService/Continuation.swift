@@ -5,14 +5,20 @@ import DBus
 import Logging
 
 extension HandoffService {
-    /// `Continue`: opens (or continues into) a scene for the activity's app, asks the
-    /// type's handler for the scene's storage, and only then creates anything: a handler
-    /// that fails or times out leaves no scene behind.
+    /// `Continue`: finds the scene to continue in — the one named, else one of the app's
+    /// that already shows the activity's content, else a new one — asks the type's handler
+    /// for the scene's storage, and only then writes anything: a handler that fails or
+    /// times out leaves no scene behind and the scene it went to unchanged.
     func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
         let now = WallClock.nowMicroseconds()
         let options: [String: String] = try call.argument(1)
-        if let unknown = options.keys.first(where: { $0 != "scene" && $0 != "request_id" }) {
-            throw BatonError.invalidArgument("Continue has no option '\(printable(unknown))'; its options are scene, request_id")
+        if let unknown = options.keys.first(where: { !Self.continueOptions.contains($0) }) {
+            throw BatonError.invalidArgument(
+                "Continue has no option '\(printable(unknown))'; its options are \(Self.continueOptions.joined(separator: ", "))")
+        }
+        let newScene = try options["new_scene"].map { text throws(BatonError) in try Validate.boolean(text, option: "new_scene") } ?? false
+        if newScene && options["scene"] != nil {
+            throw BatonError.invalidArgument("Continue was given both scene and new_scene=true; give one")
         }
         let request = try Validate.requestID(options).map { Request(id: $0, method: Contract.Activities.continue.name) }
         // A repeat answers at once, without asking the app again, even if the activity has gone since.
@@ -26,12 +32,10 @@ extension HandoffService {
         }
         var existing: Scene?
         if let named = options["scene"] {
-            let id = try SceneAddress.id(from: named)
-            guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
-            guard scene.appID == activity.appID else {
-                throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(activity.appID)")
-            }
-            existing = scene
+            existing = try store.scene(id: try scene(named: named, ofApp: activity.appID))
+        } else if !newScene, let content = activity.targetContentID,
+                  let showing = try store.scene(showing: content, appID: activity.appID) {
+            existing = try store.scene(id: showing)
         }
         let sceneID = existing?.id ?? Identifier.make()
         let path = SceneAddress.objectPath(forID: sceneID)
@@ -55,10 +59,12 @@ extension HandoffService {
             guard stored == scene.id else { return [.objectPath(SceneAddress.objectPath(forID: stored))] }
             try await exportNew(scene)
         }
-        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path)])
+        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)])
         log.debug("continued \(activity.id) into \(path)")
         return [.objectPath(path)]
     }
+
+    static let continueOptions = ["scene", "new_scene", "request_id"]
 
     /// Calls the app's `Handler.ContinueActivity` and checks the storage it returns.
     func askHandler(

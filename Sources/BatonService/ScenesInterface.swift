@@ -27,6 +27,7 @@ extension HandoffService {
                 Method(Contract.Scene.remove, ordering: .concurrent, handler: sceneRemove),
                 Method(Contract.Scene.getAll, handler: sceneGetAll),
                 Method(Contract.Scene.close, ordering: .concurrent, handler: sceneClose),
+                Method(Contract.Scene.setHandlesContent, ordering: .concurrent, handler: setHandlesContent),
             ], properties: [
                 Property(Name.id, "s", changeSignal: .const) { try self.sceneProperty(Name.id, at: $0) },
                 Property(Name.appID, "s", changeSignal: .const) { try self.sceneProperty(Name.appID, at: $0) },
@@ -35,9 +36,13 @@ extension HandoffService {
                 Property(Name.createdAt, "t", changeSignal: .const) { try self.sceneProperty(Name.createdAt, at: $0) },
                 Property(Name.lastActiveAt, "t") { try self.sceneProperty(Name.lastActiveAt, at: $0) },
                 Property(Name.restored, "b", changeSignal: .const) { try self.sceneProperty(Name.restored, at: $0) },
+                Property(Name.handlesContent, "as") { .strings(try self.store.handlesContent(sceneID: try self.scene(at: $0).id)) },
             ], signals: [
                 Signal(Contract.Scene.storageChanged),
-            ], readAll: { self.sceneProperties(try self.scene(at: $0)) })
+            ], readAll: { path in
+                let scene = try self.scene(at: path)
+                return self.sceneProperties(scene, handlesContent: try self.store.handlesContent(sceneID: scene.id))
+            })
             built = interface
             return interface
         }
@@ -122,6 +127,27 @@ extension HandoffService {
         return []
     }
 
+    /// Replaces the content ids the scene shows, which route continuations of them here.
+    func setHandlesContent(_ call: MethodCall) async throws -> [DBusValue] {
+        let id = try scene(at: call.path).id
+        let ids: [String] = try call.argument(0)
+        guard ids.count <= Self.handlesContentLimit else {
+            throw BatonError.invalidArgument("a scene handles at most \(Self.handlesContentLimit) content ids; \(ids.count) were given")
+        }
+        for contentID in ids {
+            guard !contentID.isEmpty else { throw BatonError.invalidArgument("a content id cannot be empty") }
+            try Validate.text(contentID, what: "the content id", limit: limits.nameBytes)
+        }
+        try await store.writing { try $0.setHandlesContent(ids, sceneID: id) }
+        connection.emitPropertiesChanged(path: SceneAddress.objectPath(forID: id), interface: Contract.Interface.scene, changed: [
+            Contract.Scene.Property.handlesContent: .strings(Array(Set(ids)).sorted()),
+        ])
+        return []
+    }
+
+    /// Content ids one scene may handle: enough for a window's tabs, small enough to route fast.
+    static let handlesContentLimit = 64
+
     func setSceneTitle(_ path: ObjectPath, _ value: DBusValue) async throws {
         let id = try scene(at: path).id
         let title = value.stringValue ?? ""
@@ -147,14 +173,17 @@ extension HandoffService {
     /// Exports a scene just stored, announced (`InterfacesAdded`) with the properties it
     /// was stored with rather than read back.
     func exportNew(_ scene: Scene) async throws {
-        try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface], properties: [Contract.Interface.scene: sceneProperties(scene)])
+        try await connection.export(
+            SceneAddress.objectPath(forID: scene.id), [sceneInterface],
+            properties: [Contract.Interface.scene: sceneProperties(scene, handlesContent: [])])
     }
 
     /// Every property of a scene from one row: `GetAll`, and `InterfacesAdded` when a
     /// scene opens, read the database once instead of once per property.
-    func sceneProperties(_ scene: Scene) -> [String: DBusValue] {
+    func sceneProperties(_ scene: Scene, handlesContent: [String]) -> [String: DBusValue] {
         typealias Name = Contract.Scene.Property
         return [
+            Name.handlesContent: .strings(handlesContent),
             Name.id: .string(scene.id), Name.appID: .string(scene.appID), Name.title: .string(scene.title),
             Name.activityID: .string(scene.activityID ?? ""), Name.createdAt: .uint64(scene.createdAt),
             Name.lastActiveAt: .uint64(scene.lastActiveAt),
@@ -164,6 +193,6 @@ extension HandoffService {
 
     func sceneProperty(_ name: String, at path: ObjectPath) throws -> DBusValue {
         // Every name asked for is one of the keys above (the getters are declared with them).
-        sceneProperties(try scene(at: path))[name] ?? .string("")
+        sceneProperties(try scene(at: path), handlesContent: [])[name] ?? .string("")
     }
 }

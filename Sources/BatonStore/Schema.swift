@@ -211,6 +211,19 @@ enum Schema {
                 CREATE INDEX request_age ON request(created_at);
                 """)
         }
+        // Routing a continuation to the scene that already shows its content: the content
+        // ids a scene says it handles, and the activities by content id.
+        migrator.registerMigration("v7") { db in
+            try db.execute(sql: """
+                CREATE TABLE scene_content (
+                    scene_id TEXT NOT NULL REFERENCES scene(id) ON DELETE CASCADE,
+                    content_id TEXT NOT NULL,
+                    PRIMARY KEY (scene_id, content_id)
+                ) WITHOUT ROWID;
+                CREATE INDEX scene_content_by_content ON scene_content(content_id);
+                CREATE INDEX activity_content ON activity(target_content_id) WHERE target_content_id IS NOT NULL;
+                """)
+        }
         return migrator
     }
 }

@@ -39,6 +39,44 @@ extension Store {
         }
     }
 
+    // MARK: Routing continuations
+
+    /// Replaces the content ids a scene says it shows (SwiftUI's `handlesExternalEvents`).
+    public func setHandlesContent(_ ids: [String], sceneID: String) throws {
+        try write { db in
+            try db.cachedStatement(sql: "UPDATE scene SET last_active_at = last_active_at WHERE id = ?").execute(arguments: [sceneID])
+            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
+            try db.cachedStatement(sql: "DELETE FROM scene_content WHERE scene_id = ?").execute(arguments: [sceneID])
+            for id in Set(ids) {
+                try db.cachedStatement(sql: "INSERT INTO scene_content (scene_id, content_id) VALUES (?, ?)").execute(arguments: [sceneID, id])
+            }
+        }
+    }
+
+    /// The content ids a scene says it shows, sorted.
+    public func handlesContent(sceneID: String) throws -> [String] {
+        try read { db in
+            try String.fetchAll(db.cachedStatement(sql: "SELECT content_id FROM scene_content WHERE scene_id = ? ORDER BY content_id"),
+                                arguments: [sceneID])
+        }
+    }
+
+    /// The scene of `appID` that already shows `contentID` — its current activity's target
+    /// content id is it, or it handles it — the most recently active one; nil when none does.
+    public func scene(showing contentID: String, appID: String) throws -> String? {
+        try read { db in
+            try String.fetchOne(db.cachedStatement(sql: """
+                SELECT id FROM (
+                    SELECT s.id, s.last_active_at FROM activity a JOIN scene s ON s.activity_id = a.id
+                    WHERE a.target_content_id = ?1 AND s.app_id = ?2
+                    UNION ALL
+                    SELECT s.id, s.last_active_at FROM scene_content c JOIN scene s ON s.id = c.scene_id
+                    WHERE c.content_id = ?1 AND s.app_id = ?2
+                ) ORDER BY last_active_at DESC, id LIMIT 1
+                """), arguments: [contentID, appID])
+        }
+    }
+
     /// Throws `NotFound` unless the activity exists: a continuation waits for the app's
     /// handler, and an activity invalidated meanwhile is not continued.
     private static func requireActivity(_ id: String, in db: Database) throws {

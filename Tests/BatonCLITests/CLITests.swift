@@ -231,4 +231,23 @@ extension CLITests {
         let both = try await world.baton(["activities", "update", id, "--resign", "--scene", try #require(scene)])
         #expect(both.status == 64 && both.stderr.contains("contradict"), "\(both)")
     }
+
+    @Test func continueGoesToTheSceneThatHandlesTheContent() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let type = "com.example.notes.document"
+        #expect(try await world.baton(["types", "register", type, "--app", "com.example.notes"]).status == 0)
+        let id = try await world.baton(["activities", "advertise", type, "Chapter 3", #"{"id": "c3"}"#, "--target-content-id", "c3"])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let scene = try await world.baton(["scenes", "open", "com.example.notes"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let handles = try await world.baton(["scenes", "handles", scene, "c3", "c4"])
+        #expect(handles.status == 0 && handles.stdout == "\(scene) handles c3, c4\n", "\(handles)")
+        #expect(try await world.baton(["scenes", "show", scene]).stdout.contains("HandlesContent c3, c4"))
+        #expect(try await world.baton(["activities", "continue", id]).stdout == scene + "\n")
+        let fresh = try await world.baton(["activities", "continue", id, "--new-scene"]).stdout
+        #expect(fresh.hasPrefix("/org/baton/Handoff1/scene/") && fresh != scene + "\n")
+        let both = try await world.baton(["activities", "continue", id, "--new-scene", "--scene", scene])
+        #expect(both.status == 64 && both.stderr.contains("contradict"), "\(both)")
+        #expect(try await world.baton(["scenes", "handles", scene]).stdout == "\(scene) handles no content\n")
+    }
 }

@@ -166,4 +166,74 @@ struct ContinuationRulesTests {
         #expect(try await activityID(of: scene, world) == "")
         #expect(calls.load(ordering: .relaxed) == 2)
     }
+
+    func handles(_ scene: ObjectPath, _ world: BatonWorld) async throws -> [String] {
+        let value = try await world.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.scene), .string("HandlesContent")], path: scene)
+        return value.first.flatMap { [String](dbusValue: $0.unwrapped) } ?? ["?"]
+    }
+
+    func continueActivity(_ id: String, _ world: BatonWorld, _ options: [String: String] = [:]) async throws -> ObjectPath {
+        try #require(try await world.call(Self.activities, "Continue", [.string(id), .stringMap(options)]).first?.objectPathValue)
+    }
+
+    @Test func aContinuationGoesToTheSceneThatShowsItsContent() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        try await world.register()
+        _ = try await world.call(Self.registry, "RegisterActivityType", [.string("com.example.other.doc"), .string("com.example.other"), .stringMap([:])])
+        let continued = try await SignalLog(world.client, MatchRule(interface: Self.activities, member: "Continued"))
+        let monitor = try await BusMonitor(bus: world.bus, rules: ["type='signal',interface='\(Self.activities)',member='Continued'"])
+        let changes = try await SignalLog(world.client, MatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+
+        // A scene that says it handles c7 takes c7's continuation; another app's never does.
+        let handler = try await openScene(world)
+        let foreign = try #require(try await world.call(Self.scenes, "OpenScene", [.string("com.example.other"), .stringMap([:])]).first?.objectPathValue)
+        _ = try await world.call(Self.scene, "SetHandlesContent", [.strings(["c7", "c9", "c7"])], path: foreign)
+        _ = try await world.call(Self.scene, "SetHandlesContent", [.strings(["c9", "c7", "c7"])], path: handler)
+        #expect(try await handles(handler, world) == ["c7", "c9"])
+        try await changes.wait(for: "HandlesContent announced") { $0.path == handler && $0.changedProperties["HandlesContent"] == .strings(["c7", "c9"]) }
+        let seven = try await world.advertise("seven", options: ["target_content_id": "c7"])
+        #expect(try await continueActivity(seven, world) == handler)
+        #expect(try await activityID(of: handler, world) == seven)
+
+        // No scene shows c8: a new one opens; continued again, it goes to that one.
+        let eight = try await world.advertise("eight", options: ["target_content_id": "c8"])
+        let opened = try await continueActivity(eight, world)
+        #expect(opened != handler && opened != foreign)
+        #expect(try await continueActivity(eight, world) == opened)
+        // new_scene=true always opens one; with scene it contradicts itself.
+        let forced = try await continueActivity(eight, world, ["new_scene": "true"])
+        #expect(![handler, foreign, opened].contains(forced))
+        #expect(await errorName { try await world.call(Self.activities, "Continue", [.string(eight), .stringMap(["new_scene": "true", "scene": opened.text])]) }
+            == "org.baton.Handoff1.Error.InvalidArgument")
+        // An activity without a target content id always gets a new scene.
+        let plain = try await world.advertise("plain")
+        let first = try await continueActivity(plain, world)
+        #expect(try await continueActivity(plain, world) != first)
+
+        // Continued says whether the scene was created: as we and dbus-monitor see it.
+        try await continued.wait(for: "six Continued") { _ in continued.all.count >= 6 }
+        let created = continued.all.map { $0.body.count == 3 ? $0.body[2] : .string("?") }
+        #expect(created == [.boolean(false), .boolean(true), .boolean(false), .boolean(true), .boolean(true), .boolean(true)])
+        #expect(monitor.text.contains("boolean false") && monitor.text.contains("boolean true"))
+
+        // Bad lists are refused, and change nothing.
+        #expect(await errorName { try await world.call(Self.scene, "SetHandlesContent", [.strings([""])], path: handler) }
+            == "org.baton.Handoff1.Error.InvalidArgument")
+        #expect(await errorName { try await world.call(Self.scene, "SetHandlesContent", [.strings((0...64).map { "c\($0)" })], path: handler) }
+            == "org.baton.Handoff1.Error.InvalidArgument")
+        #expect(try await handles(handler, world) == ["c7", "c9"])
+
+        // Kept across a restart; gone with the scene.
+        await world.stopDaemon()
+        try await world.startDaemon()
+        #expect(try await handles(handler, world) == ["c7", "c9"])
+        let nine = try await world.advertise("nine", options: ["target_content_id": "c9"])
+        #expect(try await continueActivity(nine, world) == handler)
+        _ = try await world.call(Self.scenes, "CloseScene", [.objectPath(handler)])
+        let nineAgain = try await world.advertise("nine again", options: ["target_content_id": "c9"])
+        #expect(try await continueActivity(nineAgain, world) != handler)
+        _ = try await world.call(Self.scene, "SetHandlesContent", [.strings([])], path: foreign)
+        #expect(try await handles(foreign, world) == [])
+    }
 }

@@ -61,7 +61,7 @@ struct ContinueTests {
         #expect(storage["SceneSeen"] == .variant(.string(scene.text)), "the handler was told the new scene's path")
         let properties = "org.freedesktop.DBus.Properties"
         #expect(try await world.call(properties, "Get", [.string(Self.scene), .string("ActivityId")], path: scene) == [.variant(.string(agatha))])
-        #expect(try await first(of: continued).body == [.string(agatha), .objectPath(scene)])
+        #expect(try await first(of: continued).body == [.string(agatha), .objectPath(scene), .boolean(true)])
 
         // Continuing into an existing scene changes that scene and opens no other.
         let window = try #require(try await world.call(Self.scenes, "OpenScene", [.string(BatonWorld.app), .stringMap([:])]).first?.objectPathValue)

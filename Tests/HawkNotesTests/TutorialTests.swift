@@ -75,14 +75,28 @@ struct TutorialTests {
             #expect(try await tabs.scoped("BookView", id: book.id.uuidString.lowercased()).string("SelectedCharacter") == nil)
         }
 
-        // Continue her activity: a new window on The Good Hawk showing Agatha; the first is untouched.
-        let continued = try await client.continueActivity(id: try #require(agatha.id))
+        // Continue her activity: the window that shows her already takes it, back on her
+        // book's tab, with its drafts and shop page kept; no second window opens.
+        let again = try await client.continueActivity(id: try #require(agatha.id))
+        #expect(again == restored)
+        #expect(try await client.scenes(appID: HawkNotesApp.appID).count == 1)
+        let shownAgain = try await show(again, on: bus)
+        #expect(shownAgain.contains("[ The Good Hawk ]") && shownAgain.contains("The Good Hawk › Agatha"), "\(shownAgain)")
+        let kept = try await restored.storage.all()
+        for (key, value) in before where key != HawkNotesApp.Key.currentTab {
+            #expect(kept[key] == value, "\(key) kept")
+        }
+
+        // A new window on purpose: on The Good Hawk showing Agatha, without the first one's drafts.
+        let continued = try await client.continueActivity(id: try #require(agatha.id), newScene: true)
         #expect(continued != restored)
         let newWindow = try await show(continued, on: bus)
         #expect(newWindow.contains("[ The Good Hawk ]"))
         #expect(newWindow.contains("The Good Hawk › Agatha"))
         #expect(newWindow.contains("Draft note: —"), "drafts belong to the first window:\n\(newWindow)")
-        #expect(try await restored.storage.all() == before)
+        // Continuing her again goes to the window that showed her last.
+        #expect(try await client.continueActivity(id: try #require(agatha.id)) == continued)
+        #expect(try await client.scenes(appID: HawkNotesApp.appID).count == 2)
 
         // Hawk Notes not running: the bus starts it from its service file to continue.
         await app.stop()
