@@ -306,11 +306,13 @@ struct Activities: AsyncParsableCommand {
             discussion: """
                 Without --scene, the activity goes to the app's scene that already shows its content (a scene \
                 whose current activity has the same target content id, or that handles it: baton scenes handles), \
-                and to a new scene when none does or with --new-scene.
+                and to a new scene when none does or with --new-scene. When the app is not running and cannot be \
+                started, the continuation waits in its scene (State pending) and reaches the app when it starts.
                 """)
         @ArgumentParser.Argument(help: "The activity id.") var id: String
         @Option(help: "Continue into this existing scene (path or id).") var scene: String?
         @Flag(help: "Always open a new scene.") var newScene = false
+        @Flag(help: "Print the scene at once, before the app has it (its State is pending until then).") var noWait = false
         @OptionGroup var global: GlobalOptions
 
         func validate() throws {
@@ -321,6 +323,7 @@ struct Activities: AsyncParsableCommand {
             try await perform {
                 var options = try scene.map { ["scene": try Daemon.scenePath($0).text] } ?? [:]
                 if newScene { options["new_scene"] = "true" }
+                if noWait { options["wait"] = "false" }
                 let path = try await global.daemon().write(Contract.Activities.continue, options: options) { [.string(id), .stringMap($0)] }
                     .first?.stringValue ?? ""
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)

@@ -93,6 +93,9 @@ struct Daemon {
             return CLIError(description: error.message, status: ExitStatus.invalidInput)
         case .accessDenied:
             return CLIError(description: "\(error.message). Run baton as the user who runs batond.", status: ExitStatus.accessDenied)
+        case .handlerFailed where error.message.contains("waits in scene"):
+            return CLIError(description: "\(error.message). Start the app, or see where it stands with: baton scenes show SCENE",
+                            status: ExitStatus.handlerFailed)
         case .handlerFailed:
             return CLIError(description: "the app could not continue the activity: \(error.message). See the app's log.",
                             status: ExitStatus.handlerFailed)

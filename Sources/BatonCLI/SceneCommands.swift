@@ -87,7 +87,7 @@ struct Scenes: AsyncParsableCommand {
                 }
                 let output = global.output
                 print(output.bold("scene".padding(14)) + path.text)
-                for key in [Name.id, Name.appID, Name.title, Name.activityID, Name.restored] {
+                for key in [Name.id, Name.appID, Name.title, Name.activityID, Name.state, Name.restored] {
                     print(output.bold(key.padding(14)) + Scenes.describe(properties[key] ?? .string("")).text)
                 }
                 let handles = properties[Name.handlesContent].flatMap([String].init(dbusValue:)) ?? []

@@ -141,6 +141,7 @@ extension Contract {
             public static let lastActiveAt = "LastActiveAt"
             public static let restored = "Restored"
             public static let handlesContent = "HandlesContent"
+            public static let state = "State"
         }
     }
 

@@ -88,9 +88,21 @@ public struct Scene: Equatable, Sendable {
     public var lastActiveAt: UInt64
     /// True when the scene came back from storage after a daemon restart.
     public var restored: Bool
+    /// Whether a continuation into it is still waiting for the app.
+    public var state: State
+
+    /// A scene's continuation state, as the `State` property names it.
+    public enum State: String, Sendable {
+        /// Nothing waits: the app has what the scene shows.
+        case ready
+        /// A continuation waits for the app's handler; it is delivered when the app appears.
+        case pending
+        /// A continuation that could not be delivered within a day.
+        case failed
+    }
 
     public init(id: String, appID: String, title: String = "", activityID: String? = nil,
-                createdAt: UInt64, lastActiveAt: UInt64, restored: Bool = false) {
+                createdAt: UInt64, lastActiveAt: UInt64, restored: Bool = false, state: State = .ready) {
         self.id = id
         self.appID = appID
         self.title = title
@@ -98,6 +110,29 @@ public struct Scene: Equatable, Sendable {
         self.createdAt = createdAt
         self.lastActiveAt = lastActiveAt
         self.restored = restored
+        self.state = state
+    }
+}
+
+/// A continuation that waits for its app: the scene it goes to and what it continues.
+public struct PendingContinuation: Equatable, Sendable {
+    public var sceneID: String
+    public var activityID: String
+    /// True when the scene was opened for it (a refusal then closes the scene).
+    public var createdScene: Bool
+    /// When `Continue` asked for it (microseconds since the epoch).
+    public var requestedAt: UInt64
+    /// Deliveries tried so far, and why the last one did not arrive.
+    public var attempts: Int
+    public var lastError: String?
+
+    public init(sceneID: String, activityID: String, createdScene: Bool, requestedAt: UInt64, attempts: Int = 0, lastError: String? = nil) {
+        self.sceneID = sceneID
+        self.activityID = activityID
+        self.createdScene = createdScene
+        self.requestedAt = requestedAt
+        self.attempts = attempts
+        self.lastError = lastError
     }
 }
 

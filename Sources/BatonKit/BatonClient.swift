@@ -119,9 +119,15 @@ public final class BatonClient: Sendable {
     /// Continues an activity and returns the scene it went to: `scene`; else the app's
     /// scene that already shows its content (`SceneHandle.setHandlesContent`, or a current
     /// activity with the same target content id); else, or with `newScene`, a new one.
-    public func continueActivity(id: String, into scene: SceneHandle? = nil, newScene: Bool = false) async throws -> SceneHandle {
+    /// Returns once the app has it; with `wait` false, at once, the scene `pending` until
+    /// then. An app that cannot take it now throws `HandlerFailed`, and the continuation
+    /// waits in its scene for the app to appear.
+    public func continueActivity(
+        id: String, into scene: SceneHandle? = nil, newScene: Bool = false, wait: Bool = true
+    ) async throws -> SceneHandle {
         var options = scene.map { ["scene": $0.path.text] } ?? [:]
         if newScene { options["new_scene"] = "true" }
+        if !wait { options["wait"] = "false" }
         guard let path = try await write(Contract.Activities.continue, options: options, { [.string(id), .stringMap($0)] })
             .first?.objectPathValue else {
             throw BatonError.invalidArgument("the daemon returned no scene")

@@ -47,6 +47,11 @@ public struct SceneHandle: Sendable, Hashable {
         try await property(Contract.Scene.Property.handlesContent).flatMap([String].init(dbusValue:)) ?? []
     }
 
+    /// `ready`, `pending` (a continuation waits for the app) or `failed` (it never arrived).
+    public func state() async throws -> Scene.State {
+        try await property(Contract.Scene.Property.state)?.stringValue.flatMap(Scene.State.init(rawValue:)) ?? .ready
+    }
+
     /// True when the scene came back from storage after a daemon restart.
     public func isRestored() async throws -> Bool { try await property(Contract.Scene.Property.restored)?.boolValue ?? false }
 

@@ -4,11 +4,21 @@ import BatonStore
 import DBus
 import Logging
 
+/// `Continue` and the delivery of continuations to apps.
+///
+/// A continuation is written first: its scene (new, or the one that already shows the
+/// content) becomes `pending`, with a continuation row, and exists on the bus before the
+/// app's handler is asked. Then it is delivered (`deliver(sceneID:)`):
+/// - the handler answers: its storage goes into the scene, which becomes `ready`;
+/// - the app refuses (its handler throws, or answers with storage a scene cannot hold):
+///   a scene opened for it is closed, an existing one is as it was; `HandlerFailed`;
+/// - the app cannot take it now (not running and not activatable, the call timed out,
+///   the app vanished mid-call): the scene stays `pending` and is delivered again when the
+///   handler's name appears on the bus (`runRedelivery`), also after a restart of batond;
+///   after a day it becomes `failed`.
 extension HandoffService {
-    /// `Continue`: finds the scene to continue in — the one named, else one of the app's
-    /// that already shows the activity's content, else a new one — asks the type's handler
-    /// for the scene's storage, and only then writes anything: a handler that fails or
-    /// times out leaves no scene behind and the scene it went to unchanged.
+    static let continueOptions = ["scene", "new_scene", "wait", "request_id"]
+
     func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
         let now = WallClock.nowMicroseconds()
         let options: [String: String] = try call.argument(1)
@@ -16,7 +26,8 @@ extension HandoffService {
             throw BatonError.invalidArgument(
                 "Continue has no option '\(printable(unknown))'; its options are \(Self.continueOptions.joined(separator: ", "))")
         }
-        let newScene = try options["new_scene"].map { text throws(BatonError) in try Validate.boolean(text, option: "new_scene") } ?? false
+        let newScene = try flag(options, "new_scene", default: false)
+        let wait = try flag(options, "wait", default: true)
         if newScene && options["scene"] != nil {
             throw BatonError.invalidArgument("Continue was given both scene and new_scene=true; give one")
         }
@@ -27,9 +38,10 @@ extension HandoffService {
         guard activity.eligibleForHandoff else {
             throw BatonError.notEligible("activity \(activity.id) was advertised with eligible_for_handoff=false: it cannot be continued")
         }
-        guard let type = try store.activityType(activity.type) else {
+        guard try store.activityType(activity.type) != nil else {
             throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
         }
+
         var existing: Scene?
         if let named = options["scene"] {
             existing = try store.scene(id: try scene(named: named, ofApp: activity.appID))
@@ -37,36 +49,83 @@ extension HandoffService {
                   let showing = try store.scene(showing: content, appID: activity.appID) {
             existing = try store.scene(id: showing)
         }
-        let sceneID = existing?.id ?? Identifier.make()
-        let path = SceneAddress.objectPath(forID: sceneID)
-
-        var storage: [(String, StorageValue)] = []
-        if let handler = type.handler {
-            storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
-        }
+        let sceneID: String
         if let existing {
-            // Both writes refuse an activity invalidated while the handler was asked (NotFound).
-            try await store.writing { [storage] in
-                try $0.continueInto(sceneID: existing.id, activityID: activity.id, storage: storage, now: now, request: request)
-            }
+            sceneID = existing.id
+            try await store.writing { try $0.markPending(sceneID: existing.id, activityID: activity.id, now: now, request: request) }
             emitSceneChanged(existing.id)
-            emitStorageChanged(existing.id, changed: storage, removed: [])
         } else {
-            let scene = Scene(id: sceneID, appID: activity.appID, title: activity.title, activityID: activity.id,
-                              createdAt: now, lastActiveAt: now)
-            let stored = try await store.writing { [storage] in try $0.insert(scene, storage: storage, request: request) }
+            let scene = Scene(id: Identifier.make(), appID: activity.appID, title: activity.title, activityID: activity.id,
+                              createdAt: now, lastActiveAt: now, state: .pending)
+            let stored = try await store.writing { try $0.insertPending(scene, activityID: activity.id, request: request) }
             // The same request, continued meanwhile by an earlier call: its scene is the answer.
             guard stored == scene.id else { return [.objectPath(SceneAddress.objectPath(forID: stored))] }
             try await exportNew(scene)
+            sceneID = scene.id
         }
-        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)])
-        log.debug("continued \(activity.id) into \(path)")
+        let path = SceneAddress.objectPath(forID: sceneID)
+        if wait {
+            try await deliver(sceneID: sceneID)
+        } else {
+            Task { try? await self.deliver(sceneID: sceneID) }
+        }
         return [.objectPath(path)]
     }
 
-    static let continueOptions = ["scene", "new_scene", "request_id"]
+    private func flag(_ options: [String: String], _ name: String, default value: Bool) throws(BatonError) -> Bool {
+        try options[name].map { text throws(BatonError) in try Validate.boolean(text, option: name) } ?? value
+    }
+
+    /// Delivers the continuation waiting in a scene, once at a time per scene; returns when
+    /// the app has it (or there was nothing to deliver), throws why not otherwise.
+    func deliver(sceneID: String) async throws {
+        guard deliveries.withLock({ $0.insert(sceneID).inserted }) else {
+            throw BatonError.handlerFailed("the continuation in scene \(sceneID) is being delivered already")
+        }
+        defer { _ = deliveries.withLock { $0.remove(sceneID) } }
+        guard let pending = try store.pendingContinuation(sceneID: sceneID) else { return }
+        let path = SceneAddress.objectPath(forID: sceneID)
+        do {
+            guard let activity = try store.storedActivity(id: pending.activityID),
+                  !activity.isExpired(at: WallClock.nowMicroseconds()) else {
+                throw BatonError.notFound("activity \(pending.activityID) was invalidated or expired before its app could take it")
+            }
+            guard let type = try store.activityType(activity.type) else {
+                throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
+            }
+            var storage: [(String, StorageValue)] = []
+            if let handler = type.handler {
+                storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
+            }
+            try await store.writing { [storage] in
+                try $0.completeContinuation(sceneID: sceneID, activityID: activity.id, storage: storage, now: WallClock.nowMicroseconds())
+            }
+            emitSceneChanged(sceneID)
+            emitStorageChanged(sceneID, changed: storage, removed: [])
+            emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(pending.createdScene)])
+            log.debug("continued \(activity.id) into \(path.text)")
+        } catch let unreachable as HandlerUnreachable {
+            try? await store.writing { try $0.noteDeliveryFailed(sceneID: sceneID, error: unreachable.reason) }
+            log.info("\(unreachable.reason); the continuation waits in \(path.text)")
+            throw BatonError.handlerFailed("""
+                \(unreachable.reason); the continuation waits in scene \(path.text) (State pending) and is delivered \
+                when \(unreachable.handler) appears on the bus
+                """)
+        } catch {
+            // Refused, or nothing left to continue: no trace of it.
+            if (try? await store.writing({ try $0.abandonContinuation(sceneID: sceneID) })) == true {
+                restoredScenes.withLock { _ = $0.remove(sceneID) }
+                connection.unexport(path)
+            } else {
+                emitSceneChanged(sceneID)
+            }
+            throw error
+        }
+    }
 
     /// Calls the app's `Handler.ContinueActivity` and checks the storage it returns.
+    /// Throws `HandlerUnreachable` when the app cannot take the call now, `HandlerFailed`
+    /// when it refused it or answered with storage a scene cannot hold.
     func askHandler(
         _ handler: String, at pathText: String, scene: ObjectPath, activity: Activity
     ) async throws -> [(String, StorageValue)] {
@@ -77,6 +136,9 @@ extension HandoffService {
             reply = try await connection.call(
                 handler, path, method.interface, method.name, [.objectPath(scene), Records.record(activity)], timeout: handlerTimeout)
         } catch let error as DBusError {
+            if HandlerUnreachable.names.contains(error.name) || error.name.hasPrefix(HandlerUnreachable.spawnPrefix) {
+                throw HandlerUnreachable(handler: handler, reason: "\(handler) cannot take the continuation now: \(error.name): \(error.message)")
+            }
             throw BatonError.handlerFailed("\(handler) could not continue the activity: \(error.name): \(error.message)")
         }
         guard reply.count == 1, let entries = reply[0].dictionaryEntries, reply[0].type == .dictionary(key: .string, value: .variant) else {
@@ -97,4 +159,71 @@ extension HandoffService {
         }
         return storage
     }
+
+    // MARK: Delivering again
+
+    /// Delivers waiting continuations when their app's handler name appears on the bus, and
+    /// at once those whose handler is there already; until the task is cancelled.
+    func runRedelivery() async {
+        let rule = MatchRule(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
+        guard let appeared = try? await connection.signals(matching: rule) else {
+            log.error("cannot watch for apps appearing on the bus; waiting continuations are delivered at their app's RestoreScenes only")
+            return
+        }
+        // Subscribed first, so an app that appears now is not missed.
+        await deliverWaiting { handler in
+            (try? await self.connection.call(
+                "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", [.string(handler)]
+            ).first?.boolValue) ?? false
+        }
+        for await signal in appeared {
+            guard signal.body.count == 3, let name = signal.body[0].stringValue, !name.hasPrefix(":"),
+                  let owner = signal.body[2].stringValue, !owner.isEmpty else { continue }
+            await deliverWaiting { $0 == name }
+        }
+    }
+
+    /// Delivers every waiting continuation whose type's handler `matches`, one after another.
+    func deliverWaiting(appID: String? = nil, where matches: (String) async -> Bool) async {
+        guard let waiting = try? store.pendingContinuations(appID: appID) else { return }
+        for pending in waiting where !Task.isCancelled {
+            // One whose activity or type went is delivered too: that abandons it.
+            let activity = try? store.storedActivity(id: pending.activityID)
+            let type = activity.flatMap { (try? store.activityType($0.type)) ?? nil }
+            if let handler = type?.handler, !(await matches(handler)) { continue }
+            do {
+                try await deliver(sceneID: pending.sceneID)
+            } catch {
+                log.debug("delivering the continuation in scene \(pending.sceneID): \(error)")
+            }
+        }
+    }
+
+    /// Continuations asked for more than a day ago that never reached their app: their
+    /// scenes become `failed`. Run by housekeeping.
+    func failOldContinuations() async {
+        do {
+            let failed = try await store.writing { try $0.failContinuations(requestedBefore: WallClock.nowMicroseconds() - Store.continuationLifetime) }
+            for id in failed {
+                emitSceneChanged(id)
+                log.info("the continuation in scene \(id) did not reach its app within a day; the scene is failed")
+            }
+        } catch {
+            log.error("failing old continuations: \(error)")
+        }
+    }
+}
+
+/// The app cannot take a continuation now: not running and not activatable, timed out,
+/// or gone mid-call. The continuation waits.
+struct HandlerUnreachable: Error {
+    let handler: String
+    let reason: String
+
+    static let names: Set<String> = [
+        DBusError.Name.serviceUnknown, DBusError.Name.nameHasNoOwner, DBusError.Name.noReply, DBusError.Name.timeout,
+        "org.freedesktop.DBus.Error.TimedOut", DBusError.Name.disconnected, "org.freedesktop.DBus.Error.LimitsExceeded",
+    ]
+    /// Activation failures: `org.freedesktop.DBus.Error.Spawn.ChildExited` and the like.
+    static let spawnPrefix = "org.freedesktop.DBus.Error.Spawn."
 }

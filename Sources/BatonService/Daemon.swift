@@ -105,6 +105,9 @@ struct BusService: Service {
 
     func run() async throws {
         try await service.start()
+        // Continuations that wait for their app are delivered when it appears; not while draining.
+        let redelivery = Task { await service.runRedelivery() }
+        defer { redelivery.cancel() }
         // Pinged from the bus thread itself: if it is stuck, the pings stop and systemd restarts batond.
         let watchdog = systemd.watchdogInterval.map { connection.repeatOnBusThread(every: $0) { systemd.watchdog() } }
         defer { watchdog?.cancel() }
@@ -116,7 +119,9 @@ struct BusService: Service {
                 await connection.waitUntilClosed()
                 return false
             }
-            if await waiting.next() == true {
+            let stopRequested = await waiting.next() == true
+            redelivery.cancel()
+            if stopRequested {
                 systemd.stopping(status: "stopping; finishing calls in flight")
                 logger.info("stopping; finishing calls in flight")
                 if !(await service.stop()) { logger.warning("calls were still in flight after 5 s; stopping without their replies") }

@@ -30,6 +30,8 @@ public final class HandoffService: Sendable {
     let restoredScenes = Mutex<Set<String>>([])
     /// When the daemon started, for Status.StartedAt.
     let startedAt = WallClock.nowMicroseconds()
+    /// Scenes whose continuation is being delivered now: one delivery at a time per scene.
+    let deliveries = Mutex<Set<String>>([])
     /// The interface every scene object exports, built once (`sceneInterface`).
     let sceneInterfaceOnce = Mutex<Interface?>(nil)
 
@@ -102,6 +104,7 @@ public final class HandoffService: Sendable {
             if let next = try? store.nextExpiry(), next + Self.expiredGrace <= WallClock.nowMicroseconds() {
                 await purgeExpired()
             }
+            await failOldContinuations()
             do {
                 try await store.writing { store in
                     try store.tidySearchIndex()
@@ -147,12 +150,13 @@ public final class HandoffService: Sendable {
         for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
     }
 
-    /// Announces a scene's current activity and last-active time after they changed.
+    /// Announces a scene's current activity, last-active time and state after they changed.
     func emitSceneChanged(_ id: String) {
         guard let scene = try? store.scene(id: id) else { return }
         connection.emitPropertiesChanged(path: SceneAddress.objectPath(forID: id), interface: Contract.Interface.scene, changed: [
             Contract.Scene.Property.activityID: .string(scene.activityID ?? ""),
             Contract.Scene.Property.lastActiveAt: .uint64(scene.lastActiveAt),
+            Contract.Scene.Property.state: .string(scene.state.rawValue),
         ])
     }
 

@@ -36,6 +36,7 @@ extension HandoffService {
                 Property(Name.createdAt, "t", changeSignal: .const) { try self.sceneProperty(Name.createdAt, at: $0) },
                 Property(Name.lastActiveAt, "t") { try self.sceneProperty(Name.lastActiveAt, at: $0) },
                 Property(Name.restored, "b", changeSignal: .const) { try self.sceneProperty(Name.restored, at: $0) },
+                Property(Name.state, "s") { try self.sceneProperty(Name.state, at: $0) },
                 Property(Name.handlesContent, "as") { .strings(try self.store.handlesContent(sceneID: try self.scene(at: $0).id)) },
             ], signals: [
                 Signal(Contract.Scene.storageChanged),
@@ -184,6 +185,7 @@ extension HandoffService {
         typealias Name = Contract.Scene.Property
         return [
             Name.handlesContent: .strings(handlesContent),
+            Name.state: .string(scene.state.rawValue),
             Name.id: .string(scene.id), Name.appID: .string(scene.appID), Name.title: .string(scene.title),
             Name.activityID: .string(scene.activityID ?? ""), Name.createdAt: .uint64(scene.createdAt),
             Name.lastActiveAt: .uint64(scene.lastActiveAt),

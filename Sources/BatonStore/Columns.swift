@@ -34,6 +34,7 @@ struct Columns {
     func string(_ column: some TableColumns) -> String { string(column.rawValue) }
     func optionalString(_ column: some TableColumns) -> String? { optionalString(column.rawValue) }
     func bool(_ column: some TableColumns) -> Bool { bool(column.rawValue) }
+    func int64(_ column: some TableColumns) -> Int64 { int64(column.rawValue) }
     func time(_ column: some TableColumns) -> UInt64 { time(column.rawValue) }
     func optionalTime(_ column: some TableColumns) -> UInt64? { optionalTime(column.rawValue) }
 }

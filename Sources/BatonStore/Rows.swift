@@ -119,7 +119,7 @@ struct ActivityRow {
 /// `scene`: one window session per row (its storage is in `scene_storage`).
 struct SceneRow {
     enum Column: Int32, TableColumns {
-        case id, appID, title, activityID, createdAt, lastActiveAt
+        case id, appID, title, activityID, createdAt, lastActiveAt, state
 
         var name: String {
             switch self {
@@ -129,6 +129,7 @@ struct SceneRow {
             case .activityID: "activity_id"
             case .createdAt: "created_at"
             case .lastActiveAt: "last_active_at"
+            case .state: "state"
             }
         }
     }
@@ -137,16 +138,51 @@ struct SceneRow {
         Scene(
             id: row.string(Column.id), appID: row.string(Column.appID), title: row.string(Column.title),
             activityID: row.optionalString(Column.activityID), createdAt: row.time(Column.createdAt),
-            lastActiveAt: row.time(Column.lastActiveAt))
+            lastActiveAt: row.time(Column.lastActiveAt), state: Scene.State(rawValue: row.string(Column.state)) ?? .ready)
     }
 
     /// The values of `Column`, in its order (the round-trip tests fail when they are not).
     static func arguments(_ scene: Scene) -> StatementArguments {
-        [scene.id, scene.appID, scene.title, scene.activityID, Time.encode(scene.createdAt), Time.encode(scene.lastActiveAt)]
+        [scene.id, scene.appID, scene.title, scene.activityID, Time.encode(scene.createdAt), Time.encode(scene.lastActiveAt),
+         scene.state.rawValue]
     }
 
     static let selectSQL = "SELECT \(Column.list) FROM scene"
     static let insertSQL = "INSERT INTO scene (\(Column.list)) VALUES (\(Column.placeholders))"
+}
+
+/// `continuation`: a continuation waiting for its app, one per scene at most.
+struct ContinuationRow {
+    enum Column: Int32, TableColumns {
+        case sceneID, activityID, createdScene, requestedAt, attempts, lastError
+
+        var name: String {
+            switch self {
+            case .sceneID: "scene_id"
+            case .activityID: "activity_id"
+            case .createdScene: "created_scene"
+            case .requestedAt: "requested_at"
+            case .attempts: "attempts"
+            case .lastError: "last_error"
+            }
+        }
+    }
+
+    static func decode(_ row: Columns) -> PendingContinuation {
+        PendingContinuation(
+            sceneID: row.string(Column.sceneID), activityID: row.string(Column.activityID),
+            createdScene: row.bool(Column.createdScene), requestedAt: row.time(Column.requestedAt),
+            attempts: Int(row.int64(Column.attempts)), lastError: row.optionalString(Column.lastError))
+    }
+
+    static func arguments(_ pending: PendingContinuation) -> StatementArguments {
+        [pending.sceneID, pending.activityID, pending.createdScene ? 1 : 0, Time.encode(pending.requestedAt),
+         pending.attempts, pending.lastError]
+    }
+
+    static let selectSQL = "SELECT \(Column.list) FROM continuation"
+    /// A later continuation into the same scene replaces the one that waited.
+    static let upsertSQL = "INSERT OR REPLACE INTO continuation (\(Column.list)) VALUES (\(Column.placeholders))"
 }
 
 /// `scene_storage`: a value is kept as a kind code and a value SQLite stores natively.

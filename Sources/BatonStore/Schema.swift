@@ -224,6 +224,21 @@ enum Schema {
                 CREATE INDEX activity_content ON activity(target_content_id) WHERE target_content_id IS NOT NULL;
                 """)
         }
+        // Durable continuations: a scene's state, and the continuation waiting for its app.
+        migrator.registerMigration("v8") { db in
+            try db.execute(sql: """
+                ALTER TABLE scene ADD COLUMN state TEXT NOT NULL DEFAULT 'ready';
+                CREATE TABLE continuation (
+                    scene_id TEXT PRIMARY KEY NOT NULL REFERENCES scene(id) ON DELETE CASCADE,
+                    activity_id TEXT NOT NULL,
+                    created_scene INTEGER NOT NULL,    -- 1: the scene was opened for it
+                    requested_at INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    last_error TEXT
+                ) WITHOUT ROWID;
+                CREATE INDEX continuation_age ON continuation(requested_at);
+                """)
+        }
         return migrator
     }
 }

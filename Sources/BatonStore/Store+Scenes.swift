@@ -79,7 +79,7 @@ extension Store {
 
     /// Throws `NotFound` unless the activity exists: a continuation waits for the app's
     /// handler, and an activity invalidated meanwhile is not continued.
-    private static func requireActivity(_ id: String, in db: Database) throws {
+    static func requireActivity(_ id: String, in db: Database) throws {
         guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM activity WHERE id = ?"), arguments: [id]) != nil else {
             throw BatonError.notFound("activity \(id) was invalidated while it was being continued; no scene was opened or changed")
         }
@@ -162,7 +162,7 @@ extension Store {
         }
     }
 
-    private func checkStorage(_ values: [(String, StorageValue)]) throws {
+    func checkStorage(_ values: [(String, StorageValue)]) throws {
         for (key, value) in values {
             try Validate.storageKey(key, limits: limits)
             try value.validate(key: key, limits: limits)
@@ -170,7 +170,7 @@ extension Store {
     }
 
     /// Writes storage changes inside the caller's transaction and checks the scene's total.
-    private func applyStorage(_ db: Database, sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
+    func applyStorage(_ db: Database, sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
         // A scene opened or continued into without storage changes nothing: no total to check.
         if values.isEmpty && keys.isEmpty { return [] }
         var removed: [String] = []

@@ -146,9 +146,10 @@ extension CLITests {
             try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
         }
         #expect(events.map { $0["event"] as? String ?? "" }
-            == ["advertised", "scene-opened", "continued", "storage-changed", "scene-closed", "invalidated"])
-        #expect(events[0]["title"] as? String == "Watched" && events[2]["scene"] as? String == scene)
-        #expect(events[3]["changed"] as? [String] == ["k"])
+            == ["advertised", "scene-opened", "scene-changed", "continued", "storage-changed", "scene-closed", "invalidated"])
+        #expect(events[0]["title"] as? String == "Watched" && events[3]["scene"] as? String == scene)
+        #expect(events[3]["created"] as? Bool == true)
+        #expect(events[4]["changed"] as? [String] == ["k"])
         watcher.kill(SIGINT)
         await watcher.wait()
     }
@@ -249,5 +250,8 @@ extension CLITests {
         let both = try await world.baton(["activities", "continue", id, "--new-scene", "--scene", scene])
         #expect(both.status == 64 && both.stderr.contains("contradict"), "\(both)")
         #expect(try await world.baton(["scenes", "handles", scene]).stdout == "\(scene) handles no content\n")
+        let unwaited = try await world.baton(["activities", "continue", id, "--no-wait", "--new-scene"]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try await eventually("the scene is ready") { try await world.baton(["scenes", "show", unwaited]).stdout.contains("State         ready") }
     }
 }

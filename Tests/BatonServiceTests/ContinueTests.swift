@@ -70,9 +70,10 @@ struct ContinueTests {
         #expect(try await sceneCount(world) == count)
         #expect(try await world.call(Self.scene, "Get", [.string("ContentView.CurrentTab")], path: window) == [.variant(.string("b1"))])
 
-        // Failing, hanging and nonsense handlers: HandlerFailed with the reason, and no scene.
-        for (mode, reason) in [("fail", "org.baton.TestApp.Error.NoSuchCharacter: no such character"),
-                               ("hold", DBusError.Name.noReply), ("badtype", "a{sv}")] {
+        // Failing and nonsense handlers: HandlerFailed with the reason, and no scene. A handler
+        // that does not answer in time: HandlerFailed, and the scene waits, pending.
+        for (mode, reason, kept) in [("fail", "org.baton.TestApp.Error.NoSuchCharacter: no such character", 0),
+                                     ("badtype", "a{sv}", 0), ("hold", DBusError.Name.noReply, 1)] {
             let id = try await world.advertise(mode, payload: "{\"id\":\"x\",\"mode\":\"\(mode)\"}")
             do {
                 _ = try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
@@ -80,8 +81,9 @@ struct ContinueTests {
             } catch let error as DBusError {
                 #expect(error.name == "org.baton.Handoff1.Error.HandlerFailed", "\(mode): \(error)")
                 #expect(error.message.contains(reason), "\(mode): \(error.message)")
+                #expect(error.message.contains("waits in scene") == (kept == 1), "\(mode): \(error.message)")
             }
-            #expect(try await sceneCount(world) == count, "\(mode) left a scene behind")
+            #expect(try await sceneCount(world) == count + kept, "\(mode)")
         }
     }
 

@@ -180,12 +180,21 @@ struct MethodTests {
         }
         #expect(removed?.body.first == .objectPath(scene))
 
-        // A scene that Continue opens is announced with its stored properties too.
+        // A scene that Continue opens is announced before the app's handler is asked, as it
+        // was stored then: pending; its properties change once the continuation arrived.
         let continued = try #require(try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])]).first?.objectPathValue)
         let announced = await objects.next()
         #expect(announced?.member == "InterfacesAdded" && announced?.body.first == .objectPath(continued))
         let stored = try await world.call("org.freedesktop.DBus.ObjectManager", "GetManagedObjects")
-        #expect(announced?.body.last == stored.first?.dictionaryEntries?.first(where: { $0.key == .objectPath(continued) })?.value)
+        let now = try #require(stored.first?.dictionaryEntries?.first(where: { $0.key == .objectPath(continued) })?.value)
+        func sceneProperties(_ value: DBusValue?) -> [String: DBusValue] {
+            value?.stringKeyedValue?["org.baton.Handoff1.Scene"]?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
+        }
+        var expected = sceneProperties(now)
+        #expect(expected["State"] == .string("ready"))
+        expected["State"] = .string("pending")
+        expected["LastActiveAt"] = expected["CreatedAt"]
+        #expect(sceneProperties(announced?.body.last) == expected)
     }
 
     @Test func sigtermLetsAContinuationInFlightFinish() async throws {

@@ -557,3 +557,41 @@ extension StoreTests {
         #expect(try store.activities(.init(), now: 3).map(\.title).sorted() == ["persistent 0", "persistent 1", "third"])
     }
 }
+
+extension StoreTests {
+    @Test func aContinuationWaitsThenArrivesOrFailsAfterADay() throws {
+        try store.register(type)
+        let now = WallClock.nowMicroseconds()
+        let agatha = activity("Agatha", at: now)
+        _ = try store.insert(agatha)
+        let scene = Scene(id: Identifier.make(), appID: type.appID, title: "Agatha", activityID: agatha.id, createdAt: now, lastActiveAt: now)
+        try store.insertPending(scene, activityID: agatha.id)
+        #expect(try store.scene(id: scene.id)?.state == .pending)
+        #expect(try store.pendingContinuations().map(\.sceneID) == [scene.id])
+        try store.noteDeliveryFailed(sceneID: scene.id, error: "not running")
+        #expect(try store.pendingContinuation(sceneID: scene.id)?.attempts == 1)
+        #expect(try store.pendingContinuation(sceneID: scene.id)?.lastError == "not running")
+
+        // Kept across reopening; not failed before its day is over.
+        try store.close()
+        let reopened = try Store(path: directory.appendingPathComponent("baton.sqlite").path)
+        #expect(try reopened.pendingContinuation(sceneID: scene.id)?.createdScene == true)
+        #expect(try reopened.failContinuations(requestedBefore: now - Store.continuationLifetime).isEmpty)
+
+        // Arrives: storage in, ready, nothing waits; arriving twice is refused.
+        try reopened.completeContinuation(sceneID: scene.id, activityID: agatha.id, storage: [("tab", .string("b1"))], now: now + 1)
+        #expect(try reopened.scene(id: scene.id)?.state == .ready)
+        #expect(try reopened.storage(sceneID: scene.id) == ["tab": .string("b1")])
+        #expect(throws: BatonError.self) {
+            try reopened.completeContinuation(sceneID: scene.id, activityID: agatha.id, storage: [], now: now + 2)
+        }
+
+        // Another one into the same (existing) scene, a day old: failed, the scene kept.
+        try reopened.markPending(sceneID: scene.id, activityID: agatha.id, now: now + 3)
+        #expect(try reopened.pendingContinuation(sceneID: scene.id)?.createdScene == false)
+        #expect(try reopened.failContinuations(requestedBefore: now + 3 + Store.continuationLifetime + 1) == [scene.id])
+        #expect(try reopened.scene(id: scene.id)?.state == .failed)
+        #expect(try reopened.pendingContinuations().isEmpty)
+        try reopened.close()
+    }
+}

@@ -98,8 +98,23 @@ struct TutorialTests {
         #expect(try await client.continueActivity(id: try #require(agatha.id)) == continued)
         #expect(try await client.scenes(appID: HawkNotesApp.appID).count == 2)
 
-        // Hawk Notes not running: the bus starts it from its service file to continue.
+        // Hawk Notes not running and not activatable: the continuation waits in its window,
+        // and reaches Hawk Notes when it starts.
         await app.stop()
+        do {
+            _ = try await client.continueActivity(id: try #require(agatha.id), newScene: true)
+            Issue.record("continued with Hawk Notes away")
+        } catch let error as BatonError {
+            #expect(error.code == .handlerFailed && error.message.contains("waits in scene"), "\(error)")
+        }
+        let waiting = try #require(try await client.scenes(appID: HawkNotesApp.appID).last)
+        #expect(try await waiting.state() == .pending)
+        app = try await HawkNotesProcess(bus: bus)
+        try await eventually("the waiting window reached Hawk Notes") { try await waiting.state() == .ready }
+        #expect(try await show(waiting, on: bus).contains("The Good Hawk › Agatha"))
+        await app.stop()
+
+        // Hawk Notes not running: the bus starts it from its service file to continue.
         let hawkNotes = try Executables.built("hawk-notes")
         try bus.installService(name: HawkNotesApp.busName, exec: "\(hawkNotes) serve")
         let watcher = try bus.connect()

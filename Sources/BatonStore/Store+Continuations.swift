@@ -1,0 +1,131 @@
+import BatonCore
+import GRDB
+
+/// Durable continuations: a `Continue` writes its scene as `pending` with a continuation
+/// row before the app's handler is asked, so a continuation the app cannot take now is
+/// kept (across restarts) and delivered again when the app appears; it becomes `ready`
+/// when the handler returns, and `failed` after `Store.continuationLifetime`.
+extension Store {
+    /// How long a continuation waits for its app before its scene becomes `failed`.
+    public static let continuationLifetime: UInt64 = 24 * 3600 * 1_000_000
+
+    /// Opens `scene` (its state `pending`) with the continuation of `activityID` waiting in it.
+    /// With a request made before, writes nothing and returns the first call's scene id.
+    @discardableResult
+    public func insertPending(_ scene: Scene, activityID: String, request: Request? = nil) throws -> String {
+        var pending = scene
+        pending.state = .pending
+        return try write(request: request) { db in
+            try Self.requireLiveActivity(activityID, in: db)
+            try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(pending))
+            try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
+                PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: scene.createdAt)))
+            return scene.id
+        }.result
+    }
+
+    /// Makes an existing scene wait for the continuation of `activityID` (a later one
+    /// replaces one that waited). With a request made before, writes nothing.
+    public func markPending(sceneID: String, activityID: String, now: UInt64, request: Request? = nil) throws {
+        _ = try write(request: request) { db in
+            try Self.requireLiveActivity(activityID, in: db)
+            try db.cachedStatement(sql: "UPDATE scene SET state = 'pending' WHERE id = ?").execute(arguments: [sceneID])
+            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
+            let created = try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT created_scene FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) ?? false
+            try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
+                PendingContinuation(sceneID: sceneID, activityID: activityID, createdScene: created, requestedAt: now)))
+            return sceneID
+        }
+    }
+
+    /// The handler answered: its storage goes into the scene, which now shows the activity
+    /// and is `ready`. `NotFound` (nothing written) when the activity went meanwhile, or
+    /// the continuation is no longer the one waiting in the scene.
+    public func completeContinuation(
+        sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64
+    ) throws {
+        try checkStorage(storage)
+        try write { db in
+            guard try String.fetchOne(db.cachedStatement(sql: "SELECT activity_id FROM continuation WHERE scene_id = ?"),
+                                      arguments: [sceneID]) == activityID else {
+                throw BatonError.notFound("no continuation of \(activityID) waits in scene \(sceneID)")
+            }
+            try Self.requireActivity(activityID, in: db)
+            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ?, state = 'ready' WHERE id = ?")
+                .execute(arguments: [activityID, Time.encode(now), sceneID])
+            _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
+            try db.cachedStatement(sql: "DELETE FROM continuation WHERE scene_id = ?").execute(arguments: [sceneID])
+        }
+    }
+
+    /// The continuation will not happen (the app refused it, or its activity went): a scene
+    /// opened for it is deleted (true is returned), an existing one is `ready` as before.
+    @discardableResult
+    public func abandonContinuation(sceneID: String) throws -> Bool {
+        try write { db in
+            let created = try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT created_scene FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) ?? false
+            if created {
+                try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [sceneID])
+            } else {
+                try db.cachedStatement(sql: "DELETE FROM continuation WHERE scene_id = ?").execute(arguments: [sceneID])
+                try db.cachedStatement(sql: "UPDATE scene SET state = 'ready' WHERE id = ?").execute(arguments: [sceneID])
+            }
+            return created
+        }
+    }
+
+    /// A delivery did not reach the app: counted, with why; the scene stays `pending`.
+    public func noteDeliveryFailed(sceneID: String, error: String) throws {
+        try write { db in
+            try db.cachedStatement(sql: "UPDATE continuation SET attempts = attempts + 1, last_error = ? WHERE scene_id = ?")
+                .execute(arguments: [error, sceneID])
+        }
+    }
+
+    /// Continuations still waiting, oldest first; one app's when `appID` is given.
+    public func pendingContinuations(appID: String? = nil) throws -> [PendingContinuation] {
+        try read { db in
+            let columns = ContinuationRow.Column.allCases.map { "c." + $0.name }.joined(separator: ", ")
+            let sql = "SELECT \(columns) FROM continuation c JOIN scene s ON s.id = c.scene_id"
+                + (appID == nil ? "" : " WHERE s.app_id = ?") + " ORDER BY c.requested_at, c.scene_id"
+            return try db.cachedStatement(sql: sql).rows(appID.map { [$0] } ?? [], ContinuationRow.decode)
+        }
+    }
+
+    /// The continuation waiting in a scene, if any.
+    public func pendingContinuation(sceneID: String) throws -> PendingContinuation? {
+        try read { db in
+            try db.cachedStatement(sql: ContinuationRow.selectSQL + " WHERE scene_id = ?").row([sceneID], ContinuationRow.decode)
+        }
+    }
+
+    /// Continuations asked for before `before` that never arrived: their scenes become
+    /// `failed`. Returns those scenes' ids.
+    public func failContinuations(requestedBefore before: UInt64) throws -> [String] {
+        let due = try read { db in
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(requested_at) FROM continuation"))
+        }
+        guard let due, Time.decode(due) < before else { return [] }
+        return try write { db in
+            let ids = try String.fetchAll(
+                db.cachedStatement(sql: "DELETE FROM continuation WHERE requested_at < ? RETURNING scene_id"),
+                arguments: [Time.encode(before)])
+            for id in ids {
+                try db.cachedStatement(sql: "UPDATE scene SET state = 'failed' WHERE id = ?").execute(arguments: [id])
+            }
+            return ids
+        }
+    }
+
+    /// Throws `NotFound` or `Expired` unless the activity is there and live: a continuation
+    /// is not started for one that went.
+    private static func requireLiveActivity(_ id: String, in db: Database) throws {
+        guard let expires = try Int64?.fetchOne(
+            db.cachedStatement(sql: "SELECT expires_at FROM activity WHERE id = ?"), arguments: [id]) else {
+            throw BatonError.notFound("no activity \(id)")
+        }
+        if let expires, Time.decode(expires) <= WallClock.nowMicroseconds() { throw BatonError.expired("activity \(id) has expired") }
+    }
+}

@@ -1,0 +1,189 @@
+import DBus
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+import TestSupport
+
+/// Continuations an app cannot take now wait, pending, and reach it once it appears:
+/// across its crashes and batond's, exactly once from the app's side.
+@Suite(.serialized)
+struct DurableContinuationTests {
+    static let activities = "org.baton.Handoff1.Activities"
+    static let scene = "org.baton.Handoff1.Scene"
+    static let appName = "org.baton.DurableApp"
+
+    /// A handler app on its own connection: counts the calls per scene, reads the scene it
+    /// is given while it is asked (it must exist on the bus), and holds while `held` is set.
+    final class App: @unchecked Sendable {
+        let connection: Connection
+        let calls = Mutex<[String]>([])
+        let statesSeen = Mutex<[String]>([])
+        let held = Atomic(false)
+
+        init(_ world: BatonWorld, holding: Bool = false) async throws {
+            connection = try world.bus.connect()
+            held.store(holding, ordering: .relaxed)
+            let connection = self.connection
+            try await connection.export("/", [Interface("org.baton.Handoff1.Handler", methods: [
+                Method("ContinueActivity", in: [Argument("scene", "o"), Argument("activity", "a{sv}")],
+                       out: [Argument("storage", "a{sv}")], ordering: .concurrent) { [self] call in
+                    let scene = try call.argument(0, as: ObjectPath.self)
+                    calls.withLock { $0.append(scene.text) }
+                    let state = try await connection.call("org.baton.Handoff1", scene, "org.freedesktop.DBus.Properties", "Get",
+                                                          [.string(DurableContinuationTests.scene), .string("State")])
+                    statesSeen.withLock { $0.append(state.first?.unwrapped.stringValue ?? "?") }
+                    while held.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(5)) }
+                    let activity: [String: DBusValue] = try call.argument(1)
+                    return [.record(["delivered": .string(activity["title"]?.unwrapped.stringValue ?? "?")])]
+                },
+            ])])
+            try await connection.requestName(DurableContinuationTests.appName)
+        }
+
+        func close() { connection.close() }
+    }
+
+    func state(of scene: ObjectPath, _ world: BatonWorld) async throws -> String? {
+        try await world.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.scene), .string("State")], path: scene)
+            .first?.unwrapped.stringValue
+    }
+
+    func delivered(_ scene: ObjectPath, _ world: BatonWorld) async throws -> String? {
+        try await world.call(Self.scene, "GetAll", path: scene).first?.stringKeyedValue?["delivered"]?.unwrapped.stringValue
+    }
+
+    /// Continue, which must fail because the app cannot take it now; returns the waiting scene.
+    func continueWhileAway(_ id: String, _ world: BatonWorld) async throws -> ObjectPath {
+        do {
+            _ = try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
+        } catch let error as DBusError {
+            #expect(error.name == "org.baton.Handoff1.Error.HandlerFailed", "\(error)")
+            let marker = "waits in scene "
+            let path = try #require(error.message.range(of: marker).map { error.message[$0.upperBound...] }?.split(separator: " ").first)
+            return try ObjectPath(validating: String(path))
+        }
+        throw TestSupportError("Continue reached an app that is not there")
+    }
+
+    @Test func aContinuationWaitsForItsAppAndArrivesOnce() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        world.extraArguments = ["--handler-timeout", "2"]
+        try await world.startDaemon()
+        try await world.register(handler: Self.appName)
+        let continued = try await SignalLog(world.client, MatchRule(interface: Self.activities, member: "Continued"))
+
+        // Not running, not activatable: the scene waits, pending, on the bus.
+        let id = try await world.advertise("Agatha")
+        let scene = try await continueWhileAway(id, world)
+        #expect(try await state(of: scene, world) == "pending")
+        #expect(try await delivered(scene, world) == nil)
+        #expect(continued.all.isEmpty)
+
+        // The app appears: the continuation arrives, once, into a scene that already existed.
+        let app = try await App(world)
+        defer { app.close() }
+        try await continued.wait(for: "Continued") { $0.body.first == .string(id) }
+        #expect(try await state(of: scene, world) == "ready")
+        #expect(try await delivered(scene, world) == "Agatha")
+        #expect(app.calls.withLock { $0 } == [scene.text])
+        #expect(app.statesSeen.withLock { $0 } == ["pending"], "the handler could read its scene")
+        #expect(continued.all.first?.body == [.string(id), .objectPath(scene), .boolean(true)])
+        // Nothing is delivered twice: the app leaving and coming back changes nothing.
+        app.close()
+        let again = try await App(world)
+        defer { again.close() }
+        #expect(try await world.call(Self.activities, "Get", [.string(id)]).isEmpty == false)
+        #expect(again.calls.withLock { $0 }.isEmpty && continued.all.count == 1)
+    }
+
+    @Test func withoutWaitingTheSceneComesBackAtOnce() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let app = try await App(world, holding: true)
+        defer { app.close() }
+        try await world.register(handler: Self.appName)
+        let id = try await world.advertise("Jamie")
+        let scene = try #require(try await world.call(Self.activities, "Continue", [.string(id), .stringMap(["wait": "false"])])
+            .first?.objectPathValue)
+        try await eventually("the handler was asked") { app.calls.withLock { $0 } == [scene.text] }
+        #expect(try await state(of: scene, world) == "pending")
+        app.held.store(false, ordering: .relaxed)
+        try await eventually("the scene is ready") { try await state(of: scene, world) == "ready" }
+        #expect(try await delivered(scene, world) == "Jamie")
+        #expect(await errorName { try await world.call(Self.activities, "Continue", [.string(id), .stringMap(["wait": "soon"])]) }
+            == "org.baton.Handoff1.Error.InvalidArgument")
+    }
+
+    @Test func anAppThatDiesMidCallGetsItAgain() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        world.extraArguments = ["--handler-timeout", "20"]
+        try await world.startDaemon()
+        try await world.register(handler: Self.appName)
+        let crashing = try await App(world, holding: true)
+        let id = try await world.advertise("Sigrid")
+        let pending = Task { try await continueWhileAway(id, world) }
+        try await eventually("the handler was asked") { crashing.calls.withLock { $0 }.count == 1 }
+        crashing.close()      // gone mid-call, as a crash is
+        let scene = try await pending.value
+        #expect(try await state(of: scene, world) == "pending")
+
+        let restarted = try await App(world)
+        defer { restarted.close() }
+        try await eventually("delivered again") { try await state(of: scene, world) == "ready" }
+        #expect(restarted.calls.withLock { $0 } == [scene.text])
+        #expect(try await delivered(scene, world) == "Sigrid")
+    }
+
+    @Test func aWaitingContinuationSurvivesKill9OfBatond() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        try await world.startDaemon()
+        try await world.register(handler: Self.appName)
+        let first = try await continueWhileAway(try await world.advertise("first"), world)
+        let second = try await continueWhileAway(try await world.advertise("second"), world)
+        await world.stopDaemon(SIGKILL)
+
+        // The app is there when batond comes back: delivered at start.
+        let app = try await App(world)
+        defer { app.close() }
+        try await world.startDaemon()
+        try await eventually("both delivered after the restart") {
+            let states = [try await state(of: first, world), try await state(of: second, world)]
+            return states == ["ready", "ready"]
+        }
+        #expect(Set(app.calls.withLock { $0 }) == [first.text, second.text] && app.calls.withLock { $0 }.count == 2)
+
+        // And one that waits across a restart for an app that comes later.
+        app.close()
+        try await eventually("the app is gone") { try await world.client.nameOwner(Self.appName) == nil }
+        let third = try await continueWhileAway(try await world.advertise("third"), world)
+        await world.stopDaemon(SIGKILL)
+        try await world.startDaemon()
+        #expect(try await state(of: third, world) == "pending")
+        let later = try await App(world)
+        defer { later.close() }
+        try await eventually("delivered when the app came") { try await state(of: third, world) == "ready" }
+        #expect(later.calls.withLock { $0 } == [third.text])
+    }
+
+    @Test func aRefusalOrAGoneActivityLeavesNoWaitingScene() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        try await world.startDaemon()
+        try await world.register(handler: Self.appName)
+        // Invalidated while it waits: when the app comes, the scene opened for it goes.
+        let id = try await world.advertise("gone")
+        let scene = try await continueWhileAway(id, world)
+        _ = try await world.call(Self.activities, "Invalidate", [.string(id)])
+        let app = try await App(world)
+        defer { app.close() }
+        try await eventually("the waiting scene is closed") {
+            (try await world.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("")]).first?.arrayValue ?? [.string("?")]).isEmpty
+        }
+        #expect(app.calls.withLock { $0 }.isEmpty, "nothing to continue, so the app was not asked")
+        #expect(await errorName { try await state(of: scene, world) as Any } == DBusError.Name.unknownObject)
+    }
+}
