@@ -160,6 +160,9 @@ extension Contract {
         public static let continueActivity = ContractMethod(
             Contract.Interface.handler, "ContinueActivity",
             in: [Argument("scene", "o"), Argument("activity", "a{sv}")], out: [Argument("storage", "a{sv}")])
+        /// Told to the app that advertised an activity once it was continued (optional for apps).
+        public static let activityContinued = ContractMethod(
+            Contract.Interface.handler, "ActivityContinued", in: [Argument("id", "s"), Argument("scene", "o"), Argument("device", "s")])
     }
 }
 

@@ -121,6 +121,11 @@ public final class ActivityContinuation: Sendable {
                 }
                 return [storage.record]
             },
+            Method(Contract.Handler.activityContinued) { call in
+                self.client.activityWasContinued(
+                    try call.argument(0), scene: try call.argument(1, as: ObjectPath.self), device: try call.argument(2))
+                return []
+            },
         ])
     }
 }

@@ -1,6 +1,7 @@
 import BatonContract
 import BatonCore
 import DBus
+import Synchronization
 
 /// A connection to `batond` on the session bus, with the contract's methods as Swift calls.
 ///
@@ -13,6 +14,11 @@ public final class BatonClient: Sendable {
     /// The underlying bus connection, for apps that also serve objects of their own.
     public let connection: Connection
 
+    /// What `UserActivity.onContinued` is given: the scene it was continued in, and the device ("" for this one).
+    public typealias ContinuedCallback = @Sendable (SceneHandle, String) -> Void
+    /// The activities of this client that want to hear they were continued, by id.
+    private let continuedCallbacks = Mutex<[String: ContinuedCallback]>([:])
+
     public init(connection: Connection) {
         self.connection = connection
     }
@@ -23,6 +29,17 @@ public final class BatonClient: Sendable {
     }
 
     public func close() { connection.close() }
+
+    /// Calls `callback` (nil: no longer) when the activity `id` was continued.
+    func whenContinued(_ id: String, _ callback: ContinuedCallback?) {
+        continuedCallbacks.withLock { $0[id] = callback }
+    }
+
+    /// batond said `id` was continued in `scene`, on `device`: the activity's `onContinued` hears it.
+    func activityWasContinued(_ id: String, scene: ObjectPath, device: String) {
+        guard let callback = continuedCallbacks.withLock({ $0[id] }) else { return }
+        callback(SceneHandle(client: self, path: scene), device)
+    }
 
     func call(_ method: ContractMethod, _ arguments: [DBusValue] = [], path: ObjectPath = root) async throws -> [DBusValue] {
         do {

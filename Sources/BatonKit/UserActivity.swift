@@ -28,6 +28,7 @@ public final class UserActivity: Sendable {
         var id: String?
         var isCurrent = false
         var willSave: (@Sendable (UserActivity) -> Void)?
+        var onContinued: BatonClient.ContinuedCallback?
     }
 
     public init(activityType: String, client: BatonClient) {
@@ -76,6 +77,19 @@ public final class UserActivity: Sendable {
     public var needsSave: Bool { get { field(\.needsSave) } set { state.withLock { $0.needsSave = newValue } } }
     /// Called before the activity is sent, to bring its payload up to date.
     public var willSave: (@Sendable (UserActivity) -> Void)? { get { field(\.willSave) } set { state.withLock { $0.willSave = newValue } } }
+    /// Called when the activity was continued — in which scene, and on which device ("" for
+    /// this one) — like `userActivityWasContinued`. The app hears it through its
+    /// `ActivityContinuation` (batond tells the handler of the app that advertised it).
+    public var onContinued: BatonClient.ContinuedCallback? {
+        get { field(\.onContinued) }
+        set {
+            let id = state.withLock { state -> String? in
+                state.onContinued = newValue
+                return state.id
+            }
+            if let id { client.whenContinued(id, newValue) }
+        }
+    }
     /// The daemon's id, once advertised.
     public var id: String? { field(\.id) }
     public var isCurrent: Bool { field(\.isCurrent) }
@@ -152,11 +166,13 @@ public final class UserActivity: Sendable {
                 return (state.title, state.payload, options)
             }
             let id = try await client.advertise(type: activityType, title: title, payload: payload, options: options)
-            state.withLock {
+            let onContinued = state.withLock {
                 $0.id = id
                 $0.needsSave = false
                 $0.isCurrent = true
+                return $0.onContinued
             }
+            if let onContinued { client.whenContinued(id, onContinued) }
         } else {
             // Already advertised: its changes, and the scene it is now current in.
             try await send(scene: scene?.path.text, always: scene != nil)
@@ -197,6 +213,7 @@ public final class UserActivity: Sendable {
     public func invalidate() async throws {
         guard let id else { return }
         try await client.invalidate(id: id)
+        client.whenContinued(id, nil)
         state.withLock {
             $0.id = nil
             $0.isCurrent = false

@@ -104,6 +104,7 @@ extension HandoffService {
             emitStorageChanged(sceneID, changed: storage, removed: [])
             emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(pending.createdScene)])
             log.debug("continued \(activity.id) into \(path.text)")
+            tellOriginator(activity, type: type, scene: path)
         } catch let unreachable as HandlerUnreachable {
             try? await store.writing { try $0.noteDeliveryFailed(sceneID: sceneID, error: unreachable.reason) }
             log.info("\(unreachable.reason); the continuation waits in \(path.text)")
@@ -159,6 +160,31 @@ extension HandoffService {
         }
         return storage
     }
+
+    /// `Handler.ActivityContinued` on the app that advertised the activity (Apple's
+    /// `userActivityWasContinued`), without waiting for it. An app that is not running is
+    /// not started for it, and one that does not implement it is skipped.
+    func tellOriginator(_ activity: Activity, type: ActivityType, scene: ObjectPath) {
+        guard let handler = type.handler, let path = try? ObjectPath(validating: type.handlerPath) else { return }
+        let method = Contract.Handler.activityContinued
+        var message = Message.methodCall(
+            destination: handler, path: path, interface: method.interface, member: method.name,
+            body: [.string(activity.id), .objectPath(scene), .string(Self.thisDevice)])
+        message.autoStart = false
+        Task { [connection, log, handlerTimeout] in
+            do {
+                _ = try await connection.call(message, timeout: handlerTimeout)
+            } catch let error as DBusError where error.name == DBusError.Name.unknownMethod || error.name == DBusError.Name.serviceUnknown
+                || error.name == DBusError.Name.nameHasNoOwner || error.name == DBusError.Name.unknownInterface {
+                // Not implemented, or not running: nothing to tell.
+            } catch {
+                log.debug("telling \(handler) that \(activity.id) was continued: \(error)")
+            }
+        }
+    }
+
+    /// The `device` of a continuation made on this machine.
+    static let thisDevice = ""
 
     // MARK: Delivering again
 

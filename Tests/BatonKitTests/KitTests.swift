@@ -316,3 +316,34 @@ extension KitTests {
         #expect(try await world.client.activity(id: id).title == "Agatha", "still advertised")
     }
 }
+
+extension KitTests {
+    /// Apple's `userActivityWasContinued`: the app that advertised hears where its activity went.
+    @Test func theAdvertisingAppHearsItsActivityWasContinued() async throws {
+        let world = try await World.start()
+        defer { world.close() }
+        let appClient = try BatonClient(.address(world.bus.address))
+        defer { appClient.close() }
+        let continuation = ActivityContinuation(client: appClient, appID: Self.app, busName: "org.baton.KitApp")
+        continuation.onContinue(Self.type, title: "Character", requiredKeys: ["id"]) { _ in }
+        try await continuation.start()
+
+        let heard = Mutex<[(String, String)]>([])
+        let activity = UserActivity(activityType: Self.type, client: appClient)
+        activity.title = "Agatha"
+        activity.onContinued = { scene, device in heard.withLock { $0.append((scene.path.text, device)) } }
+        try activity.setTypedPayload(Character(id: UUID(), name: "Agatha", book: 1))
+        try await activity.becomeCurrent()
+        // Another program continues it.
+        let scene = try await world.client.continueActivity(id: try #require(activity.id))
+        try await eventually("the app heard it") { heard.withLock { $0.count } == 1 }
+        #expect(heard.withLock { $0.first?.0 } == scene.path.text)
+        #expect(heard.withLock { $0.first?.1 } == "", "continued on this machine")
+
+        // An activity without onContinued, or invalidated, hears nothing; nothing fails.
+        activity.onContinued = nil
+        _ = try await world.client.continueActivity(id: try #require(activity.id), newScene: true)
+        try await activity.invalidate()
+        #expect(heard.withLock { $0.count } == 1)
+    }
+}
