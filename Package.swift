@@ -89,6 +89,7 @@ let package = Package(
         // The reference app: serve (handler and library), books, show SCENE.
         .executableTarget(name: "hawk-notes", dependencies: [
             "HawkNotes", "BatonKit", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ], linkerSettings: packedRelocations),
     ],
     swiftLanguageModes: [.v6]

@@ -11,7 +11,7 @@ private typealias Name = Contract.Scene.Property
 struct Scenes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scenes", abstract: "Open, inspect and close scenes; get and set their storage.",
-        subcommands: [List.self, Open.self, Show.self, Get.self, SetValue.self, Remove.self, Handles.self, Close.self],
+        subcommands: [List.self, Open.self, Show.self, Get.self, SetValue.self, Remove.self, Handles.self, Restore.self, Close.self],
         defaultSubcommand: List.self)
 
     static func properties(_ daemon: Daemon, _ path: ObjectPath) async throws -> [String: DBusValue] {
@@ -87,7 +87,7 @@ struct Scenes: AsyncParsableCommand {
                 }
                 let output = global.output
                 print(output.bold("scene".padding(14)) + path.text)
-                for key in [Name.id, Name.appID, Name.title, Name.activityID, Name.state, Name.restored] {
+                for key in [Name.id, Name.appID, Name.title, Name.activityID, Name.state, Name.restoreReason, Name.restored] {
                     print(output.bold(key.padding(14)) + Scenes.describe(properties[key] ?? .string("")).text)
                 }
                 let handles = properties[Name.handlesContent].flatMap([String].init(dbusValue:)) ?? []
@@ -209,6 +209,36 @@ struct Scenes: AsyncParsableCommand {
                 let list = ids.map(StrictJSON.quote).joined(separator: ",")
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(scene)),\"handles\":[\(list)]}"
                       : ids.isEmpty ? "\(scene) handles no content" : "\(scene) handles \(ids.joined(separator: ", "))")
+            }
+        }
+    }
+
+    struct Restore: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "restore", abstract: "Hand an app its scenes, as the app does at launch; prints each with why it comes back.",
+            discussion: """
+                For apps run from a shell: RestoreScenes (reasons: launch, never handed out before; restore, after a \
+                clean exit; recover, after a crash), which also delivers continuations waiting for the app; then Detach, \
+                since baton exits at once (the run counts as a clean one).
+                """)
+        @ArgumentParser.Argument(help: "The app id.") var app: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let daemon = try global.daemon()
+                let reply = try await daemon.call(Contract.Scenes.restoreScenes, [.string(app)])
+                _ = try await daemon.call(Contract.Scenes.detach, [.string(app)])
+                let scenes: [(String, String)] = (reply.first?.arrayValue ?? []).compactMap { entry in
+                    guard case .structure(let fields) = entry, fields.count == 2, let path = fields[0].objectPathValue,
+                          let reason = fields[1].stringValue else { return nil }
+                    return (path.text, reason)
+                }
+                if global.json {
+                    let items = scenes.map { "{\"scene\":\(StrictJSON.quote($0.0)),\"reason\":\(StrictJSON.quote($0.1))}" }
+                    return print("[" + items.joined(separator: ",") + "]")
+                }
+                if scenes.isEmpty { return print("\(app) has no scenes") }
+                for (path, reason) in scenes { print("\(path)  \(reason)") }
             }
         }
     }

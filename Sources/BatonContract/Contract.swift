@@ -115,6 +115,11 @@ extension Contract {
             interface, "OpenScene", in: [Argument("app_id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")])
         public static let listScenes = ContractMethod(interface, "ListScenes", in: [Argument("app_id", "s")], out: [Argument("scenes", "ao")])
         public static let closeScene = ContractMethod(interface, "CloseScene", in: [Argument("scene", "o")])
+        /// At an app's launch: its scenes, each with why it comes back (`RestoreReason`).
+        public static let restoreScenes = ContractMethod(
+            interface, "RestoreScenes", in: [Argument("app_id", "s")], out: [Argument("scenes", "a(os)")])
+        /// At an app's clean exit.
+        public static let detach = ContractMethod(interface, "Detach", in: [Argument("app_id", "s")])
     }
 
     /// `org.baton.Handoff1.Scene`, on every scene object.
@@ -127,6 +132,8 @@ extension Contract {
         public static let getAll = ContractMethod(interface, "GetAll", out: [Argument("values", "a{sv}")])
         public static let close = ContractMethod(interface, "Close")
         public static let setHandlesContent = ContractMethod(interface, "SetHandlesContent", in: [Argument("ids", "as")])
+        /// The app restored the scene fine (it is no longer suspected of crashing it).
+        public static let acknowledge = ContractMethod(interface, "Acknowledge")
 
         public static let storageChanged = ContractSignal(
             interface, "StorageChanged", [Argument("changed", "a{sv}"), Argument("removed", "as")])
@@ -142,6 +149,7 @@ extension Contract {
             public static let restored = "Restored"
             public static let handlesContent = "HandlesContent"
             public static let state = "State"
+            public static let restoreReason = "RestoreReason"
         }
     }
 

@@ -90,6 +90,18 @@ public struct Scene: Equatable, Sendable {
     public var restored: Bool
     /// Whether a continuation into it is still waiting for the app.
     public var state: State
+    /// Why the app's last `RestoreScenes` handed it out (`launch` until then).
+    public var restoreReason: RestoreReason
+
+    /// Why a scene comes back to its app, as the SaveRestore portal names the reasons.
+    public enum RestoreReason: String, Sendable {
+        /// A new scene, never handed to the app before.
+        case launch
+        /// The app's last run ended cleanly (`Detach`).
+        case restore
+        /// The app's last run ended without `Detach`: it crashed or was killed.
+        case recover
+    }
 
     /// A scene's continuation state, as the `State` property names it.
     public enum State: String, Sendable {
@@ -102,7 +114,8 @@ public struct Scene: Equatable, Sendable {
     }
 
     public init(id: String, appID: String, title: String = "", activityID: String? = nil,
-                createdAt: UInt64, lastActiveAt: UInt64, restored: Bool = false, state: State = .ready) {
+                createdAt: UInt64, lastActiveAt: UInt64, restored: Bool = false, state: State = .ready,
+                restoreReason: RestoreReason = .launch) {
         self.id = id
         self.appID = appID
         self.title = title
@@ -111,6 +124,7 @@ public struct Scene: Equatable, Sendable {
         self.lastActiveAt = lastActiveAt
         self.restored = restored
         self.state = state
+        self.restoreReason = restoreReason
     }
 }
 

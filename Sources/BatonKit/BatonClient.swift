@@ -163,6 +163,23 @@ public final class BatonClient: Sendable {
         return SceneHandle(client: self, path: path)
     }
 
+    /// At the app's launch: its scenes, oldest first, each with why it comes back. This
+    /// client becomes the app's instance: if it leaves the bus without `detach(appID:)`, the
+    /// next launch hears `recover`. Continuations waiting for the app are delivered after.
+    public func restoreScenes(appID: String) async throws -> [(scene: SceneHandle, reason: Scene.RestoreReason)] {
+        let reply = try await call(Contract.Scenes.restoreScenes, [.string(appID)])
+        return (reply.first?.arrayValue ?? []).compactMap { entry in
+            guard case .structure(let fields) = entry, fields.count == 2, let path = fields[0].objectPathValue,
+                  let reason = fields[1].stringValue.flatMap(Scene.RestoreReason.init(rawValue:)) else { return nil }
+            return (SceneHandle(client: self, path: path), reason)
+        }
+    }
+
+    /// At the app's clean exit: its scenes come back as `restore`.
+    public func detach(appID: String) async throws {
+        _ = try await call(Contract.Scenes.detach, [.string(appID)])
+    }
+
     /// The scene a person named, by object path or by id (it need not exist yet).
     public func scene(named text: String) throws -> SceneHandle {
         let id = try SceneAddress.id(from: text)

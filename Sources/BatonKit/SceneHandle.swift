@@ -52,6 +52,17 @@ public struct SceneHandle: Sendable, Hashable {
         try await property(Contract.Scene.Property.state)?.stringValue.flatMap(Scene.State.init(rawValue:)) ?? .ready
     }
 
+    /// Why the app's last `restoreScenes` handed it out (`launch` before that).
+    public func restoreReason() async throws -> Scene.RestoreReason {
+        try await property(Contract.Scene.Property.restoreReason)?.stringValue.flatMap(Scene.RestoreReason.init(rawValue:)) ?? .launch
+    }
+
+    /// The app restored this scene fine: it no longer counts towards discarding scenes that
+    /// come back as `recover` again and again (those that crash the app at launch).
+    public func acknowledge() async throws {
+        _ = try await call(Contract.Scene.acknowledge)
+    }
+
     /// True when the scene came back from storage after a daemon restart.
     public func isRestored() async throws -> Bool { try await property(Contract.Scene.Property.restored)?.boolValue ?? false }
 

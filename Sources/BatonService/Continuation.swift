@@ -202,10 +202,31 @@ extension HandoffService {
                 "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", [.string(handler)]
             ).first?.boolValue) ?? false
         }
+        // An app instance that vanished while batond was away crashed as far as it can tell.
+        for (_, instance) in (try? store.attachedInstances()) ?? [] {
+            let there = try? await connection.call(
+                "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", [.string(instance)])
+            if there?.first?.boolValue != true { await instanceVanished(instance) }
+        }
         for await signal in appeared {
-            guard signal.body.count == 3, let name = signal.body[0].stringValue, !name.hasPrefix(":"),
-                  let owner = signal.body[2].stringValue, !owner.isEmpty else { continue }
-            await deliverWaiting { $0 == name }
+            guard signal.body.count == 3, let name = signal.body[0].stringValue, let owner = signal.body[2].stringValue else { continue }
+            if name.hasPrefix(":") {
+                if owner.isEmpty { await instanceVanished(name) }
+            } else if !owner.isEmpty {
+                await deliverWaiting { $0 == name }
+            }
+        }
+    }
+
+    /// An app's instance left the bus: without a `Detach` first, it crashed.
+    func instanceVanished(_ instance: String) async {
+        // Most names that leave are not app instances: a read decides, not a write.
+        guard (try? store.attachedInstances().contains { $0.instance == instance }) == true else { return }
+        do {
+            let apps = try await store.writing { try $0.instanceVanished(instance) }
+            for app in apps { log.info("\(app) left the bus without Detach; its scenes come back as recover") }
+        } catch {
+            log.error("noting that \(instance) left: \(error)")
         }
     }
 

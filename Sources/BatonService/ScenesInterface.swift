@@ -11,6 +11,8 @@ extension HandoffService {
             Method(Contract.Scenes.openScene, ordering: .concurrent, handler: openScene),
             Method(Contract.Scenes.listScenes, handler: listScenes),
             Method(Contract.Scenes.closeScene, ordering: .concurrent, handler: closeScene),
+            Method(Contract.Scenes.restoreScenes, ordering: .concurrent, handler: restoreScenes),
+            Method(Contract.Scenes.detach, ordering: .concurrent, handler: detach),
         ])
     }
 
@@ -28,6 +30,7 @@ extension HandoffService {
                 Method(Contract.Scene.getAll, handler: sceneGetAll),
                 Method(Contract.Scene.close, ordering: .concurrent, handler: sceneClose),
                 Method(Contract.Scene.setHandlesContent, ordering: .concurrent, handler: setHandlesContent),
+                Method(Contract.Scene.acknowledge, ordering: .concurrent, handler: acknowledge),
             ], properties: [
                 Property(Name.id, "s", changeSignal: .const) { try self.sceneProperty(Name.id, at: $0) },
                 Property(Name.appID, "s", changeSignal: .const) { try self.sceneProperty(Name.appID, at: $0) },
@@ -37,6 +40,7 @@ extension HandoffService {
                 Property(Name.lastActiveAt, "t") { try self.sceneProperty(Name.lastActiveAt, at: $0) },
                 Property(Name.restored, "b", changeSignal: .const) { try self.sceneProperty(Name.restored, at: $0) },
                 Property(Name.state, "s") { try self.sceneProperty(Name.state, at: $0) },
+                Property(Name.restoreReason, "s") { try self.sceneProperty(Name.restoreReason, at: $0) },
                 Property(Name.handlesContent, "as") { .strings(try self.store.handlesContent(sceneID: try self.scene(at: $0).id)) },
             ], signals: [
                 Signal(Contract.Scene.storageChanged),
@@ -79,7 +83,50 @@ extension HandoffService {
         return []
     }
 
+    /// An app's launch: its scenes with why each comes back; the caller becomes the app's
+    /// instance (its vanishing without `Detach` makes the next launch a `recover`). Scenes
+    /// that came back as `recover` too often in a row are discarded. Continuations waiting
+    /// for the app are delivered once the reply is on its way.
+    func restoreScenes(_ call: MethodCall) async throws -> [DBusValue] {
+        let appID: String = try call.argument(0)
+        try Validate.reverseDNS(appID, what: "app id", limits: limits)
+        let instance = call.sender ?? ""
+        let restoration = try await store.writing { try $0.restoreScenes(appID: appID, instance: instance) }
+        for scene in restoration.discarded {
+            restoredScenes.withLock { _ = $0.remove(scene.id) }
+            connection.unexport(SceneAddress.objectPath(forID: scene.id))
+            log.warning("""
+                discarded scene \(scene.id) of \(appID): it came back as recover \(Store.recoverLimit) times in a row \
+                without the app acknowledging it, so it likely makes the app crash at launch
+                """)
+        }
+        for scene in restoration.scenes {
+            connection.emitPropertiesChanged(path: SceneAddress.objectPath(forID: scene.id), interface: Contract.Interface.scene, changed: [
+                Contract.Scene.Property.restoreReason: .string(scene.restoreReason.rawValue),
+            ])
+        }
+        Task { await self.deliverWaiting(appID: appID) { _ in true } }
+        return [.array(.structure([.objectPath, .string]), restoration.scenes.map {
+            .structure([.objectPath(SceneAddress.objectPath(forID: $0.id)), .string($0.restoreReason.rawValue)])
+        })]
+    }
+
+    /// An app's clean exit: its scenes come back as `restore`.
+    func detach(_ call: MethodCall) async throws -> [DBusValue] {
+        let appID: String = try call.argument(0)
+        try Validate.reverseDNS(appID, what: "app id", limits: limits)
+        try await store.writing { try $0.detach(appID: appID) }
+        return []
+    }
+
     // MARK: A scene
+
+    /// The app restored the scene fine.
+    func acknowledge(_ call: MethodCall) async throws -> [DBusValue] {
+        let id = try scene(at: call.path).id
+        try await store.writing { try $0.acknowledge(sceneID: id) }
+        return []
+    }
 
     func sceneGet(_ call: MethodCall) async throws -> [DBusValue] {
         let id = try scene(at: call.path).id
@@ -186,6 +233,7 @@ extension HandoffService {
         return [
             Name.handlesContent: .strings(handlesContent),
             Name.state: .string(scene.state.rawValue),
+            Name.restoreReason: .string(scene.restoreReason.rawValue),
             Name.id: .string(scene.id), Name.appID: .string(scene.appID), Name.title: .string(scene.title),
             Name.activityID: .string(scene.activityID ?? ""), Name.createdAt: .uint64(scene.createdAt),
             Name.lastActiveAt: .uint64(scene.lastActiveAt),

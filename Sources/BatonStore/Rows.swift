@@ -119,7 +119,7 @@ struct ActivityRow {
 /// `scene`: one window session per row (its storage is in `scene_storage`).
 struct SceneRow {
     enum Column: Int32, TableColumns {
-        case id, appID, title, activityID, createdAt, lastActiveAt, state
+        case id, appID, title, activityID, createdAt, lastActiveAt, state, restoreReason
 
         var name: String {
             switch self {
@@ -130,6 +130,7 @@ struct SceneRow {
             case .createdAt: "created_at"
             case .lastActiveAt: "last_active_at"
             case .state: "state"
+            case .restoreReason: "restore_reason"
             }
         }
     }
@@ -138,13 +139,14 @@ struct SceneRow {
         Scene(
             id: row.string(Column.id), appID: row.string(Column.appID), title: row.string(Column.title),
             activityID: row.optionalString(Column.activityID), createdAt: row.time(Column.createdAt),
-            lastActiveAt: row.time(Column.lastActiveAt), state: Scene.State(rawValue: row.string(Column.state)) ?? .ready)
+            lastActiveAt: row.time(Column.lastActiveAt), state: Scene.State(rawValue: row.string(Column.state)) ?? .ready,
+            restoreReason: Scene.RestoreReason(rawValue: row.string(Column.restoreReason)) ?? .launch)
     }
 
     /// The values of `Column`, in its order (the round-trip tests fail when they are not).
     static func arguments(_ scene: Scene) -> StatementArguments {
         [scene.id, scene.appID, scene.title, scene.activityID, Time.encode(scene.createdAt), Time.encode(scene.lastActiveAt),
-         scene.state.rawValue]
+         scene.state.rawValue, scene.restoreReason.rawValue]
     }
 
     static let selectSQL = "SELECT \(Column.list) FROM scene"

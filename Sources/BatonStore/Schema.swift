@@ -239,6 +239,20 @@ enum Schema {
                 CREATE INDEX continuation_age ON continuation(requested_at);
                 """)
         }
+        // Restoring an app's scenes: why each comes back, how often in a row as `recover`
+        // without the app acknowledging it, and how each app's last run ended.
+        migrator.registerMigration("v9") { db in
+            try db.execute(sql: """
+                ALTER TABLE scene ADD COLUMN restore_reason TEXT NOT NULL DEFAULT 'launch';
+                ALTER TABLE scene ADD COLUMN handed_out INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE scene ADD COLUMN recover_count INTEGER NOT NULL DEFAULT 0;
+                CREATE TABLE app_session (
+                    app_id TEXT PRIMARY KEY NOT NULL,
+                    instance TEXT NOT NULL,        -- the unique bus name of its last RestoreScenes
+                    state TEXT NOT NULL            -- attached, detached (clean exit), vanished
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

@@ -18,6 +18,7 @@ extension Store {
         return try write(request: request) { db in
             try Self.requireLiveActivity(activityID, in: db)
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(pending))
+            try Self.noteKnownToRunningApp(scene.id, in: db)
             try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
                 PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: scene.createdAt)))
             return scene.id

@@ -18,6 +18,7 @@ extension Store {
         return try write(request: request) { db in
             if let activity = scene.activityID { try Self.requireActivity(activity, in: db) }
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
+            try Self.noteKnownToRunningApp(scene.id, in: db)
             _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
             return scene.id
         }.result
@@ -155,9 +156,9 @@ extension Store {
     public func changeStorage(sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
         try checkStorage(values)
         return try write { db in
-            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM scene WHERE id = ?"), arguments: [sceneID]) == true else {
-                throw BatonError.notFound("no scene \(sceneID)")
-            }
+            // A storage write means the app runs with this scene: it is no longer a crash suspect.
+            try db.cachedStatement(sql: "UPDATE scene SET recover_count = 0 WHERE id = ?").execute(arguments: [sceneID])
+            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
             return try applyStorage(db, sceneID: sceneID, set: values, remove: keys)
         }
     }

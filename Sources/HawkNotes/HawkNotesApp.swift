@@ -2,6 +2,7 @@ import BatonCore
 import BatonKit
 import DBus
 import Foundation
+import Glibc
 
 /// Hawk Notes on the bus: the Library interface, the continuation handler for
 /// `characterDetail`, and the scene keys the tutorial stores.
@@ -25,8 +26,13 @@ public enum HawkNotesApp {
     }
 
     /// Serves the app until the connection closes: Library.ListBooks and the handler,
-    /// both at `path`, and registers `characterDetail` with the daemon.
-    public static func serve(client: BatonClient) async throws {
+    /// both at `path`, registers `characterDetail` with the daemon, then reopens the
+    /// app's windows (`RestoreScenes`), acknowledging each that opened. Returns them.
+    ///
+    /// `crashOnTab` is fault injection for the crash-at-launch test: reopening a window
+    /// whose current tab is that value aborts the process, as a bug in restoring would.
+    @discardableResult
+    public static func serve(client: BatonClient, crashOnTab: String? = nil) async throws -> [HawkNotesScene] {
         let continuation = ActivityContinuation(client: client, appID: appID, busName: busName, path: path)
         continuation.onContinue(characterDetail, title: "Character", requiredKeys: ["id"], payloadType: "Character") { continued in
             let payload = try continued.typedPayload(Character.self)
@@ -38,6 +44,20 @@ public enum HawkNotesApp {
                 .set(Key.selectedCharacter, CharacterPath(book: book, character: character).description)
         }
         try await continuation.start(alongside: [libraryInterface])
+        var windows: [HawkNotesScene] = []
+        for (scene, _) in try await client.restoreScenes(appID: appID) {
+            let window = HawkNotesScene(scene: scene, client: client)
+            if let crashOnTab, try await scene.storage.string(Key.currentTab) == crashOnTab { abort() }
+            _ = try await window.render()
+            try await scene.acknowledge()
+            windows.append(window)
+        }
+        return windows
+    }
+
+    /// A clean exit: the windows come back as `restore` at the next launch.
+    public static func detach(client: BatonClient) async throws {
+        try await client.detach(appID: appID)
     }
 
     static var libraryInterface: Interface {

@@ -4,6 +4,7 @@ import BatonKit
 import DBus
 import Foundation
 import HawkNotes
+import UnixSignals
 
 /// `hawk-notes`: the reference app of Baton, headless.
 @main
@@ -25,14 +26,28 @@ struct HawkNotesCommand: AsyncParsableCommand {
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Own com.raywenderlich.hawknotes: continue characterDetail activities and list the books.",
-            discussion: "Registers its activity type with batond on start; the bus can then start it on demand.")
+            discussion: """
+                Registers its activity type with batond on start (the bus can then start it on demand) and reopens \
+                its windows (RestoreScenes); SIGTERM or SIGINT ends it cleanly (Detach). HAWK_NOTES_CRASH_ON_TAB=ID \
+                makes it abort while reopening a window whose current tab is ID (fault injection for tests).
+                """)
         @OptionGroup var bus: BusOptions
 
         func run() async throws {
             let client = try bus.client()
-            try await HawkNotesApp.serve(client: client)
-            print("serving \(HawkNotesApp.busName)")
+            let crashOnTab = ProcessInfo.processInfo.environment["HAWK_NOTES_CRASH_ON_TAB"]
+            let windows = try await HawkNotesApp.serve(client: client, crashOnTab: crashOnTab)
+            print("serving \(HawkNotesApp.busName) with \(windows.count) windows")
+            fflush(nil)  // stdout is a pipe or a file for scripts and tests: say it now
+            // SIGTERM and SIGINT end the run cleanly: batond is told (Detach), then the connection closes.
+            let stop = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+            let stopping = Task {
+                for await _ in stop { break }
+                try? await HawkNotesApp.detach(client: client)
+                client.close()
+            }
             await client.connection.waitUntilClosed()
+            stopping.cancel()
         }
     }
 

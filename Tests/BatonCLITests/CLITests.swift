@@ -254,4 +254,16 @@ extension CLITests {
             .trimmingCharacters(in: .whitespacesAndNewlines)
         try await eventually("the scene is ready") { try await world.baton(["scenes", "show", unwaited]).stdout.contains("State         ready") }
     }
+
+    @Test func scenesRestoreSaysWhyEachSceneComesBack() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        #expect(try await world.baton(["scenes", "restore", "com.example.notes"]).stdout == "com.example.notes has no scenes\n")
+        let scene = try await world.baton(["scenes", "open", "com.example.notes"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await world.baton(["scenes", "restore", "com.example.notes"]).stdout == "\(scene)  launch\n")
+        // baton detaches after restoring: a clean run, so the next one says restore.
+        let again = try #require(try await world.json(["scenes", "restore", "com.example.notes"]) as? [[String: Any]])
+        #expect(again.count == 1 && again.first?["scene"] as? String == scene && again.first?["reason"] as? String == "restore")
+        #expect(try await world.baton(["scenes", "show", scene]).stdout.contains("RestoreReason restore"))
+    }
 }

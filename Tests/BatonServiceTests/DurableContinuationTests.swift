@@ -186,4 +186,23 @@ struct DurableContinuationTests {
         #expect(app.calls.withLock { $0 }.isEmpty, "nothing to continue, so the app was not asked")
         #expect(await errorName { try await state(of: scene, world) as Any } == DBusError.Name.unknownObject)
     }
+
+    @Test func anAppTooSlowOnceGetsItAgainAtRestoreScenes() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        world.extraArguments = ["--handler-timeout", "0.5"]
+        try await world.startDaemon()
+        try await world.register(handler: Self.appName)
+        let slow = try await App(world, holding: true)
+        defer { slow.close() }
+        let scene = try await continueWhileAway(try await world.advertise("slow"), world)
+        #expect(try await state(of: scene, world) == "pending")
+        // The app is still there (no name appears), catches up, and restores its scenes.
+        slow.held.store(false, ordering: .relaxed)
+        _ = try await slow.connection.call("org.baton.Handoff1", "/org/baton/Handoff1", "org.baton.Handoff1.Scenes", "RestoreScenes",
+                                           [.string(BatonWorld.app)])
+        try await eventually("delivered after RestoreScenes") { try await state(of: scene, world) == "ready" }
+        #expect(slow.calls.withLock { $0 } == [scene.text, scene.text], "asked again, with the same scene, after its answer was lost")
+        #expect(try await delivered(scene, world) == "slow")
+    }
 }
