@@ -124,7 +124,7 @@ struct Types: AsyncParsableCommand {
 struct Activities: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "activities", abstract: "Advertise, list, search, continue and remove activities.",
-        subcommands: [List.self, Show.self, Advertise.self, Update.self, Invalidate.self, Search.self, Continue.self, DeleteSaved.self],
+        subcommands: [List.self, Show.self, Advertise.self, Update.self, Invalidate.self, Search.self, Continue.self, Explain.self, DeleteSaved.self],
         defaultSubcommand: List.self)
 
     static let headers = ["ID", "TYPE", "TITLE", "UPDATED"]
@@ -327,6 +327,31 @@ struct Activities: AsyncParsableCommand {
                 let path = try await global.daemon().write(Contract.Activities.continue, options: options) { [.string(id), .stringMap($0)] }
                     .first?.stringValue ?? ""
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)
+            }
+        }
+    }
+
+    struct Explain: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "explain", abstract: "Say why an activity can or cannot be continued or found, and how its last continuation went.",
+            discussion: "Works for activities that ended within the last 7 days too.")
+        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                guard let record = try await global.daemon().call(Contract.Activities.explain, [.string(id)]).first else { return }
+                if global.json { return print(JSONText.value(record)) }
+                let r = record.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
+                let output = global.output
+                print(output.bold("state".padding(14)) + r.text("state"))
+                print(output.bold("continuable".padding(14)) + ((r["continuable"]?.boolValue ?? false) ? "yes" : "no"))
+                print(output.bold("searchable".padding(14)) + ((r["searchable"]?.boolValue ?? false) ? "yes" : "no"))
+                for reason in r["reasons"].flatMap([String].init(dbusValue:)) ?? [] { print("  - " + reason) }
+                if let last = r["last_continuation"]?.stringKeyedValue?.mapValues(\.unwrapped) {
+                    let error = last.text("error")
+                    print(output.bold("continued".padding(14)) + "\(last.text("state")) in \(last["scene"]?.objectPathValue?.text ?? "?")"
+                          + (last["at"]?.uint64Value.map { ", " + relativeTime($0) } ?? "") + (error.isEmpty ? "" : ": " + error))
+                }
             }
         }
     }

@@ -96,6 +96,8 @@ extension Contract {
             interface, "DeleteSaved", in: [Argument("persistent_ids", "as")], out: [Argument("deleted", "u")])
         public static let deleteAllSaved = ContractMethod(
             interface, "DeleteAllSaved", in: [Argument("app_id", "s")], out: [Argument("deleted", "u")])
+        /// Why an activity is (or is not) continuable and searchable, and how its last continuation went.
+        public static let explain = ContractMethod(interface, "Explain", in: [Argument("id", "s")], out: [Argument("explanation", "a{sv}")])
         public static let `continue` = ContractMethod(
             interface, "Continue", in: [Argument("id", "s"), Argument("options", "a{ss}")], out: [Argument("scene", "o")])
 

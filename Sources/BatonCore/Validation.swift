@@ -67,6 +67,16 @@ public enum WallClock {
         clock_gettime(CLOCK_REALTIME, &now)
         return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
     }
+
+    /// A time as people read it in a sentence: `2026-11-24 07:55:01 UTC`.
+    public static func text(_ microseconds: UInt64) -> String {
+        var seconds = time_t(microseconds / 1_000_000)
+        var parts = tm()
+        guard gmtime_r(&seconds, &parts) != nil else { return "\(microseconds) µs after the epoch" }
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) UTC"
+    }
 }
 
 /// Checks on the names and texts callers send.

@@ -19,6 +19,7 @@ extension HandoffService {
             Method(Contract.Activities.deleteSaved, ordering: .concurrent, handler: deleteSaved),
             Method(Contract.Activities.deleteAllSaved, ordering: .concurrent, handler: deleteAllSaved),
             Method(Contract.Activities.continue, ordering: .concurrent, handler: continueActivity),
+            Method(Contract.Activities.explain, handler: explain),
         ], signals: [
             Signal(Contract.Activities.advertised),
             Signal(Contract.Activities.invalidated),
@@ -110,6 +111,48 @@ extension HandoffService {
         let removed = try await store.writing { try $0.deleteAll(appID: appID) }
         announceRemoved(removed)
         return [.uint32(UInt32(removed.count))]
+    }
+
+    /// Why an activity is or is not continuable and searchable, in sentences: from the
+    /// activity itself while it lives, from its tombstone for a week after it ended.
+    func explain(_ call: MethodCall) async throws -> [DBusValue] {
+        let id = try Identifier.normalize(try call.argument(0))
+        let now = WallClock.nowMicroseconds()
+        var reasons: [String] = []
+        let state: String
+        var continuable = false
+        var searchable = false
+        if let activity = try store.storedActivity(id: id) {
+            let expired = activity.isExpired(at: now)
+            state = expired ? "expired" : "live"
+            if let expiresAt = activity.expiresAt, expired { reasons.append("expired at \(WallClock.text(expiresAt))") }
+            let type = try store.activityType(activity.type)
+            if type == nil { reasons.append("type \(activity.type) is no longer registered") }
+            if !activity.eligibleForHandoff { reasons.append("advertised with eligible_for_handoff=false") }
+            if !activity.eligibleForSearch { reasons.append("advertised with eligible_for_search=false") }
+            continuable = !expired && type != nil && activity.eligibleForHandoff
+            searchable = !expired && activity.eligibleForSearch
+            if continuable, let type, type.handler == nil {
+                reasons.append("type \(type.type) has no handler: a continuation opens a scene for \(type.appID) to read when it starts")
+            }
+        } else if let tombstone = try store.tombstone(activityID: id) {
+            state = tombstone.state
+            reasons.append("\(tombstone.reason) (\(WallClock.text(tombstone.endedAt)))")
+        } else {
+            state = "unknown"
+            reasons.append("batond has no record of \(id): it never was here, or it ended more than 7 days ago")
+        }
+        var fields: [String: DBusValue] = [
+            "id": .string(id), "state": .string(state), "continuable": .boolean(continuable), "searchable": .boolean(searchable),
+            "reasons": .strings(reasons),
+        ]
+        if let outcome = try store.lastContinuation(activityID: id) {
+            fields["last_continuation"] = .record([
+                "scene": .objectPath(SceneAddress.objectPath(forID: outcome.sceneID)), "state": .string(outcome.state),
+                "error": .string(outcome.error ?? ""), "at": .uint64(outcome.at),
+            ])
+        }
+        return [.record(fields)]
     }
 
     /// The id of the scene `text` names (path or id), which must be one of `appID`'s.

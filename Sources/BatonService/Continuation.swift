@@ -114,7 +114,8 @@ extension HandoffService {
                 """)
         } catch {
             // Refused, or nothing left to continue: no trace of it.
-            if (try? await store.writing({ try $0.abandonContinuation(sceneID: sceneID) })) == true {
+            let why = (error as? BatonError)?.message ?? "\(error)"
+            if (try? await store.writing({ try $0.abandonContinuation(sceneID: sceneID, why: why) })) == true {
                 restoredScenes.withLock { _ = $0.remove(sceneID) }
                 connection.unexport(path)
             } else {

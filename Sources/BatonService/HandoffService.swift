@@ -109,6 +109,7 @@ public final class HandoffService: Sendable {
                 try await store.writing { store in
                     try store.tidySearchIndex()
                     try store.forgetRequests(before: WallClock.nowMicroseconds() - Store.requestLifetime)
+                    try store.forgetExplanations(before: WallClock.nowMicroseconds() - Store.explanationLifetime)
                     try store.truncateWALIfIdle(after: Self.idleBeforeTruncatingWAL)
                 }
             } catch {

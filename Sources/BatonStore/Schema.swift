@@ -253,6 +253,29 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // Explain: what batond remembers of activities that ended, and of each activity's
+        // last continuation, for at least a week.
+        migrator.registerMigration("v10") { db in
+            try db.execute(sql: """
+                CREATE TABLE tombstone (
+                    activity_id TEXT PRIMARY KEY NOT NULL,
+                    app_id TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    state TEXT NOT NULL,           -- expired, invalidated, evicted
+                    reason TEXT NOT NULL,          -- a sentence
+                    ended_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE INDEX tombstone_age ON tombstone(ended_at);
+                CREATE TABLE continuation_outcome (
+                    activity_id TEXT PRIMARY KEY NOT NULL,
+                    scene_id TEXT NOT NULL,
+                    state TEXT NOT NULL,           -- pending, ready, refused, failed, discarded
+                    error TEXT,
+                    at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                CREATE INDEX continuation_outcome_age ON continuation_outcome(at);
+                """)
+        }
         return migrator
     }
 }

@@ -66,7 +66,8 @@ extension Store {
                 throw BatonError.quotaExceeded(
                     "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
             }
-            for id in trimmed { _ = try deleteActivity(id: id, in: db) }
+            let quota = "removed to keep \(activity.appID) under its \(limits.liveActivitiesPerApp)-activity quota"
+            try ending(.evicted(quota)) { for id in trimmed { _ = try deleteActivity(id: id, in: db) } }
         }
         try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
         if let scene = activity.sceneID {
@@ -102,17 +103,19 @@ extension Store {
         }
     }
 
-    /// Deletes activities; returns the ids that were removed.
-    public func deleteActivities(ids: [String]) throws -> [String] {
-        try writeActivities { db in try ids.filter { try deleteActivity(id: $0, in: db) } }
+    /// Deletes activities; returns the ids that were removed. Their tombstones say `ending`.
+    public func deleteActivities(ids: [String], ending: Ending = .invalidated("invalidated by its app")) throws -> [String] {
+        try writeActivities { db in try self.ending(ending) { try ids.filter { try deleteActivity(id: $0, in: db) } } }
     }
 
     /// Deletes every activity carrying one of `persistentIDs`; returns their ids.
     public func deleteSaved(persistentIDs: [String]) throws -> [String] {
         try writeActivities { db in
+            try ending(.invalidated("deleted by its persistent id (DeleteSaved)")) {
             try persistentIDs.flatMap { persistentID in
                 try String.fetchAll(
                     db.cachedStatement(sql: "DELETE FROM activity WHERE persistent_id = ? RETURNING id"), arguments: [persistentID])
+            }
             }
         }
     }
@@ -120,16 +123,20 @@ extension Store {
     /// Deletes every activity of an app; returns their ids.
     public func deleteAll(appID: String) throws -> [String] {
         try writeActivities { db in
-            try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ? RETURNING id"), arguments: [appID])
+            try ending(.invalidated("deleted with every activity of \(appID) (DeleteAllSaved)")) {
+                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ? RETURNING id"), arguments: [appID])
+            }
         }
     }
 
     /// Deletes activities that expired before `now`; returns their ids.
     public func purgeExpired(now: UInt64) throws -> [String] {
         try writeActivities { db in
+            try ending(.expired("expired")) {
             try String.fetchAll(
                 db.cachedStatement(sql: "DELETE FROM activity WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING id"),
                 arguments: [Time.encode(now)])
+            }
         }
     }
 

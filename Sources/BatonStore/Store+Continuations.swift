@@ -21,6 +21,7 @@ extension Store {
             try Self.noteKnownToRunningApp(scene.id, in: db)
             try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
                 PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: scene.createdAt)))
+            try Self.noteOutcome(activityID, scene: scene.id, state: "pending", in: db)
             return scene.id
         }.result
     }
@@ -36,6 +37,7 @@ extension Store {
                 db.cachedStatement(sql: "SELECT created_scene FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) ?? false
             try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
                 PendingContinuation(sceneID: sceneID, activityID: activityID, createdScene: created, requestedAt: now)))
+            try Self.noteOutcome(activityID, scene: sceneID, state: "pending", in: db)
             return sceneID
         }
     }
@@ -57,16 +59,22 @@ extension Store {
                 .execute(arguments: [activityID, Time.encode(now), sceneID])
             _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
             try db.cachedStatement(sql: "DELETE FROM continuation WHERE scene_id = ?").execute(arguments: [sceneID])
+            try Self.noteOutcome(activityID, scene: sceneID, state: "ready", in: db)
         }
     }
 
     /// The continuation will not happen (the app refused it, or its activity went): a scene
     /// opened for it is deleted (true is returned), an existing one is `ready` as before.
+    /// `why` is kept for `Explain`.
     @discardableResult
-    public func abandonContinuation(sceneID: String) throws -> Bool {
+    public func abandonContinuation(sceneID: String, why: String) throws -> Bool {
         try write { db in
             let created = try Bool.fetchOne(
                 db.cachedStatement(sql: "SELECT created_scene FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) ?? false
+            if let activity = try String.fetchOne(
+                db.cachedStatement(sql: "SELECT activity_id FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) {
+                try Self.noteOutcome(activity, scene: sceneID, state: "refused", error: why, in: db)
+            }
             if created {
                 try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [sceneID])
             } else {
@@ -82,6 +90,10 @@ extension Store {
         try write { db in
             try db.cachedStatement(sql: "UPDATE continuation SET attempts = attempts + 1, last_error = ? WHERE scene_id = ?")
                 .execute(arguments: [error, sceneID])
+            if let activity = try String.fetchOne(
+                db.cachedStatement(sql: "SELECT activity_id FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) {
+                try Self.noteOutcome(activity, scene: sceneID, state: "pending", error: error, in: db)
+            }
         }
     }
 
@@ -110,13 +122,13 @@ extension Store {
         }
         guard let due, Time.decode(due) < before else { return [] }
         return try write { db in
-            let ids = try String.fetchAll(
-                db.cachedStatement(sql: "DELETE FROM continuation WHERE requested_at < ? RETURNING scene_id"),
-                arguments: [Time.encode(before)])
-            for id in ids {
-                try db.cachedStatement(sql: "UPDATE scene SET state = 'failed' WHERE id = ?").execute(arguments: [id])
+            let failed = try db.cachedStatement(sql: "DELETE FROM continuation WHERE requested_at < ? RETURNING scene_id, activity_id")
+                .rows([Time.encode(before)]) { row in (scene: row.string(0), activity: row.string(1)) }
+            for (scene, activity) in failed {
+                try db.cachedStatement(sql: "UPDATE scene SET state = 'failed' WHERE id = ?").execute(arguments: [scene])
+                try Self.noteOutcome(activity, scene: scene, state: "failed", error: "its app did not take it within a day", in: db)
             }
-            return ids
+            return failed.map(\.scene)
         }
     }
 

@@ -31,6 +31,12 @@ extension Store {
                 let (handedOut, recovers) = try Self.restoreCounters(scene.id, in: db)
                 scene.restoreReason = handedOut ? reason : .launch
                 if scene.restoreReason == .recover && recovers >= Self.recoverLimit {
+                    if let activity = scene.activityID {
+                        try Self.noteOutcome(activity, scene: scene.id, state: "discarded", error: """
+                            its scene came back as recover \(Self.recoverLimit) times in a row without \(appID) acknowledging it, \
+                            so it likely made the app crash at launch; it was discarded
+                            """, in: db)
+                    }
                     try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [scene.id])
                     restoration.discarded.append(scene)
                     continue

@@ -30,6 +30,8 @@ public final class Store: Sendable {
     /// Set once SQLite has reported the file damaged: no further write goes into it.
     /// Scenes whose current activity a write cleared, not yet taken (`takeScenesWithClearedActivity`).
     private let clearedScenes = ClearedScenes()
+    /// Why the activities the write under way deletes end (`ending(_:_:)`).
+    let endings = Endings()
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
     /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
@@ -67,6 +69,7 @@ public final class Store: Sendable {
             writer = try DatabaseQueue(path: path, configuration: configuration)
             try Schema.migrator.migrate(writer)
             try Self.noteClearedScenes(on: writer, in: self.clearedScenes)
+            try Self.keepTombstones(on: writer, endings: self.endings)
 
             var readOnly = Configuration()
             readOnly.label = "baton.reader"
@@ -348,7 +351,9 @@ public final class Store: Sendable {
         defer { forgetTypes() }
         return try writeActivities { db in
             let ids = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE type = ?"), arguments: [type])
-            try db.cachedStatement(sql: "DELETE FROM activity_type WHERE type = ?").execute(arguments: [type])
+            try ending(.invalidated("its type \(type) was unregistered")) {
+                try db.cachedStatement(sql: "DELETE FROM activity_type WHERE type = ?").execute(arguments: [type])
+            }
             return db.changesCount == 0 ? nil : ids
         }
     }
@@ -407,6 +412,32 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
             "refusing to use \(path) for Baton's database: \(reason)"
         case .closed:
             "the database is closed"
+        }
+    }
+}
+
+/// Why the activities a write deletes end, read by the writer connection's tombstone trigger.
+final class Endings: Sendable {
+    let current = Mutex(Ending.invalidated("invalidated"))
+}
+
+/// How an activity ended, for its tombstone: `Explain`'s state and sentence.
+public enum Ending: Sendable, Equatable {
+    case invalidated(String)
+    case expired(String)
+    case evicted(String)
+
+    var state: String {
+        switch self {
+        case .invalidated: "invalidated"
+        case .expired: "expired"
+        case .evicted: "evicted"
+        }
+    }
+
+    var reason: String {
+        switch self {
+        case .invalidated(let reason), .expired(let reason), .evicted(let reason): reason
         }
     }
 }

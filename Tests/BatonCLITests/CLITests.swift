@@ -266,4 +266,19 @@ extension CLITests {
         #expect(again.count == 1 && again.first?["scene"] as? String == scene && again.first?["reason"] as? String == "restore")
         #expect(try await world.baton(["scenes", "show", scene]).stdout.contains("RestoreReason restore"))
     }
+
+    @Test func explainSaysWhy() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let type = "com.example.notes.document"
+        #expect(try await world.baton(["types", "register", type, "--app", "com.example.notes"]).status == 0)
+        let id = try await world.baton(["activities", "advertise", type, "Draft", #"{"id": "d1"}"#, "--no-handoff"])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let live = try await world.baton(["activities", "explain", id])
+        #expect(live.status == 0 && live.stdout.contains("state         live") && live.stdout.contains("continuable   no"), "\(live)")
+        #expect(live.stdout.contains("  - advertised with eligible_for_handoff=false"))
+        _ = try await world.baton(["activities", "invalidate", id])
+        let gone = try #require(try await world.json(["activities", "explain", id]) as? [String: Any])
+        #expect(gone["state"] as? String == "invalidated" && gone["continuable"] as? Bool == false)
+    }
 }

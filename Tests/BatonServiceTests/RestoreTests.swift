@@ -68,6 +68,8 @@ struct RestoreTests {
         defer { world.close() }
         let poisoned = try await openScene(world)
         let healthy = try await openScene(world)
+        try await world.register()
+        let shown = try await world.advertise("shown in the poisoned scene", options: ["scene": poisoned.text])
         let removed = try await SignalLog(world.client, MatchRule(interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved"))
 
         // Launch, hand out both; the app acknowledges only the healthy one, then crashes. Three times.
@@ -94,6 +96,11 @@ struct RestoreTests {
         #expect(world.daemonLog.contains("discarded scene"))
         let listed = try await world.call(Self.scenes, "ListScenes", [.string(Self.app)]).first?.arrayValue ?? []
         #expect(listed == [.objectPath(healthy)])
+        // Explain says why, for the activity the scene showed.
+        let explained = try #require(try await world.call("org.baton.Handoff1.Activities", "Explain", [.string(shown)]).first?.stringKeyedValue)
+        let last = explained["last_continuation"]?.unwrapped.stringKeyedValue?.mapValues(\.unwrapped)
+        #expect(last?["state"] == .string("discarded") && last?["scene"] == .objectPath(poisoned), "\(explained)")
+        #expect(last?["error"]?.stringValue?.contains("crash at launch") == true)
     }
 
     @Test func aStorageWriteClearsTheSuspicionAndAnUnknownSceneIsNotAcknowledged() async throws {

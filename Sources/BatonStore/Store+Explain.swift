@@ -1,0 +1,103 @@
+import BatonCore
+import GRDB
+
+/// What batond remembers to explain an activity: a tombstone for each that ended (how, and
+/// why, in a sentence) and the outcome of each activity's last continuation, both kept for
+/// `Store.explanationLifetime`.
+extension Store {
+    /// How long tombstones and continuation outcomes are kept.
+    public static let explanationLifetime: UInt64 = 7 * 24 * 3600 * 1_000_000
+
+    /// A tombstone: how a forgotten activity ended.
+    public struct Tombstone: Sendable, Equatable {
+        public var activityID: String
+        public var appID: String
+        public var type: String
+        /// `expired`, `invalidated` or `evicted`.
+        public var state: String
+        public var reason: String
+        public var endedAt: UInt64
+    }
+
+    /// The last continuation of an activity.
+    public struct ContinuationOutcome: Sendable, Equatable {
+        public var sceneID: String
+        /// `pending`, `ready`, `refused`, `failed` or `discarded`.
+        public var state: String
+        public var error: String?
+        public var at: UInt64
+    }
+
+    /// Every activity deleted by the writer connection leaves a tombstone saying why, as the
+    /// deleting method said (`ending(_:_:)`). A temporary trigger, so that other programs
+    /// opening the file need not know the function it calls.
+    static func keepTombstones(on writer: DatabaseQueue, endings: Endings) throws {
+        try writer.inDatabase { db in
+            db.add(function: DatabaseFunction("baton_end_state", argumentCount: 0, pure: false) { _ in
+                endings.current.withLock { $0.state }
+            })
+            db.add(function: DatabaseFunction("baton_end_reason", argumentCount: 0, pure: false) { _ in
+                endings.current.withLock { $0.reason }
+            })
+            db.add(function: DatabaseFunction("baton_now", argumentCount: 0, pure: false) { _ in
+                Time.encode(WallClock.nowMicroseconds())
+            })
+            try db.execute(sql: """
+                CREATE TEMP TRIGGER activity_tombstone AFTER DELETE ON main.activity BEGIN
+                    INSERT OR REPLACE INTO tombstone (activity_id, app_id, type, state, reason, ended_at)
+                    VALUES (old.id, old.app_id, old.type, baton_end_state(), baton_end_reason(), baton_now());
+                END
+                """)
+        }
+    }
+
+    /// Runs `work` (which deletes activities) with their tombstones saying `ending`.
+    func ending<T>(_ ending: Ending, _ work: () throws -> T) rethrows -> T {
+        endings.current.withLock { $0 = ending }
+        defer { endings.current.withLock { $0 = .invalidated("invalidated") } }
+        return try work()
+    }
+
+    /// How `activityID` ended, while its tombstone is kept.
+    public func tombstone(activityID: String) throws -> Tombstone? {
+        try read { db in
+            try db.cachedStatement(sql: "SELECT activity_id, app_id, type, state, reason, ended_at FROM tombstone WHERE activity_id = ?")
+                .row([activityID]) { row in
+                    Tombstone(activityID: row.string(0), appID: row.string(1), type: row.string(2), state: row.string(3),
+                              reason: row.string(4), endedAt: row.time(5))
+                }
+        }
+    }
+
+    /// Records the outcome of an activity's continuation, inside the caller's write.
+    static func noteOutcome(_ activityID: String, scene: String, state: String, error: String? = nil, in db: Database) throws {
+        try db.cachedStatement(sql: """
+            INSERT OR REPLACE INTO continuation_outcome (activity_id, scene_id, state, error, at) VALUES (?, ?, ?, ?, ?)
+            """).execute(arguments: [activityID, scene, state, error, Time.encode(WallClock.nowMicroseconds())])
+    }
+
+    /// The outcome of `activityID`'s last continuation, while it is kept.
+    public func lastContinuation(activityID: String) throws -> ContinuationOutcome? {
+        try read { db in
+            try db.cachedStatement(sql: "SELECT scene_id, state, error, at FROM continuation_outcome WHERE activity_id = ?")
+                .row([activityID]) { row in
+                    ContinuationOutcome(sceneID: row.string(0), state: row.string(1), error: row.optionalString(2), at: row.time(3))
+                }
+        }
+    }
+
+    /// Forgets tombstones and outcomes older than `before`; returns how many went.
+    @discardableResult
+    public func forgetExplanations(before: UInt64) throws -> Int {
+        let oldest = try read { db in
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(m) FROM (SELECT MIN(ended_at) AS m FROM tombstone UNION ALL SELECT MIN(at) FROM continuation_outcome)"))
+        }
+        guard let oldest, Time.decode(oldest) < before else { return 0 }
+        return try write { db in
+            try db.cachedStatement(sql: "DELETE FROM tombstone WHERE ended_at < ?").execute(arguments: [Time.encode(before)])
+            let tombstones = db.changesCount
+            try db.cachedStatement(sql: "DELETE FROM continuation_outcome WHERE at < ?").execute(arguments: [Time.encode(before)])
+            return tombstones + db.changesCount
+        }
+    }
+}
