@@ -9,6 +9,7 @@ and exits 1 if any check failed. Usage: contract-check.py DBUS_XML
 """
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ElementTree
 
@@ -50,6 +51,14 @@ def serve_handler():
     dbus-python are not made for a blocking client and a main loop on two threads)."""
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     bus = dbus.SessionBus()
+
+    # It also listens, and prints every signal of batond it hears, for the checker to read.
+    def heard(*args, **keywords):
+        member, path = keywords["member"], keywords["path"]
+        if member == "PropertiesChanged":
+            args = [sorted(str(key) for key in args[1].keys())]
+        print("signal %s %s %s" % (member, path, " ".join(str(arg) for arg in args)), flush=True)
+    bus.add_signal_receiver(heard, bus_name=NAME, member_keyword="member", path_keyword="path")
     keep = (dbus.service.BusName(HANDLER_NAME, bus), Handler(bus, "/"))
     loop = GLib.MainLoop()
     GLib.timeout_add_seconds(60, loop.quit)
@@ -58,14 +67,33 @@ def serve_handler():
 
 
 def main():
-    app = subprocess.Popen([sys.executable, __file__, "--handler"])
+    app = subprocess.Popen([sys.executable, __file__, "--handler"], stdout=subprocess.PIPE, text=True)
+    signals = []
+    threading.Thread(target=lambda: signals.extend(iter(app.stdout.readline, "")), daemon=True).start()
     try:
-        run_checks()
+        activity_id = run_checks()
+        check_signals(signals, activity_id)
     finally:
         app.terminate()
         app.wait()
     print("checks failed: %d" % len(failures))
     sys.exit(1 if failures else 0)
+
+
+def check_signals(signals, activity_id):
+    """What the app heard, as a python3-dbus listener: every announcement of the run."""
+    deadline = time.time() + 10
+    while not any(line.startswith("signal Invalidated") and activity_id in line for line in signals) and time.time() < deadline:
+        time.sleep(0.01)
+    def heard(member, *parts):
+        return any(line.startswith("signal " + member) and all(part in line for part in parts) for line in signals)
+    check("a listener heard Advertised", heard("Advertised", activity_id, "Chapter 3"))
+    check("a listener heard Updated", heard("Updated", activity_id))
+    check("a listener heard Continued with created true, then false", heard("Continued", activity_id, " 1")
+          and heard("Continued", activity_id, " 0"), [line for line in signals if "Continued" in line])
+    check("a listener heard a scene's ActivityId and State change", heard("PropertiesChanged", "ActivityId", "State"))
+    check("a listener heard StorageChanged", heard("StorageChanged"))
+    check("a listener heard Invalidated", heard("Invalidated", activity_id))
 
 
 def run_checks():
@@ -114,6 +142,18 @@ def run_checks():
     managed = dbus.Interface(root, "org.freedesktop.DBus.ObjectManager").GetManagedObjects()
     check("the object manager lists the scene", scene_path in managed and SCENE in managed[scene_path])
 
+    check("the scene is ready and says why it came", properties.Get(SCENE, "State") == "ready"
+          and properties.Get(SCENE, "RestoreReason") == "launch")
+    # Continuing the same content again goes to the scene that shows it; new_scene opens another.
+    check("the same content goes to the same scene", activities.Continue(activity_id, {}) == scene_path)
+    other = activities.Continue(activity_id, {"new_scene": "true"})
+    check("new_scene opens another scene", other != scene_path)
+    scenes.CloseScene(other)
+    explanation = activities.Explain(activity_id)
+    check("Explain says it is live and continuable, and how it was continued last",
+          explanation["state"] == "live" and bool(explanation["continuable"])
+          and explanation["last_continuation"]["state"] == "ready", dict(explanation))
+
     scene.Set("draft", dbus.String("007"))
     scene.SetMany(dbus.Dictionary({"flag": dbus.Boolean(True), "bytes": dbus.ByteArray(b"\x00\xff")}, signature="sv"))
     check("scene values keep their types", scene.Get("draft") == "007" and scene.Get("flag") is not None
@@ -134,8 +174,10 @@ def run_checks():
     check("a closed scene is gone", scene_path not in scenes.ListScenes(APP))
     activities.Invalidate(activity_id)
     check("an invalidated activity is gone", error_name(lambda: activities.Get(activity_id)) == NAME + ".Error.NotFound")
+    check("Explain remembers how it ended", activities.Explain(activity_id)["state"] == "invalidated")
     registry.UnregisterActivityType(TYPE)
     check("the type is unregistered", not [t for t in registry.ListActivityTypes() if t["type"] == TYPE])
+    return activity_id
 
 
 if sys.argv[1:] == ["--handler"]:
