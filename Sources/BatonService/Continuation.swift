@@ -38,7 +38,7 @@ extension HandoffService {
         guard activity.eligibleForHandoff else {
             throw BatonError.notEligible("activity \(activity.id) was advertised with eligible_for_handoff=false: it cannot be continued")
         }
-        guard try store.activityType(activity.type) != nil else {
+        guard let type = try store.activityType(activity.type) else {
             throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
         }
 
@@ -49,6 +49,8 @@ extension HandoffService {
                   let showing = try store.scene(showing: content, appID: activity.appID) {
             existing = try store.scene(id: showing)
         }
+        // No handler: nothing to deliver, so the scene shows the activity at once, in one write.
+        if type.handler == nil { return try await continueWithoutHandler(activity, into: existing, now: now, request: request) }
         let sceneID: String
         if let existing {
             sceneID = existing.id
@@ -64,11 +66,31 @@ extension HandoffService {
             sceneID = scene.id
         }
         let path = SceneAddress.objectPath(forID: sceneID)
+        let pending = PendingContinuation(sceneID: sceneID, activityID: activity.id, createdScene: existing == nil, requestedAt: now)
         if wait {
-            try await deliver(sceneID: sceneID)
+            try await deliver(sceneID: sceneID, known: (pending, activity, type))
         } else {
-            Task { try? await self.deliver(sceneID: sceneID) }
+            Task { try? await self.deliver(sceneID: sceneID, known: (pending, activity, type)) }
         }
+        return [.objectPath(path)]
+    }
+
+    /// A continuation of a type without a handler: the scene (new, or the one named or
+    /// found) shows the activity at once, for the app to read when it starts.
+    private func continueWithoutHandler(_ activity: Activity, into existing: Scene?, now: UInt64, request: Request?) async throws -> [DBusValue] {
+        let scene = existing ?? Scene(id: Identifier.make(), appID: activity.appID, title: activity.title, activityID: activity.id,
+                                      createdAt: now, lastActiveAt: now)
+        if existing != nil {
+            try await store.writing { try $0.continueInto(sceneID: scene.id, activityID: activity.id, storage: [], now: now, request: request) }
+            emitSceneChanged(scene.id)
+        } else {
+            let stored = try await store.writing { try $0.insert(scene, storage: [], request: request) }
+            // The same request, continued meanwhile by an earlier call: its scene is the answer.
+            guard stored == scene.id else { return [.objectPath(SceneAddress.objectPath(forID: stored))] }
+            try await exportNew(scene)
+        }
+        let path = SceneAddress.objectPath(forID: scene.id)
+        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)])
         return [.objectPath(path)]
     }
 
@@ -77,30 +99,35 @@ extension HandoffService {
     }
 
     /// Delivers the continuation waiting in a scene, once at a time per scene; returns when
-    /// the app has it (or there was nothing to deliver), throws why not otherwise.
-    func deliver(sceneID: String) async throws {
+    /// the app has it (or there was nothing to deliver), throws why not otherwise. `known`:
+    /// what `Continue` just wrote and read, so that it need not be read again.
+    func deliver(sceneID: String, known: (PendingContinuation, Activity, ActivityType)? = nil) async throws {
         guard deliveries.withLock({ $0.insert(sceneID).inserted }) else {
             throw BatonError.handlerFailed("the continuation in scene \(sceneID) is being delivered already")
         }
         defer { _ = deliveries.withLock { $0.remove(sceneID) } }
-        guard let pending = try store.pendingContinuation(sceneID: sceneID) else { return }
+        guard let pending = try known?.0 ?? store.pendingContinuation(sceneID: sceneID) else { return }
         let path = SceneAddress.objectPath(forID: sceneID)
         do {
-            guard let activity = try store.storedActivity(id: pending.activityID),
+            guard let activity = try known?.1 ?? store.storedActivity(id: pending.activityID),
                   !activity.isExpired(at: WallClock.nowMicroseconds()) else {
                 throw BatonError.notFound("activity \(pending.activityID) was invalidated or expired before its app could take it")
             }
-            guard let type = try store.activityType(activity.type) else {
+            guard let type = try known?.2 ?? store.activityType(activity.type) else {
                 throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
             }
             var storage: [(String, StorageValue)] = []
             if let handler = type.handler {
                 storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
             }
+            let now = WallClock.nowMicroseconds()
             try await store.writing { [storage] in
-                try $0.completeContinuation(sceneID: sceneID, activityID: activity.id, storage: storage, now: WallClock.nowMicroseconds())
+                try $0.completeContinuation(sceneID: sceneID, activityID: activity.id, storage: storage, now: now)
             }
-            emitSceneChanged(sceneID)
+            connection.emitPropertiesChanged(path: path, interface: Contract.Interface.scene, changed: [
+                Contract.Scene.Property.activityID: .string(activity.id), Contract.Scene.Property.lastActiveAt: .uint64(now),
+                Contract.Scene.Property.state: .string(Scene.State.ready.rawValue),
+            ])
             emitStorageChanged(sceneID, changed: storage, removed: [])
             emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(pending.createdScene)])
             log.debug("continued \(activity.id) into \(path.text)")

@@ -15,13 +15,12 @@ extension Store {
     public func insertPending(_ scene: Scene, activityID: String, request: Request? = nil) throws -> String {
         var pending = scene
         pending.state = .pending
+        // Whether the activity is still there is checked when the continuation completes.
         return try write(request: request) { db in
-            try Self.requireLiveActivity(activityID, in: db)
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(pending))
             try Self.noteKnownToRunningApp(scene.id, in: db)
             try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
                 PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: scene.createdAt)))
-            try Self.noteOutcome(activityID, scene: scene.id, state: "pending", in: db)
             return scene.id
         }.result
     }
@@ -30,14 +29,12 @@ extension Store {
     /// replaces one that waited). With a request made before, writes nothing.
     public func markPending(sceneID: String, activityID: String, now: UInt64, request: Request? = nil) throws {
         _ = try write(request: request) { db in
-            try Self.requireLiveActivity(activityID, in: db)
             try db.cachedStatement(sql: "UPDATE scene SET state = 'pending' WHERE id = ?").execute(arguments: [sceneID])
             if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
             let created = try Bool.fetchOne(
                 db.cachedStatement(sql: "SELECT created_scene FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) ?? false
             try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
                 PendingContinuation(sceneID: sceneID, activityID: activityID, createdScene: created, requestedAt: now)))
-            try Self.noteOutcome(activityID, scene: sceneID, state: "pending", in: db)
             return sceneID
         }
     }
@@ -130,15 +127,5 @@ extension Store {
             }
             return failed.map(\.scene)
         }
-    }
-
-    /// Throws `NotFound` or `Expired` unless the activity is there and live: a continuation
-    /// is not started for one that went.
-    private static func requireLiveActivity(_ id: String, in db: Database) throws {
-        guard let expires = try Int64?.fetchOne(
-            db.cachedStatement(sql: "SELECT expires_at FROM activity WHERE id = ?"), arguments: [id]) else {
-            throw BatonError.notFound("no activity \(id)")
-        }
-        if let expires, Time.decode(expires) <= WallClock.nowMicroseconds() { throw BatonError.expired("activity \(id) has expired") }
     }
 }

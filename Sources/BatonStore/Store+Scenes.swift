@@ -19,6 +19,7 @@ extension Store {
             if let activity = scene.activityID { try Self.requireActivity(activity, in: db) }
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
             try Self.noteKnownToRunningApp(scene.id, in: db)
+            if let activity = scene.activityID { try Self.noteOutcome(activity, scene: scene.id, state: "ready", in: db) }
             _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
             return scene.id
         }.result
@@ -36,6 +37,7 @@ extension Store {
                 .execute(arguments: [activityID, Time.encode(now), sceneID])
             if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
             _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
+            try Self.noteOutcome(activityID, scene: sceneID, state: "ready", in: db)
             return sceneID
         }
     }

@@ -146,10 +146,10 @@ extension CLITests {
             try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
         }
         #expect(events.map { $0["event"] as? String ?? "" }
-            == ["advertised", "scene-opened", "scene-changed", "continued", "storage-changed", "scene-closed", "invalidated"])
-        #expect(events[0]["title"] as? String == "Watched" && events[3]["scene"] as? String == scene)
-        #expect(events[3]["created"] as? Bool == true)
-        #expect(events[4]["changed"] as? [String] == ["k"])
+            == ["advertised", "scene-opened", "continued", "storage-changed", "scene-closed", "invalidated"])
+        #expect(events[0]["title"] as? String == "Watched" && events[2]["scene"] as? String == scene)
+        #expect(events[2]["created"] as? Bool == true)
+        #expect(events[3]["changed"] as? [String] == ["k"])
         watcher.kill(SIGINT)
         await watcher.wait()
     }
