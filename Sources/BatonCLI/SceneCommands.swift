@@ -24,6 +24,24 @@ struct Scenes: AsyncParsableCommand {
         }
     }
 
+    /// Every scene's properties, by path, from the root's `ObjectManager.GetManagedObjects`.
+    static func managedObjects(_ daemon: Daemon) async throws -> [ObjectPath: [String: DBusValue]] {
+        let reply: [DBusValue]
+        do {
+            reply = try await daemon.connection.call(
+                Daemon.busName, Daemon.root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects", timeout: .seconds(60))
+        } catch let error as DBusError {
+            throw Daemon.explain(error)
+        }
+        var scenes: [ObjectPath: [String: DBusValue]] = [:]
+        for entry in reply.first?.dictionaryEntries ?? [] {
+            guard let path = entry.key.objectPathValue,
+                  let properties = entry.value.stringKeyedValue?[Contract.Interface.scene]?.stringKeyedValue else { continue }
+            scenes[path] = properties.mapValues(\.unwrapped)
+        }
+        return scenes
+    }
+
     static func describe(_ value: DBusValue) -> (type: String, text: String) {
         switch value.unwrapped {
         case .boolean(let v): ("bool", v ? "true" : "false")
@@ -43,9 +61,11 @@ struct Scenes: AsyncParsableCommand {
             try await perform {
                 let daemon = try global.daemon()
                 let paths = try await daemon.call(Contract.Scenes.listScenes, [.string(app ?? "")]).first?.arrayValue?.compactMap(\.objectPathValue) ?? []
+                // Every scene's properties in one call: a Properties.GetAll per scene took 15 s for 20 000 scenes.
+                let managed = try await Scenes.managedObjects(daemon)
                 var records: [DBusValue] = []
                 for path in paths {
-                    var fields = try await Scenes.properties(daemon, path)
+                    guard var fields = managed[path] else { continue }  // closed meanwhile
                     fields["path"] = .objectPath(path)
                     records.append(.record(fields))
                 }
