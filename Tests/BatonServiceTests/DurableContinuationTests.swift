@@ -92,6 +92,7 @@ struct DurableContinuationTests {
         #expect(continued.all.first?.body == [.string(id), .objectPath(scene), .boolean(true)])
         // Nothing is delivered twice: the app leaving and coming back changes nothing.
         app.close()
+        try await eventually("the app's name is free") { try await world.client.nameOwner(Self.appName) == nil }
         let again = try await App(world)
         defer { again.close() }
         #expect(try await world.call(Self.activities, "Get", [.string(id)]).isEmpty == false)
@@ -130,6 +131,7 @@ struct DurableContinuationTests {
         let scene = try await pending.value
         #expect(try await state(of: scene, world) == "pending")
 
+        try await eventually("the app's name is free") { try await world.client.nameOwner(Self.appName) == nil }
         let restarted = try await App(world)
         defer { restarted.close() }
         try await eventually("delivered again") { try await state(of: scene, world) == "ready" }
