@@ -32,13 +32,19 @@ struct CrashAtLaunchTests {
         // Three launches crash while reopening the poisoned window.
         var environment = world.bus.environment
         environment["HAWK_NOTES_CRASH_ON_TAB"] = "poison"
+        // Each launch waits until the bus has let go of the last one's name.
+        func nameIsFree() async throws {
+            try await eventually("Hawk Notes' name is free") { try await world.client.nameOwner(HawkNotesApp.busName) == nil }
+        }
         for launch in 1...3 {
+            try await nameIsFree()
             let crashed = try await Executables.run(hawkNotes, ["serve"], environment: environment)
             #expect(crashed.status == 128 + SIGABRT, "launch \(launch): \(crashed)")
         }
         #expect(try await client.scenes(appID: HawkNotesApp.appID).count == 2)
 
         // The fourth starts, without the poisoned window; the good one is there.
+        try await nameIsFree()
         let output = world.bus.directory.appendingPathComponent("fourth.out").path
         let fd = open(output, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         let fourth = try Subprocess(hawkNotes, ["serve"], environment: environment, stdout: fd)
@@ -58,6 +64,7 @@ struct CrashAtLaunchTests {
         #expect(restored.map(\.scene.path) == [good.scene.path])
         #expect(restored.map(\.reason) == [.restore])
         try await client.detach(appID: HawkNotesApp.appID)
+        try await nameIsFree()
         app = try await TutorialTests.HawkNotesProcess(bus: world.bus)
     }
 }
