@@ -101,11 +101,23 @@ extension HandoffService {
     /// Delivers the continuation waiting in a scene, once at a time per scene; returns when
     /// the app has it (or there was nothing to deliver), throws why not otherwise. `known`:
     /// what `Continue` just wrote and read, so that it need not be read again.
+    /// A delivery already under way for the scene (started when its app appeared, say) is
+    /// awaited rather than started twice.
     func deliver(sceneID: String, known: (PendingContinuation, Activity, ActivityType)? = nil) async throws {
-        guard deliveries.withLock({ $0.insert(sceneID).inserted }) else {
-            throw BatonError.handlerFailed("the continuation in scene \(sceneID) is being delivered already")
+        let delivery = deliveries.withLock { running -> Task<Void, any Error> in
+            if let underWay = running[sceneID] { return underWay }
+            // Not the caller's task: a caller that gives up does not stop the delivery.
+            let delivery = Task {
+                defer { _ = self.deliveries.withLock { $0.removeValue(forKey: sceneID) } }
+                try await self.deliverOnce(sceneID: sceneID, known: known)
+            }
+            running[sceneID] = delivery
+            return delivery
         }
-        defer { _ = deliveries.withLock { $0.remove(sceneID) } }
+        try await delivery.value
+    }
+
+    private func deliverOnce(sceneID: String, known: (PendingContinuation, Activity, ActivityType)?) async throws {
         guard let pending = try known?.0 ?? store.pendingContinuation(sceneID: sceneID) else { return }
         let path = SceneAddress.objectPath(forID: sceneID)
         do {

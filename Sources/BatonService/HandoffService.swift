@@ -31,7 +31,7 @@ public final class HandoffService: Sendable {
     /// When the daemon started, for Status.StartedAt.
     let startedAt = WallClock.nowMicroseconds()
     /// Scenes whose continuation is being delivered now: one delivery at a time per scene.
-    let deliveries = Mutex<Set<String>>([])
+    let deliveries = Mutex<[String: Task<Void, any Error>]>([:])
     /// The interface every scene object exports, built once (`sceneInterface`).
     let sceneInterfaceOnce = Mutex<Interface?>(nil)
 

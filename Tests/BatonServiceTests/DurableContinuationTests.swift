@@ -207,4 +207,23 @@ struct DurableContinuationTests {
         #expect(slow.calls.withLock { $0 } == [scene.text, scene.text], "asked again, with the same scene, after its answer was lost")
         #expect(try await delivered(scene, world) == "slow")
     }
+
+    /// A Continue that finds its scene's continuation already being delivered (its app just
+    /// appeared) waits for that delivery instead of failing.
+    @Test func aContinueMeetingARedeliveryWaitsForIt() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        try await world.register(handler: Self.appName)
+        for round in 0..<15 {
+            let id = try await world.advertise("round \(round)", options: ["target_content_id": "c\(round)"])
+            let scene = try await continueWhileAway(id, world)
+            // The app appears (batond redelivers) while the same content is continued again.
+            let app = try await App(world)
+            let again = try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])]).first?.objectPathValue
+            #expect(again == scene, "round \(round)")
+            try await eventually("ready") { try await state(of: scene, world) == "ready" }
+            app.close()
+            try await eventually("the app's name is free") { try await world.client.nameOwner(Self.appName) == nil }
+        }
+    }
 }
