@@ -102,19 +102,26 @@ extension HandoffService {
     /// the app has it (or there was nothing to deliver), throws why not otherwise. `known`:
     /// what `Continue` just wrote and read, so that it need not be read again.
     /// A delivery already under way for the scene (started when its app appeared, say) is
-    /// awaited rather than started twice.
+    /// awaited rather than started twice; if it began before this caller's continuation was
+    /// written, that continuation is delivered after it.
     func deliver(sceneID: String, known: (PendingContinuation, Activity, ActivityType)? = nil) async throws {
-        let delivery = deliveries.withLock { running -> Task<Void, any Error> in
-            if let underWay = running[sceneID] { return underWay }
-            // Not the caller's task: a caller that gives up does not stop the delivery.
-            let delivery = Task {
-                defer { _ = self.deliveries.withLock { $0.removeValue(forKey: sceneID) } }
-                try await self.deliverOnce(sceneID: sceneID, known: known)
+        var known = known
+        while true {
+            let (delivery, ours) = deliveries.withLock { running -> (Task<Void, any Error>, Bool) in
+                if let underWay = running[sceneID] { return (underWay, false) }
+                // Not the caller's task: a caller that gives up does not stop the delivery.
+                let delivery = Task { [known] in
+                    defer { _ = self.deliveries.withLock { $0.removeValue(forKey: sceneID) } }
+                    try await self.deliverOnce(sceneID: sceneID, known: known)
+                }
+                running[sceneID] = delivery
+                return (delivery, true)
             }
-            running[sceneID] = delivery
-            return delivery
+            try await delivery.value
+            if ours { return }
+            guard try store.pendingContinuation(sceneID: sceneID) != nil else { return }
+            known = nil
         }
-        try await delivery.value
     }
 
     private func deliverOnce(sceneID: String, known: (PendingContinuation, Activity, ActivityType)?) async throws {
