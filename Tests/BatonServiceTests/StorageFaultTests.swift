@@ -163,4 +163,35 @@ struct StorageFaultTests {
         #expect(try await world.activityCount() == stored.count + 1)
         #expect(!world.daemonLog.contains("failed to handle"), "\(world.daemonLog)")
     }
+
+    /// SQLite's exclusive locking mode would shut batond's readers out too, but another program
+    /// cannot take it while batond has the database open in WAL mode: it is refused ("database
+    /// is locked"), and batond serves reads and writes meanwhile.
+    @Test func anotherProgramCannotShutBatondsReadersOut() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        try await world.register(requiredKeys: "")
+        let agatha = try await world.advertise("Agatha")
+        _ = try await world.call(Self.activities, "Get", [.string(agatha)])
+        let python = try Executables.require("/usr/bin/python3", package: "python3")
+        let attempt = Task {
+            try await Executables.run(python, ["-c", """
+                import sqlite3, sys
+                connection = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=3)
+                connection.execute("PRAGMA locking_mode=EXCLUSIVE")
+                try:
+                    connection.execute("BEGIN EXCLUSIVE")
+                    print("exclusive")
+                except sqlite3.OperationalError as error:
+                    print("refused:", error)
+                """, world.database])
+        }
+        for index in 0..<20 {
+            #expect(try await world.call(Self.activities, "Get", [.string(agatha)]).isEmpty == false)
+            _ = try await world.advertise("meanwhile \(index)")
+        }
+        let result = try await attempt.value
+        #expect(result.stdout == "refused: database is locked\n", "\(result)")
+        #expect(try await world.activityCount() == 21)
+    }
 }
