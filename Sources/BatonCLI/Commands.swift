@@ -341,16 +341,17 @@ struct Activities: AsyncParsableCommand {
             try await perform {
                 guard let record = try await global.daemon().call(Contract.Activities.explain, [.string(id)]).first else { return }
                 if global.json { return print(JSONText.value(record)) }
-                let r = record.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
+                guard let explained = Records.Explanation(record: record) else {
+                    throw CLIError(description: "batond sent an explanation without an id or a state", status: ExitStatus.failure)
+                }
                 let output = global.output
-                print(output.bold("state".padding(14)) + r.text("state"))
-                print(output.bold("continuable".padding(14)) + ((r["continuable"]?.boolValue ?? false) ? "yes" : "no"))
-                print(output.bold("searchable".padding(14)) + ((r["searchable"]?.boolValue ?? false) ? "yes" : "no"))
-                for reason in r["reasons"].flatMap([String].init(dbusValue:)) ?? [] { print("  - " + reason) }
-                if let last = r["last_continuation"]?.stringKeyedValue?.mapValues(\.unwrapped) {
-                    let error = last.text("error")
-                    print(output.bold("continued".padding(14)) + "\(last.text("state")) in \(last["scene"]?.objectPathValue?.text ?? "?")"
-                          + (last["at"]?.uint64Value.map { ", " + relativeTime($0) } ?? "") + (error.isEmpty ? "" : ": " + error))
+                print(output.bold("state".padding(14)) + explained.state)
+                print(output.bold("continuable".padding(14)) + (explained.continuable ? "yes" : "no"))
+                print(output.bold("searchable".padding(14)) + (explained.searchable ? "yes" : "no"))
+                for reason in explained.reasons { print("  - " + reason) }
+                if let last = explained.lastContinuation {
+                    print(output.bold("continued".padding(14)) + "\(last.state) in \(SceneAddress.path(forID: last.scene)), "
+                          + relativeTime(last.at) + (last.error.isEmpty ? "" : ": " + last.error))
                 }
             }
         }

@@ -248,11 +248,7 @@ struct Scenes: AsyncParsableCommand {
                 let daemon = try global.daemon()
                 let reply = try await daemon.call(Contract.Scenes.restoreScenes, [.string(app)])
                 _ = try await daemon.call(Contract.Scenes.detach, [.string(app)])
-                let scenes: [(String, String)] = (reply.first?.arrayValue ?? []).compactMap { entry in
-                    guard case .structure(let fields) = entry, fields.count == 2, let path = fields[0].objectPathValue,
-                          let reason = fields[1].stringValue else { return nil }
-                    return (path.text, reason)
-                }
+                let scenes = Records.restored(reply.first).map { ($0.scene.text, $0.reason.rawValue) }
                 if global.json {
                     let items = scenes.map { "{\"scene\":\(StrictJSON.quote($0.0)),\"reason\":\(StrictJSON.quote($0.1))}" }
                     return print("[" + items.joined(separator: ",") + "]")

@@ -140,21 +140,90 @@ public enum Records {
         }
     }
 
-    /// The value a `Scene.Get` reply carries, or nil for a type scenes do not hold.
-    public static func storedValue(_ value: DBusValue) -> StorageValue? {
-        switch value.unwrapped {
-        case .boolean(let v): .bool(v)
-        case .int64(let v): .int(v)
-        case .double(let v): .double(v)
-        case .string(let v): .string(v)
-        case .array(.byte, let bytes): .bytes(bytes.compactMap(\.byteValue))
-        default: nil
-        }
-    }
-
     /// A scene's storage as one record (`GetAll`, a handler's answer).
     public static func storageRecord(_ values: [String: StorageValue]) -> DBusValue {
         .record(values.mapValues(value))
+    }
+
+    // MARK: Restoring and explaining
+
+    /// `RestoreScenes`' reply: each scene with why it comes back, `a(os)`.
+    public static func restored(_ scenes: [Scene]) -> DBusValue {
+        .array(.structure([.objectPath, .string]), scenes.map {
+            .structure([.objectPath(SceneAddress.objectPath(forID: $0.id)), .string($0.restoreReason.rawValue)])
+        })
+    }
+
+    /// The scenes of a `RestoreScenes` reply with their reasons; entries it cannot read are left out.
+    public static func restored(_ reply: DBusValue?) -> [(scene: ObjectPath, reason: Scene.RestoreReason)] {
+        (reply?.arrayValue ?? []).compactMap { entry in
+            guard case .structure(let fields) = entry, fields.count == 2, let path = fields[0].objectPathValue,
+                  let reason = fields[1].stringValue.flatMap(Scene.RestoreReason.init(rawValue:)) else { return nil }
+            return (path, reason)
+        }
+    }
+
+    /// `Explain`'s answer.
+    public struct Explanation: Sendable, Equatable {
+        public var id: String
+        /// `live`, `expired`, `invalidated`, `evicted` or `unknown`.
+        public var state: String
+        public var continuable: Bool
+        public var searchable: Bool
+        /// Sentences.
+        public var reasons: [String]
+        public var lastContinuation: LastContinuation?
+
+        public struct LastContinuation: Sendable, Equatable {
+            public var scene: String
+            /// `pending`, `ready`, `refused`, `failed` or `discarded`.
+            public var state: String
+            public var error: String
+            public var at: UInt64
+
+            public init(scene: String, state: String, error: String, at: UInt64) {
+                self.scene = scene
+                self.state = state
+                self.error = error
+                self.at = at
+            }
+        }
+
+        public init(id: String, state: String, continuable: Bool, searchable: Bool, reasons: [String],
+                    lastContinuation: LastContinuation? = nil) {
+            self.id = id
+            self.state = state
+            self.continuable = continuable
+            self.searchable = searchable
+            self.reasons = reasons
+            self.lastContinuation = lastContinuation
+        }
+
+        public var record: DBusValue {
+            var fields: [String: DBusValue] = [
+                "id": .string(id), "state": .string(state), "continuable": .boolean(continuable),
+                "searchable": .boolean(searchable), "reasons": .strings(reasons),
+            ]
+            if let last = lastContinuation {
+                fields["last_continuation"] = .record([
+                    "scene": .objectPath(SceneAddress.objectPath(forID: last.scene)), "state": .string(last.state),
+                    "error": .string(last.error), "at": .uint64(last.at),
+                ])
+            }
+            return .record(fields)
+        }
+
+        /// The explanation a record gives; nil when it lacks `id` or `state`.
+        public init?(record: DBusValue) {
+            guard let f = fields(record), let id = f["id"]?.stringValue, let state = f["state"]?.stringValue else { return nil }
+            var last: LastContinuation?
+            if let l = f["last_continuation"].flatMap(fields), let scene = l["scene"]?.objectPathValue {
+                last = LastContinuation(scene: (try? SceneAddress.id(from: scene.text)) ?? scene.text, state: l["state"]?.stringValue ?? "",
+                                        error: l["error"]?.stringValue ?? "", at: l["at"]?.uint64Value ?? 0)
+            }
+            self.init(id: id, state: state, continuable: f["continuable"]?.boolValue ?? false, searchable: f["searchable"]?.boolValue ?? false,
+                      reasons: f["reasons"].flatMap([String].init(dbusValue:)) ?? [], lastContinuation: last)
+        }
     }
 
     /// The record fields' names.

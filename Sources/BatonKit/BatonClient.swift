@@ -168,11 +168,7 @@ public final class BatonClient: Sendable {
     /// next launch hears `recover`. Continuations waiting for the app are delivered after.
     public func restoreScenes(appID: String) async throws -> [(scene: SceneHandle, reason: Scene.RestoreReason)] {
         let reply = try await call(Contract.Scenes.restoreScenes, [.string(appID)])
-        return (reply.first?.arrayValue ?? []).compactMap { entry in
-            guard case .structure(let fields) = entry, fields.count == 2, let path = fields[0].objectPathValue,
-                  let reason = fields[1].stringValue.flatMap(Scene.RestoreReason.init(rawValue:)) else { return nil }
-            return (SceneHandle(client: self, path: path), reason)
-        }
+        return Records.restored(reply.first).map { (SceneHandle(client: self, path: $0.scene), $0.reason) }
     }
 
     /// At the app's clean exit: its scenes come back as `restore`.

@@ -118,7 +118,7 @@ public struct SceneStorage: StorageWriter {
 
     func rawValue(_ name: String) async throws -> StorageValue? {
         do {
-            return try await scene.call(Contract.Scene.get, [.string(key(name))]).first.flatMap(Records.storedValue)
+            return try await scene.call(Contract.Scene.get, [.string(key(name))]).first.flatMap { try? Records.storageValue($0, key: name) }
         } catch let error as BatonError where error.code == .notFound {
             // A missing key is the everyday case; a missing scene is not.
             if error.message.contains("has no value") { return nil }
@@ -130,7 +130,7 @@ public struct SceneStorage: StorageWriter {
     public func all() async throws -> [String: StorageValue] {
         let record = try await scene.call(Contract.Scene.getAll).first?.stringKeyedValue ?? [:]
         var values: [String: StorageValue] = [:]
-        for (key, value) in record where key.hasPrefix(prefix) { values[key] = Records.storedValue(value) }
+        for (key, value) in record where key.hasPrefix(prefix) { values[key] = try? Records.storageValue(value, key: key) }
         return values
     }
 

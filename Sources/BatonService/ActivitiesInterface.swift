@@ -142,17 +142,11 @@ extension HandoffService {
             state = "unknown"
             reasons.append("batond has no record of \(id): it never was here, or it ended more than 7 days ago")
         }
-        var fields: [String: DBusValue] = [
-            "id": .string(id), "state": .string(state), "continuable": .boolean(continuable), "searchable": .boolean(searchable),
-            "reasons": .strings(reasons),
-        ]
-        if let outcome = try store.lastContinuation(activityID: id) {
-            fields["last_continuation"] = .record([
-                "scene": .objectPath(SceneAddress.objectPath(forID: outcome.sceneID)), "state": .string(outcome.state),
-                "error": .string(outcome.error ?? ""), "at": .uint64(outcome.at),
-            ])
+        let last = try store.lastContinuation(activityID: id).map {
+            Records.Explanation.LastContinuation(scene: $0.sceneID, state: $0.state, error: $0.error ?? "", at: $0.at)
         }
-        return [.record(fields)]
+        return [Records.Explanation(id: id, state: state, continuable: continuable, searchable: searchable, reasons: reasons,
+                                    lastContinuation: last).record]
     }
 
     /// The id of the scene `text` names (path or id), which must be one of `appID`'s.

@@ -143,10 +143,7 @@ extension HandoffService {
             try await store.writing { [storage] in
                 try $0.completeContinuation(sceneID: sceneID, activityID: activity.id, storage: storage, now: now)
             }
-            connection.emitPropertiesChanged(path: path, interface: Contract.Interface.scene, changed: [
-                Contract.Scene.Property.activityID: .string(activity.id), Contract.Scene.Property.lastActiveAt: .uint64(now),
-                Contract.Scene.Property.state: .string(Scene.State.ready.rawValue),
-            ])
+            emitSceneChanged(sceneID, activityID: activity.id, lastActiveAt: now, state: .ready)
             emitStorageChanged(sceneID, changed: storage, removed: [])
             emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(pending.createdScene)])
             log.debug("continued \(activity.id) into \(path.text)")

@@ -154,10 +154,15 @@ public final class HandoffService: Sendable {
     /// Announces a scene's current activity, last-active time and state after they changed.
     func emitSceneChanged(_ id: String) {
         guard let scene = try? store.scene(id: id) else { return }
+        emitSceneChanged(id, activityID: scene.activityID, lastActiveAt: scene.lastActiveAt, state: scene.state)
+    }
+
+    /// The same, from values the caller has at hand.
+    func emitSceneChanged(_ id: String, activityID: String?, lastActiveAt: UInt64, state: Scene.State) {
         connection.emitPropertiesChanged(path: SceneAddress.objectPath(forID: id), interface: Contract.Interface.scene, changed: [
-            Contract.Scene.Property.activityID: .string(scene.activityID ?? ""),
-            Contract.Scene.Property.lastActiveAt: .uint64(scene.lastActiveAt),
-            Contract.Scene.Property.state: .string(scene.state.rawValue),
+            Contract.Scene.Property.activityID: .string(activityID ?? ""),
+            Contract.Scene.Property.lastActiveAt: .uint64(lastActiveAt),
+            Contract.Scene.Property.state: .string(state.rawValue),
         ])
     }
 

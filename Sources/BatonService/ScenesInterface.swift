@@ -106,9 +106,7 @@ extension HandoffService {
             ])
         }
         Task { await self.deliverWaiting(appID: appID) { _ in true } }
-        return [.array(.structure([.objectPath, .string]), restoration.scenes.map {
-            .structure([.objectPath(SceneAddress.objectPath(forID: $0.id)), .string($0.restoreReason.rawValue)])
-        })]
+        return [Records.restored(restoration.scenes)]
     }
 
     /// An app's clean exit: its scenes come back as `restore`.

@@ -150,7 +150,13 @@ struct SceneRow {
     }
 
     static let selectSQL = "SELECT \(Column.list) FROM scene"
-    static let insertSQL = "INSERT INTO scene (\(Column.list)) VALUES (\(Column.placeholders))"
+    /// A scene opened while its app runs (attached) is one that run knows: `handed_out`, so that
+    /// at the next launch it comes back for the reason that run ended, not as `launch`.
+    /// (`?2` is the app id.)
+    static let insertSQL = """
+        INSERT INTO scene (\(Column.list), handed_out) VALUES (\(Column.placeholders),
+            EXISTS (SELECT 1 FROM app_session WHERE app_id = ?2 AND state = 'attached'))
+        """
 }
 
 /// `continuation`: a continuation waiting for its app, one per scene at most.

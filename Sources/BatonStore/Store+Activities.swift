@@ -103,9 +103,11 @@ extension Store {
         }
     }
 
-    /// Deletes activities; returns the ids that were removed. Their tombstones say `ending`.
-    public func deleteActivities(ids: [String], ending: Ending = .invalidated("invalidated by its app")) throws -> [String] {
-        try writeActivities { db in try self.ending(ending) { try ids.filter { try deleteActivity(id: $0, in: db) } } }
+    /// Deletes activities (`Invalidate`); returns the ids that were removed.
+    public func deleteActivities(ids: [String]) throws -> [String] {
+        try writeActivities { db in
+            try ending(.invalidated("invalidated by its app")) { try ids.filter { try deleteActivity(id: $0, in: db) } }
+        }
     }
 
     /// Deletes every activity carrying one of `persistentIDs`; returns their ids.

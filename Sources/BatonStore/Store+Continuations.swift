@@ -18,7 +18,6 @@ extension Store {
         // Whether the activity is still there is checked when the continuation completes.
         return try write(request: request) { db in
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(pending))
-            try Self.noteKnownToRunningApp(scene.id, in: db)
             try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
                 PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: scene.createdAt)))
             return scene.id

@@ -18,7 +18,6 @@ extension Store {
         return try write(request: request) { db in
             if let activity = scene.activityID { try Self.requireActivity(activity, in: db) }
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
-            try Self.noteKnownToRunningApp(scene.id, in: db)
             if let activity = scene.activityID { try Self.noteOutcome(activity, scene: scene.id, state: "ready", in: db) }
             _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
             return scene.id

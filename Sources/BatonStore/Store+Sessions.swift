@@ -53,15 +53,6 @@ extension Store {
         }
     }
 
-    /// A scene opened while its app runs (attached) is one that run knows: at the next
-    /// launch it comes back for the reason that run ended, not as `launch`.
-    static func noteKnownToRunningApp(_ sceneID: String, in db: Database) throws {
-        try db.cachedStatement(sql: """
-            UPDATE scene SET handed_out = 1 WHERE id = ?
-                AND EXISTS (SELECT 1 FROM app_session a WHERE a.app_id = scene.app_id AND a.state = 'attached')
-            """).execute(arguments: [sceneID])
-    }
-
     private static func restoreCounters(_ sceneID: String, in db: Database) throws -> (handedOut: Bool, recovers: Int) {
         let statement = try db.cachedStatement(sql: "SELECT handed_out, recover_count FROM scene WHERE id = ?")
         return try statement.row([sceneID]) { row in (row.bool(0), Int(row.int64(1))) } ?? (false, 0)

@@ -91,11 +91,29 @@ struct RecordTests {
         let values: [StorageValue] = [.bool(true), .int(-7), .double(2.5), .string("Agatha"), .bytes([0, 255])]
         for value in values {
             let wire = try Self.throughAMessage(.variant(Records.value(value)))
-            #expect(Records.storedValue(wire) == value)
             #expect(try Records.storageValue(wire, key: "k") == value)
         }
         #expect(try Records.storageValue(.int32(7), key: "k") == .int(7), "narrower integers widen")
         #expect(throws: BatonError.self) { try Records.storageValue(.uint64(.max), key: "k") }
         #expect(throws: BatonError.self) { try Records.storageValue(.strings(["a"]), key: "k") }
+    }
+
+    @Test func restoredScenesAndExplanationsComeBackWhole() throws {
+        let scenes = [
+            Scene(id: "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01", appID: "a.a", createdAt: 1, lastActiveAt: 1, restoreReason: .recover),
+            Scene(id: "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c02", appID: "a.a", createdAt: 2, lastActiveAt: 2),
+        ]
+        let restored = Records.restored(try Self.throughAMessage(Records.restored(scenes)))
+        #expect(restored.map(\.scene.text) == scenes.map { SceneAddress.path(forID: $0.id) })
+        #expect(restored.map(\.reason) == [.recover, .launch])
+
+        let full = Records.Explanation(
+            id: Self.full.id, state: "live", continuable: true, searchable: false, reasons: ["advertised with eligible_for_search=false"],
+            lastContinuation: .init(scene: "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01", state: "refused", error: "no such note", at: 7))
+        let bare = Records.Explanation(id: Self.full.id, state: "unknown", continuable: false, searchable: false, reasons: [])
+        for explanation in [full, bare] {
+            #expect(Records.Explanation(record: try Self.throughAMessage(explanation.record)) == explanation)
+        }
+        #expect(Records.Explanation(record: .record(["id": .string("x")])) == nil)
     }
 }

@@ -340,10 +340,17 @@ extension KitTests {
         #expect(heard.withLock { $0.first?.0 } == scene.path.text)
         #expect(heard.withLock { $0.first?.1 } == "", "continued on this machine")
 
-        // An activity without onContinued, or invalidated, hears nothing; nothing fails.
+        // An activity without onContinued hears nothing; nothing fails. Another activity that
+        // listens hears its own continuation after that one: by then the first would have heard.
         activity.onContinued = nil
         _ = try await world.client.continueActivity(id: try #require(activity.id), newScene: true)
         try await activity.invalidate()
-        #expect(heard.withLock { $0.count } == 1)
+        let later = UserActivity(activityType: Self.type, client: appClient)
+        later.onContinued = { scene, _ in heard.withLock { $0.append((scene.path.text, "later")) } }
+        try later.setTypedPayload(Character(id: UUID(), name: "Jamie", book: 2))
+        try await later.becomeCurrent()
+        _ = try await world.client.continueActivity(id: try #require(later.id))
+        try await eventually("the later activity heard it") { heard.withLock { $0.count } == 2 }
+        #expect(heard.withLock { $0.map(\.1) } == ["", "later"])
     }
 }
