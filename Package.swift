@@ -28,6 +28,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // Sync across machines only (BatonSync): the PostgreSQL client, and the encryption of what leaves the machine.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // libdbus-1 through pkg-config; Debian's package is libdbus-1-dev.
@@ -46,6 +49,15 @@ let package = Package(
         // Persistence of the domain in SQLite (WAL) through GRDB: one writer connection, one reader.
         .target(name: "BatonStore", dependencies: [
             "BatonCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+        ]),
+        // Sync across machines: the key and its recovery words, sealed records, the outbox drained to PostgreSQL
+        // and the other devices' logs applied to the store, as one Service.
+        .target(name: "BatonSync", dependencies: [
+            "BatonCore", "BatonStore",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         // The org.baton.Handoff1 interfaces: D-Bus to domain, handler calls, the daemon's life as Services in a ServiceGroup.
         .target(name: "BatonService", dependencies: [
@@ -71,6 +83,7 @@ let package = Package(
         .testTarget(name: "BatonServiceTests", dependencies: [
             "BatonService", "TestSupport", "batond", "hawk-notes", "baton", .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "BatonSyncTests", dependencies: ["BatonSync", "TestSupport", "batond", "baton"]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
         .testTarget(name: "BatonCLITests", dependencies: ["TestSupport", "baton", "batond"], exclude: ["Snapshots"]),
         .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes", "TestSupport", "batond", "hawk-notes"]),

@@ -156,7 +156,7 @@ extension CLITests {
 }
 
 extension CLITests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repository = Repository.root
 
     @Test func doctorFindsWhatIsMissingAndPassesOnceInstalled() async throws {
         let world = try await BatonWorld.started()

@@ -7,7 +7,7 @@ import TestSupport
 /// the unit's sandboxed instance.
 @Suite(.serialized)
 struct ContractCheckTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repository = Repository.root
 
     @Test func theWholeContractFromPython() async throws {
         let world = try await BatonWorld.started()

@@ -7,8 +7,7 @@ import TestSupport
 /// The files that make batond a user service: the unit, D-Bus activation, the installer.
 @Suite(.serialized)
 struct InstallTests {
-    static let repository = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repository = Repository.root
 
     @Test func theUnitVerifiesSilently() async throws {
         let analyze = try Executables.require("systemd-analyze", package: "systemd")

@@ -8,7 +8,7 @@ import TestSupport
 /// contract. A machine where the user manager cannot start fails here, with the reason.
 @Suite(.serialized)
 struct SystemdUnitTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repository = Repository.root
 
     @Test func theHardenedUnitRunsBatondUnderARealUserManager() async throws {
         let work = try TemporaryDirectory.make(prefix: "baton-systemd")

@@ -74,3 +74,9 @@ public enum Executables {
         return CommandResult(status: status, stdout: stdout, stderr: stderr)
     }
 }
+
+/// The repository the tests were built from: its scripts, unit files and contract.
+public enum Repository {
+    public static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The server's rules, tried with `psql` logged in as each device, as a device would log in:
+/// a device reads its own user's rows only and appends to its own log only; nobody rewrites a
+/// record; revocation is final.
+@Suite(.serialized) struct ServerSetupTests {
+    @Test func usersAreIsolatedAndLogsAreAppendOnly() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let sync = try await SyncServer(server)
+        let ana1 = try await sync.addDevice(user: "ana"), ana2 = try await sync.addDevice(user: "ana")
+        let bo = try await sync.addDevice(user: "bo")
+
+        try await ana1.run("INSERT INTO baton.device (user_name, device_id, public_key, sealed_name) VALUES ('ana', 'd1', '\\x01', '\\x02')")
+        try await ana2.run("INSERT INTO baton.device (user_name, device_id, public_key, sealed_name) VALUES ('ana', 'd2', '\\x01', '\\x02')")
+        try await bo.run("INSERT INTO baton.device (user_name, device_id, public_key, sealed_name) VALUES ('bo', 'b1', '\\x01', '\\x02')")
+        try await ana1.run(Self.append(user: "ana", device: "d1", seq: 1))
+        try await ana2.run(Self.append(user: "ana", device: "d2", seq: 1))
+        try await bo.run(Self.append(user: "bo", device: "b1", seq: 1))
+
+        // Each of ana's devices reads both of ana's logs, and nothing of bo's.
+        #expect(try await ana2.run("SELECT device_id || ':' || seq FROM baton.record ORDER BY 1") == "d1:1\nd2:1")
+        #expect(try await bo.run("SELECT count(*) FROM baton.record") == "1")
+        #expect(try await bo.run("SELECT count(*) FROM baton.device") == "1")
+        #expect(try await bo.run("SELECT count(*) FROM baton.member") == "1")
+
+        // Appending to another device's log, or as another user, is refused.
+        await #expect(throws: (any Error).self) { try await ana2.run(Self.append(user: "ana", device: "d1", seq: 2)) }
+        await #expect(throws: (any Error).self) { try await bo.run(Self.append(user: "ana", device: "b1", seq: 2)) }
+        await #expect(throws: (any Error).self) {
+            try await bo.run("INSERT INTO baton.device (user_name, device_id, public_key, sealed_name) VALUES ('ana', 'b9', '\\x01', '\\x02')")
+        }
+        // Nobody rewrites or deletes a record, not even in their own log.
+        await #expect(throws: (any Error).self) { try await ana1.run("UPDATE baton.record SET hlc = 0") }
+        await #expect(throws: (any Error).self) { try await ana1.run("DELETE FROM baton.record") }
+        // Nor makes themselves a member of another user.
+        await #expect(throws: (any Error).self) { try await bo.run("INSERT INTO baton.member VALUES ('x', 'ana')") }
+
+        // A revoked device can append no more, and cannot take the revocation back.
+        try await ana1.run("UPDATE baton.device SET revoked_at = now() WHERE device_id = 'd2'")
+        await #expect(throws: (any Error).self) { try await ana2.run(Self.append(user: "ana", device: "d2", seq: 2)) }
+        try await ana2.run("UPDATE baton.device SET revoked_at = NULL WHERE device_id = 'd2'")
+        #expect(try await ana1.run("SELECT revoked_at IS NOT NULL FROM baton.device WHERE device_id = 'd2'") == "t")
+
+        #expect(try await server.psql("SELECT count(*) FROM baton.record", database: SyncServer.database) == "3\n")
+    }
+
+    @Test func setupRunsTwiceAndRemovesADevice() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let sync = try await SyncServer(server)
+        try await sync.setup(["init"])
+        let device = try await sync.addDevice(user: "ana")
+        #expect(try await device.run("SELECT baton.current_member()") == "ana")
+        let role = try #require(device.url.split(separator: "/")[1].split(separator: ":").first)
+        try await sync.setup(["remove-device", String(role)])
+        await #expect(throws: (any Error).self) { try await device.run("SELECT 1") }
+        let help = try await Executables.run(Repository.root.appendingPathComponent("scripts/sync-server-setup").path, ["--help"])
+        #expect(help.status == 0 && help.stdout.contains("add-device USER"))
+    }
+
+    static func append(user: String, device: String, seq: Int) -> String {
+        "INSERT INTO baton.record (user_name, device_id, seq, epoch, hlc, sealed) VALUES ('\(user)', '\(device)', \(seq), 0, 1, '\\xdead')"
+    }
+}
+
+/// A test server set up by `scripts/sync-server-setup`, as the README tells an administrator to.
+struct SyncServer {
+    static let database = "baton_sync"
+    let server: PostgresServer
+
+    init(_ server: PostgresServer) async throws {
+        self.server = server
+        try await server.psql("CREATE DATABASE \(Self.database)")
+        try await setup(["init"])
+    }
+
+    @discardableResult
+    func setup(_ arguments: [String]) async throws -> String {
+        let result = try await Executables.run(
+            Repository.root.appendingPathComponent("scripts/sync-server-setup").path, arguments,
+            environment: ProcessInfo.processInfo.environment.merging(server.psqlEnvironment(database: Self.database)) { $1 })
+        guard result.status == 0 else { throw TestSupportError("sync-server-setup \(arguments) failed: \(result)") }
+        return result.stdout
+    }
+
+    /// A login for a new device of `user`: its sync URL, as add-device prints it.
+    func addDevice(user: String) async throws -> DeviceLogin {
+        let url = try await setup(["add-device", user]).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard url.hasPrefix("postgres://") else { throw TestSupportError("add-device printed \(url)") }
+        return DeviceLogin(url: url)
+    }
+}
+
+/// `psql` logged in with a device's sync URL.
+struct DeviceLogin {
+    let url: String
+
+    @discardableResult
+    func run(_ sql: String) async throws -> String {
+        let result = try await Executables.run("psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+        guard result.status == 0 else { throw TestSupportError("psql as a device failed: \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

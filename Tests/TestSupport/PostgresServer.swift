@@ -1,0 +1,117 @@
+import Foundation
+import Glibc
+
+/// A PostgreSQL server of one test's own: a fresh cluster in a temporary directory, on a
+/// free loopback port, never the machine's own cluster. Its superuser `postgres` connects
+/// through the Unix socket in `directory` without a password; everyone else by TCP with
+/// a password (SCRAM), as devices would.
+///
+/// PostgreSQL refuses to run as root, so when the tests run as root the cluster belongs to
+/// the `postgres` user that Debian's package creates. `close()` ends it at once, for `defer`.
+public final class PostgresServer: @unchecked Sendable {
+    /// The cluster, its socket and its log.
+    public let directory: URL
+    public let port: Int
+    private let bin: String
+    private var data: String { directory.appendingPathComponent("data").path }
+    public var logPath: String { directory.appendingPathComponent("server.log").path }
+
+    /// Makes and starts the cluster; throws naming the package when PostgreSQL is missing.
+    public init() async throws {
+        guard let bin = Self.binaries() else {
+            throw TestSupportError("PostgreSQL's server is not installed (apt-get install postgresql)")
+        }
+        self.bin = bin
+        directory = try TemporaryDirectory.make(prefix: "baton-pg")
+        port = try Self.freePort()
+        if geteuid() == 0 {
+            guard let owner = getpwnam("postgres") else {
+                throw TestSupportError("no postgres user to run the test server as (apt-get install postgresql)")
+            }
+            guard chown(directory.path, owner.pointee.pw_uid, owner.pointee.pw_gid) == 0 else {
+                throw TestSupportError("chown \(directory.path) failed: errno \(errno)")
+            }
+        }
+        try await asOwner("initdb", ["-D", data, "-U", "postgres", "-E", "UTF8", "--no-sync",
+                                     "--auth-local=trust", "--auth-host=scram-sha-256"])
+        try await start()
+    }
+
+    /// Starts the cluster (again) and waits until it accepts connections.
+    public func start() async throws {
+        // fsync off: the tests stop the server cleanly or not at all; its durability is PostgreSQL's business.
+        let options = "-k \(directory.path) -c listen_addresses=127.0.0.1 -p \(port) -c fsync=off -c max_connections=300"
+        try await asOwner("pg_ctl", ["-D", data, "-o", options, "-l", logPath, "-w", "-t", "60", "start"])
+    }
+
+    /// Stops the cluster cleanly (connected clients are disconnected).
+    public func stop() async throws {
+        try await asOwner("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"])
+    }
+
+    /// Ends the server at once (SIGQUIT: immediate shutdown) and removes its files.
+    public func close() {
+        if let pidFile = try? String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8),
+           let line = pidFile.split(separator: "\n").first, let pid = pid_t(line) {
+            kill(pid, SIGQUIT)
+            // The postmaster takes its children down and exits; its files go once it has.
+            for _ in 0..<500 where kill(pid, 0) == 0 { usleep(10_000) }
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Runs SQL as the superuser in `database` (psql, stopping at the first error); returns what it printed.
+    @discardableResult
+    public func psql(_ sql: String, database: String = "postgres", environment: [String: String] = [:]) async throws -> String {
+        let result = try await Executables.run(
+            "psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", directory.path, "-p", String(port),
+                     "-U", "postgres", "-d", database],
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, stdin: sql)
+        guard result.status == 0 else { throw TestSupportError("psql failed: \(result)") }
+        return result.stdout
+    }
+
+    /// The environment under which `psql` and `scripts/sync-server-setup` reach this server as its superuser.
+    public func psqlEnvironment(database: String) -> [String: String] {
+        ["PGHOST": directory.path, "PGPORT": String(port), "PGUSER": "postgres", "PGDATABASE": database,
+         "SYNC_HOST": "127.0.0.1"]
+    }
+
+    private func asOwner(_ tool: String, _ arguments: [String]) async throws {
+        let executable = bin + "/" + tool
+        let result = geteuid() == 0
+            ? try await Executables.run("runuser", ["-u", "postgres", "--", executable] + arguments, timeout: .seconds(90))
+            : try await Executables.run(executable, arguments, timeout: .seconds(90))
+        guard result.status == 0 else {
+            let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            throw TestSupportError("\(tool) failed: \(result)\nserver log:\n\(log)")
+        }
+    }
+
+    /// The newest installed server's bin directory (Debian keeps each major version apart).
+    private static func binaries() -> String? {
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
+        return versions.reversed().map { "\(root)/\($0)/bin" }
+            .first { FileManager.default.isExecutableFile(atPath: $0 + "/initdb") }
+    }
+
+    /// A loopback port nobody listens on now.
+    public static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestSupportError("socket failed: errno \(errno)") }
+        defer { Glibc.close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
+            }
+        }
+        guard bound else { throw TestSupportError("bind failed: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

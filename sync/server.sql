@@ -1,0 +1,141 @@
+-- Baton's sync server: the schema, the roles and the rules that keep users apart.
+-- Run once per database by its owner (scripts/sync-server-setup init); running it again changes nothing.
+--
+-- What the server holds: for each user, one append-only log per device of records that the device
+-- sealed (encrypted and authenticated) before sending them, and the devices' public keys. It sees
+-- user names, device ids, sequence numbers, times and ciphertext; never a title, payload, keyword,
+-- type, URL or device name.
+--
+-- Who may do what (row-level security, checked by the tests in Tests/BatonSyncTests):
+--   * every device logs in as a role of its own, a member of `baton_device`;
+--   * `baton.member` says which user a role belongs to; only the administrator writes it;
+--   * a device reads its own user's rows only, in every table;
+--   * a device appends to its own log only; nobody can update or delete a record (no grant for it).
+
+CREATE SCHEMA IF NOT EXISTS baton;
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'baton_device') THEN
+        CREATE ROLE baton_device NOLOGIN;
+    END IF;
+END $$;
+REVOKE ALL ON SCHEMA baton FROM PUBLIC;
+GRANT USAGE ON SCHEMA baton TO baton_device;
+
+-- Which user each device's login role belongs to. Written by the administrator only.
+CREATE TABLE IF NOT EXISTS baton.member (
+    role name PRIMARY KEY,
+    user_name text NOT NULL
+);
+
+-- The user whose data the current login may see, or NULL for a role that is no member.
+CREATE OR REPLACE FUNCTION baton.current_member() RETURNS text
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT user_name FROM baton.member WHERE role = current_user $$;
+
+-- A user's key: which epoch is current, and a check value sealed with each epoch's key, so a
+-- device given the wrong recovery words finds out before it writes anything.
+CREATE TABLE IF NOT EXISTS baton.user_key (
+    user_name text NOT NULL,
+    epoch integer NOT NULL,
+    check_value bytea NOT NULL,        -- a known text sealed with this epoch's key
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_name, epoch)
+);
+
+-- The devices of each user, as each joined. `sealed_name` is the device's name, encrypted.
+CREATE TABLE IF NOT EXISTS baton.device (
+    user_name text NOT NULL,
+    device_id text NOT NULL,
+    role name NOT NULL DEFAULT current_user,
+    public_key bytea NOT NULL,         -- X25519: later epochs' keys are wrapped to it
+    sealed_name bytea NOT NULL,
+    joined_at timestamptz NOT NULL DEFAULT now(),
+    last_seen timestamptz NOT NULL DEFAULT now(),
+    revoked_at timestamptz,
+    PRIMARY KEY (user_name, device_id)
+);
+
+-- Revocation is final, and only a device itself says when it was last seen.
+CREATE OR REPLACE FUNCTION baton.guard_device() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    AS $$ BEGIN
+        IF OLD.revoked_at IS NOT NULL THEN NEW.revoked_at := OLD.revoked_at; END IF;
+        IF OLD.role <> current_user THEN NEW.last_seen := OLD.last_seen; END IF;
+        RETURN NEW;
+    END $$;
+DROP TRIGGER IF EXISTS device_guard ON baton.device;
+CREATE TRIGGER device_guard BEFORE UPDATE ON baton.device
+    FOR EACH ROW EXECUTE FUNCTION baton.guard_device();
+
+-- Each epoch's key after the first, wrapped to each device allowed to read it.
+CREATE TABLE IF NOT EXISTS baton.epoch_key (
+    user_name text NOT NULL,
+    epoch integer NOT NULL,
+    device_id text NOT NULL,
+    wrapped bytea NOT NULL,
+    PRIMARY KEY (user_name, epoch, device_id)
+);
+
+-- The logs: (user, device, seq), seq assigned by the device, gapless. Readers follow each
+-- device's log by seq; `committed_at` is for people, never a cursor.
+CREATE TABLE IF NOT EXISTS baton.record (
+    user_name text NOT NULL,
+    device_id text NOT NULL,
+    seq bigint NOT NULL CHECK (seq > 0),
+    epoch integer NOT NULL,
+    hlc bigint NOT NULL,               -- hybrid logical clock: milliseconds << 16 | counter
+    sealed bytea NOT NULL,
+    committed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_name, device_id, seq)
+);
+
+-- Wakes the user's other devices at commit. Carries no content: NOTIFY is visible to every role.
+CREATE OR REPLACE FUNCTION baton.notify_user() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    AS $$ BEGIN
+        PERFORM pg_notify('baton_' || md5(NEW.user_name), '');
+        RETURN NULL;
+    END $$;
+DROP TRIGGER IF EXISTS record_notify ON baton.record;
+CREATE TRIGGER record_notify AFTER INSERT ON baton.record
+    FOR EACH ROW EXECUTE FUNCTION baton.notify_user();
+
+ALTER TABLE baton.member ENABLE ROW LEVEL SECURITY;
+ALTER TABLE baton.user_key ENABLE ROW LEVEL SECURITY;
+ALTER TABLE baton.device ENABLE ROW LEVEL SECURITY;
+ALTER TABLE baton.epoch_key ENABLE ROW LEVEL SECURITY;
+ALTER TABLE baton.record ENABLE ROW LEVEL SECURITY;
+
+GRANT SELECT ON baton.member TO baton_device;
+GRANT SELECT, INSERT ON baton.user_key TO baton_device;
+GRANT SELECT, INSERT ON baton.device TO baton_device;
+GRANT UPDATE (last_seen, revoked_at) ON baton.device TO baton_device;
+GRANT SELECT, INSERT ON baton.epoch_key TO baton_device;
+GRANT SELECT, INSERT ON baton.record TO baton_device;
+
+DROP POLICY IF EXISTS own_membership ON baton.member;
+CREATE POLICY own_membership ON baton.member FOR SELECT USING (role = current_user);
+
+DROP POLICY IF EXISTS same_user ON baton.user_key;
+CREATE POLICY same_user ON baton.user_key USING (user_name = baton.current_member());
+
+DROP POLICY IF EXISTS same_user_reads ON baton.device;
+CREATE POLICY same_user_reads ON baton.device FOR SELECT USING (user_name = baton.current_member());
+DROP POLICY IF EXISTS joins_as_itself ON baton.device;
+CREATE POLICY joins_as_itself ON baton.device FOR INSERT
+    WITH CHECK (user_name = baton.current_member() AND role = current_user);
+DROP POLICY IF EXISTS same_user_updates ON baton.device;
+CREATE POLICY same_user_updates ON baton.device FOR UPDATE
+    USING (user_name = baton.current_member()) WITH CHECK (user_name = baton.current_member());
+
+DROP POLICY IF EXISTS same_user ON baton.epoch_key;
+CREATE POLICY same_user ON baton.epoch_key USING (user_name = baton.current_member());
+
+DROP POLICY IF EXISTS same_user_reads ON baton.record;
+CREATE POLICY same_user_reads ON baton.record FOR SELECT USING (user_name = baton.current_member());
+DROP POLICY IF EXISTS own_log_appends ON baton.record;
+CREATE POLICY own_log_appends ON baton.record FOR INSERT WITH CHECK (
+    user_name = baton.current_member()
+    AND EXISTS (SELECT 1 FROM baton.device d
+                WHERE d.user_name = record.user_name AND d.device_id = record.device_id
+                  AND d.role = current_user AND d.revoked_at IS NULL));
