@@ -48,11 +48,14 @@ public struct Activity: Equatable, Sendable {
     public var createdAt: UInt64
     public var updatedAt: UInt64
     public var expiresAt: UInt64?
+    /// The device that advertised it, by its sync id; empty for this machine's own. Only that
+    /// device changes it (DESIGN: one writer per activity).
+    public var deviceID: String
 
     public init(id: String, type: String, appID: String, title: String, payload: String, payloadType: String? = nil,
                 targetContentID: String? = nil, persistentID: String? = nil, keywords: [String] = [],
                 webpageURL: String? = nil, eligibleForHandoff: Bool = true, eligibleForSearch: Bool = false,
-                sceneID: String? = nil, createdAt: UInt64, updatedAt: UInt64, expiresAt: UInt64? = nil) {
+                sceneID: String? = nil, createdAt: UInt64, updatedAt: UInt64, expiresAt: UInt64? = nil, deviceID: String = "") {
         self.id = id
         self.type = type
         self.appID = appID
@@ -69,7 +72,11 @@ public struct Activity: Equatable, Sendable {
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.expiresAt = expiresAt
+        self.deviceID = deviceID
     }
+
+    /// True for an activity another device advertised.
+    public var isRemote: Bool { !deviceID.isEmpty }
 
     /// True once `now` has reached the expiry time.
     public func isExpired(at now: UInt64) -> Bool {

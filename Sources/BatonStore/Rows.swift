@@ -62,7 +62,7 @@ struct ActivityRow {
     /// `id` comes first: `update` binds it as `?1` and every other column by its position.
     enum Column: Int32, TableColumns {
         case id, type, appID, title, payload, payloadType, targetContentID, persistentID, keywords, webpageURL
-        case eligibleForHandoff, eligibleForSearch, sceneID, createdAt, updatedAt, expiresAt
+        case eligibleForHandoff, eligibleForSearch, sceneID, createdAt, updatedAt, expiresAt, deviceID
 
         var name: String {
             switch self {
@@ -82,6 +82,7 @@ struct ActivityRow {
             case .createdAt: "created_at"
             case .updatedAt: "updated_at"
             case .expiresAt: "expires_at"
+            case .deviceID: "device_id"
             }
         }
     }
@@ -94,7 +95,7 @@ struct ActivityRow {
             keywords: KeywordList.split(row.string(Column.keywords)), webpageURL: row.optionalString(Column.webpageURL),
             eligibleForHandoff: row.bool(Column.eligibleForHandoff), eligibleForSearch: row.bool(Column.eligibleForSearch),
             sceneID: row.optionalString(Column.sceneID), createdAt: row.time(Column.createdAt), updatedAt: row.time(Column.updatedAt),
-            expiresAt: row.optionalTime(Column.expiresAt))
+            expiresAt: row.optionalTime(Column.expiresAt), deviceID: row.string(Column.deviceID))
     }
 
     /// The values of `Column`, in its order (the round-trip tests fail when they are not). An
@@ -104,7 +105,7 @@ struct ActivityRow {
             activity.id, activity.type, activity.appID, activity.title, activity.payload, activity.payloadType,
             activity.targetContentID, activity.persistentID, KeywordList.join(activity.keywords), activity.webpageURL,
             activity.eligibleForHandoff, activity.eligibleForSearch, activity.sceneID, Time.encode(activity.createdAt),
-            Time.encode(activity.updatedAt), activity.expiresAt.map(Time.encode),
+            Time.encode(activity.updatedAt), activity.expiresAt.map(Time.encode), activity.deviceID,
         ]
     }
 

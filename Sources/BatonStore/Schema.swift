@@ -276,6 +276,126 @@ enum Schema {
                 CREATE INDEX continuation_outcome_age ON continuation_outcome(at);
                 """)
         }
+        // Sync across machines (issue #23). Activities gain the device that advertised them
+        // (empty: this machine), and the table is rebuilt without the foreign key to
+        // `activity_type`: another device's activity may be of a type no app here registered.
+        // A trigger removes this machine's activities with their type, as the key's cascade
+        // did; quotas count this machine's activities only. The sync tables: the device's own
+        // identity (a row only while sync is on), the outbox, a cursor per other device's
+        // log, and what the other devices said about themselves and their types.
+        migrator.registerMigration("v11") { db in
+            let columns = "seq, id, type, app_id, title, payload, payload_type, target_content_id, persistent_id, keywords, "
+                + "webpage_url, eligible_for_handoff, eligible_for_search, scene_id, created_at, updated_at, expires_at"
+            try db.execute(sql: """
+                CREATE TABLE activity_v11 (
+                    seq INTEGER PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE,
+                    type TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    payload_type TEXT,
+                    target_content_id TEXT,
+                    persistent_id TEXT,
+                    keywords TEXT NOT NULL,            -- unit-separator (U+001F) joined
+                    webpage_url TEXT,
+                    eligible_for_handoff INTEGER NOT NULL,
+                    eligible_for_search INTEGER NOT NULL,
+                    scene_id TEXT REFERENCES scene(id) ON DELETE SET NULL,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    expires_at INTEGER,
+                    device_id TEXT NOT NULL DEFAULT '' -- '' for this machine's; else the sync id of the device that advertised it
+                );
+                INSERT INTO activity_v11 (\(columns)) SELECT \(columns) FROM activity;
+                DROP TABLE activity;
+                ALTER TABLE activity_v11 RENAME TO activity;
+
+                CREATE INDEX activity_app ON activity(app_id, seq);
+                CREATE INDEX activity_type_index ON activity(type);
+                CREATE INDEX activity_scene ON activity(scene_id) WHERE scene_id IS NOT NULL;
+                CREATE INDEX activity_persistent ON activity(persistent_id) WHERE persistent_id IS NOT NULL;
+                CREATE INDEX activity_expiry ON activity(expires_at) WHERE expires_at IS NOT NULL;
+                CREATE INDEX activity_content ON activity(target_content_id) WHERE target_content_id IS NOT NULL;
+                CREATE INDEX activity_device ON activity(device_id) WHERE device_id <> '';
+
+                CREATE TRIGGER activity_search_insert AFTER INSERT ON activity WHEN new.eligible_for_search = 1 BEGIN
+                    INSERT INTO activity_search(rowid, title, keywords) VALUES (new.seq, new.title, new.keywords);
+                    INSERT INTO activity_title_search(rowid, title) VALUES (new.seq, new.title);
+                END;
+                CREATE TRIGGER activity_search_delete AFTER DELETE ON activity WHEN old.eligible_for_search = 1 BEGIN
+                    INSERT INTO activity_search(activity_search, rowid, title, keywords) VALUES ('delete', old.seq, old.title, old.keywords);
+                    INSERT INTO activity_title_search(activity_title_search, rowid, title) VALUES ('delete', old.seq, old.title);
+                END;
+                CREATE TRIGGER activity_search_update AFTER UPDATE OF title, keywords, eligible_for_search ON activity BEGIN
+                    INSERT INTO activity_search(activity_search, rowid, title, keywords)
+                        SELECT 'delete', old.seq, old.title, old.keywords WHERE old.eligible_for_search = 1;
+                    INSERT INTO activity_title_search(activity_title_search, rowid, title)
+                        SELECT 'delete', old.seq, old.title WHERE old.eligible_for_search = 1;
+                    INSERT INTO activity_search(rowid, title, keywords)
+                        SELECT new.seq, new.title, new.keywords WHERE new.eligible_for_search = 1;
+                    INSERT INTO activity_title_search(rowid, title)
+                        SELECT new.seq, new.title WHERE new.eligible_for_search = 1;
+                END;
+
+                DELETE FROM app_activity_count;
+                INSERT INTO app_activity_count (app_id, count) SELECT app_id, count(*) FROM activity GROUP BY app_id;
+                CREATE TRIGGER activity_count_insert AFTER INSERT ON activity WHEN new.device_id = '' BEGIN
+                    INSERT INTO app_activity_count (app_id, count) VALUES (new.app_id, 1)
+                        ON CONFLICT(app_id) DO UPDATE SET count = count + 1;
+                END;
+                CREATE TRIGGER activity_count_delete AFTER DELETE ON activity WHEN old.device_id = '' BEGIN
+                    UPDATE app_activity_count SET count = count - 1 WHERE app_id = old.app_id;
+                END;
+                CREATE TRIGGER activity_count_move AFTER UPDATE OF app_id ON activity WHEN new.device_id = '' BEGIN
+                    UPDATE app_activity_count SET count = count - 1 WHERE app_id = old.app_id;
+                    INSERT INTO app_activity_count (app_id, count) VALUES (new.app_id, 1)
+                        ON CONFLICT(app_id) DO UPDATE SET count = count + 1;
+                END;
+
+                CREATE TRIGGER activity_clear_scene AFTER DELETE ON activity
+                WHEN EXISTS (SELECT 1 FROM scene WHERE activity_id = old.id) BEGIN
+                    UPDATE scene SET activity_id = NULL WHERE activity_id = old.id;
+                END;
+                CREATE TRIGGER activity_type_gone AFTER DELETE ON activity_type BEGIN
+                    DELETE FROM activity WHERE type = old.type AND device_id = '';
+                END;
+
+                CREATE TABLE sync_state (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    device_id TEXT NOT NULL,
+                    user_name TEXT NOT NULL,
+                    last_log_seq INTEGER NOT NULL DEFAULT 0   -- the last seq given to a record of this device's log
+                );
+                -- What changed since the server last had it: the kind and key of each change.
+                -- A batch is staged (log_seq and record set) before it is sent, and sent again
+                -- as staged until the server has it, so a retry never sends different content.
+                CREATE TABLE outbox (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    kind TEXT NOT NULL,                      -- activity, type
+                    key TEXT NOT NULL,                       -- the activity's id, the type's name
+                    at INTEGER NOT NULL,
+                    log_seq INTEGER,
+                    record BLOB
+                );
+                CREATE TABLE sync_cursor (
+                    device_id TEXT PRIMARY KEY NOT NULL,
+                    seq INTEGER NOT NULL                     -- the last record of its log applied here
+                ) WITHOUT ROWID;
+                CREATE TABLE remote_device (
+                    device_id TEXT PRIMARY KEY NOT NULL,
+                    name TEXT NOT NULL,
+                    last_seen INTEGER NOT NULL,
+                    revoked INTEGER NOT NULL DEFAULT 0
+                ) WITHOUT ROWID;
+                CREATE TABLE remote_type (
+                    device_id TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    PRIMARY KEY (device_id, type)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

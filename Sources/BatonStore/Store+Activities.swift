@@ -60,7 +60,7 @@ extension Store {
         var trimmed: [String] = []
         if live >= limits.liveActivitiesPerApp {
             trimmed = try String.fetchAll(db.cachedStatement(sql: """
-                SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL ORDER BY seq LIMIT ?
+                SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL AND device_id = '' ORDER BY seq LIMIT ?
                 """), arguments: [activity.appID, live - limits.liveActivitiesPerApp + 1])
             guard live - trimmed.count < limits.liveActivitiesPerApp else {
                 throw BatonError.quotaExceeded(
@@ -110,23 +110,23 @@ extension Store {
         }
     }
 
-    /// Deletes every activity carrying one of `persistentIDs`; returns their ids.
+    /// Deletes every activity of this machine carrying one of `persistentIDs`; returns their ids.
     public func deleteSaved(persistentIDs: [String]) throws -> [String] {
         try writeActivities { db in
             try ending(.invalidated("deleted by its persistent id (DeleteSaved)")) {
             try persistentIDs.flatMap { persistentID in
                 try String.fetchAll(
-                    db.cachedStatement(sql: "DELETE FROM activity WHERE persistent_id = ? RETURNING id"), arguments: [persistentID])
+                    db.cachedStatement(sql: "DELETE FROM activity WHERE persistent_id = ? AND device_id = '' RETURNING id"), arguments: [persistentID])
             }
             }
         }
     }
 
-    /// Deletes every activity of an app; returns their ids.
+    /// Deletes every activity of an app on this machine; returns their ids.
     public func deleteAll(appID: String) throws -> [String] {
         try writeActivities { db in
             try ending(.invalidated("deleted with every activity of \(appID) (DeleteAllSaved)")) {
-                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ? RETURNING id"), arguments: [appID])
+                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ? AND device_id = '' RETURNING id"), arguments: [appID])
             }
         }
     }

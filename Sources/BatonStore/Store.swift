@@ -32,6 +32,8 @@ public final class Store: Sendable {
     private let clearedScenes = ClearedScenes()
     /// Why the activities the write under way deletes end (`ending(_:_:)`).
     let endings = Endings()
+    /// Raised by the outbox triggers in a write, and told after its commit.
+    let outbox = OutboxBell()
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
     /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
@@ -70,6 +72,7 @@ public final class Store: Sendable {
             try Schema.migrator.migrate(writer)
             try Self.noteClearedScenes(on: writer, in: self.clearedScenes)
             try Self.keepTombstones(on: writer, endings: self.endings)
+            try Self.keepOutbox(on: writer, bell: self.outbox)
 
             var readOnly = Configuration()
             readOnly.label = "baton.reader"
@@ -292,8 +295,10 @@ public final class Store: Sendable {
                     let result = try updates(db)
                     try db.cachedStatement(sql: "COMMIT").execute()
                     lastCommit.store(Monotonic.now, ordering: .relaxed)
+                    outbox.ringIfRaised()
                     return result
                 } catch {
+                    outbox.lower()
                     // SQLite may have rolled back already (a full disk, for one).
                     if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
                     throw error
@@ -417,6 +422,21 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
 }
 
 /// Why the activities a write deletes end, read by the writer connection's tombstone trigger.
+/// Tells the sync service, after a commit, that the write added outbox rows.
+final class OutboxBell: Sendable {
+    private let raised = Atomic(false)
+    let listener = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Called by the outbox triggers, inside the transaction.
+    func raise() { raised.store(true, ordering: .relaxed) }
+    /// After a rollback: nothing was added.
+    func lower() { raised.store(false, ordering: .relaxed) }
+    /// After a commit.
+    func ringIfRaised() {
+        if raised.exchange(false, ordering: .relaxed) { listener.withLock { $0 }?() }
+    }
+}
+
 final class Endings: Sendable {
     let current = Mutex(Ending.invalidated("invalidated"))
 }

@@ -1,0 +1,279 @@
+import BatonCore
+import GRDB
+import Foundation
+
+/// What the store does for sync across machines (DESIGN, "Across machines").
+///
+/// Sending: while sync is on (a `sync_state` row exists), every change to this machine's
+/// activities and types adds an outbox row in the same transaction, by temporary triggers on
+/// the writer connection, whatever method made the change. The sync service stages a batch
+/// (`stageOutbox`: each change resolved to what it is now, numbered with this device's log
+/// seqs), sends it, and deletes it once the server has committed it (`sent`). A staged batch
+/// is sent again as it is until then, so a retry never sends other content under a seq.
+///
+/// Receiving: `applyRemote` applies another device's records in its log's order and moves
+/// that log's cursor in the same transaction. An activity that ended here is never brought
+/// back by a late record: its tombstone refuses it.
+extension Store {
+    /// This device's place in sync, while sync is on.
+    public struct SyncIdentity: Sendable, Equatable {
+        public var deviceID: String
+        public var userName: String
+    }
+
+    /// A change of this machine's, as it is when it is staged.
+    public enum SyncChange: Sendable, Equatable {
+        case activity(Activity)
+        case activityEnded(id: String, state: String, reason: String)
+        case type(ActivityType)
+        case typeRemoved(String)
+    }
+
+    /// One record of this device's log, ready to seal and send.
+    public struct StagedRecord: Sendable, Equatable {
+        public let logSeq: Int64
+        /// When the change was made (microseconds since the epoch).
+        public let at: UInt64
+        public let body: [UInt8]
+    }
+
+    /// A change another device made, as its record says.
+    public enum RemoteChange: Sendable, Equatable {
+        case activity(Activity)
+        case activityEnded(id: String, state: String, reason: String)
+        case type(name: String, appID: String)
+        case typeRemoved(String)
+    }
+
+    /// What applying another device's records changed here, for the signals.
+    public struct Applied: Sendable, Equatable {
+        public var advertised: [String] = []
+        public var updated: [String] = []
+        public var ended: [String] = []
+    }
+
+    /// The outbox triggers, on the writer connection: every change of this machine's
+    /// activities (but their scene) and types, while sync is on.
+    static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell) throws {
+        let synced = "title, payload, payload_type, target_content_id, persistent_id, keywords, webpage_url, "
+            + "eligible_for_handoff, eligible_for_search, expires_at, updated_at"
+        try writer.inDatabase { db in
+            db.add(function: DatabaseFunction("baton_outbox_added", argumentCount: 0, pure: false) { _ in
+                bell.raise()
+                return nil
+            })
+            let on = "EXISTS (SELECT 1 FROM main.sync_state)"
+            for (name, event, row, kind, key) in [
+                ("outbox_activity_insert", "INSERT ON main.activity", "new", "activity", "id"),
+                ("outbox_activity_update", "UPDATE OF \(synced) ON main.activity", "new", "activity", "id"),
+                ("outbox_activity_delete", "DELETE ON main.activity", "old", "activity", "id"),
+                ("outbox_type_insert", "INSERT ON main.activity_type", "new", "type", "type"),
+                ("outbox_type_update", "UPDATE ON main.activity_type", "new", "type", "type"),
+                ("outbox_type_delete", "DELETE ON main.activity_type", "old", "type", "type"),
+            ] {
+                let local = kind == "activity" ? "\(row).device_id = '' AND " : ""
+                try db.execute(sql: """
+                    CREATE TEMP TRIGGER \(name) AFTER \(event) WHEN \(local)\(on) BEGIN
+                        INSERT INTO outbox (kind, key, at) VALUES ('\(kind)', \(row).\(key), baton_now());
+                        SELECT baton_outbox_added();
+                    END
+                    """)
+            }
+        }
+    }
+
+    /// Calls `body` after each commit that added outbox rows (the sync service wakes to send them).
+    public func onOutbox(_ body: @escaping @Sendable () -> Void) {
+        outbox.listener.withLock { $0 = body }
+    }
+
+    // MARK: Turning sync on and off
+
+    /// This device's identity while sync is on; nil while it is off.
+    public func syncIdentity() throws -> SyncIdentity? {
+        try read { db in
+            try db.cachedStatement(sql: "SELECT device_id, user_name FROM sync_state").row([]) { row in
+                SyncIdentity(deviceID: row.string(0), userName: row.string(1))
+            }
+        }
+    }
+
+    /// Turns sync on as `identity`: every type and activity of this machine goes into the
+    /// outbox, so the other devices learn what was there before.
+    public func startSync(as identity: SyncIdentity) throws {
+        try write { db in
+            try Self.forgetSync(in: db)
+            try db.execute(sql: "INSERT INTO sync_state (id, device_id, user_name) VALUES (1, ?, ?)",
+                           arguments: [identity.deviceID, identity.userName])
+            let now = Time.encode(WallClock.nowMicroseconds())
+            try db.execute(sql: "INSERT INTO outbox (kind, key, at) SELECT 'type', type, ? FROM activity_type ORDER BY type", arguments: [now])
+            try db.execute(sql: "INSERT INTO outbox (kind, key, at) SELECT 'activity', id, ? FROM activity WHERE device_id = '' ORDER BY seq",
+                           arguments: [now])
+        }
+    }
+
+    /// Turns sync off: the outbox, the cursors and everything other devices sent are forgotten.
+    /// Returns the ids of the other devices' activities that were removed.
+    public func stopSync() throws -> [String] {
+        try writeActivities { db in
+            try Self.forgetSync(in: db)
+            return try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE device_id <> '' RETURNING id"))
+        }
+    }
+
+    private static func forgetSync(in db: Database) throws {
+        try db.execute(sql: """
+            DELETE FROM sync_state; DELETE FROM outbox; DELETE FROM sqlite_sequence WHERE name = 'outbox';
+            DELETE FROM sync_cursor; DELETE FROM remote_device; DELETE FROM remote_type;
+            """)
+    }
+
+    // MARK: Sending
+
+    /// Changes not yet on the server.
+    public func outboxCount() throws -> Int {
+        try read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM outbox")) ?? 0 }
+    }
+
+    /// The next batch to send, in log order: the batch staged before if the server may not
+    /// have it yet, else up to `limit` outbox rows staged now. Several changes of one
+    /// activity or type become one record of how it is now. `encode` makes a record's body.
+    public func stageOutbox(limit: Int, encode: @escaping (SyncChange) throws -> [UInt8]) throws -> [StagedRecord] {
+        try write { db in
+            let staged = try db.cachedStatement(sql: "SELECT log_seq, at, record FROM outbox WHERE log_seq IS NOT NULL ORDER BY log_seq")
+                .rows([]) { StagedRecord(logSeq: $0.int64(0), at: $0.time(1), body: $0.bytes(2)) }
+            if !staged.isEmpty { return staged }
+
+            let rows = try db.cachedStatement(sql: "SELECT seq, kind, key, at FROM outbox ORDER BY seq LIMIT ?")
+                .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3)) }
+            guard let lastRow = rows.last else { return [] }
+            // The last change of each key stands for all of them.
+            var last: [String: Int64] = [:]
+            for row in rows { last[row.kind + "\u{1F}" + row.key] = row.seq }
+            var logSeq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT last_log_seq FROM sync_state")) ?? 0
+            var batch: [StagedRecord] = []
+            for row in rows where last[row.kind + "\u{1F}" + row.key] == row.seq {
+                logSeq += 1
+                let body = try encode(try Self.change(kind: row.kind, key: row.key, in: db))
+                try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?")
+                    .execute(arguments: [logSeq, Data(body), row.seq])
+                batch.append(StagedRecord(logSeq: logSeq, at: row.at, body: body))
+            }
+            try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq <= ? AND log_seq IS NULL").execute(arguments: [lastRow.seq])
+            try db.cachedStatement(sql: "UPDATE sync_state SET last_log_seq = ?").execute(arguments: [logSeq])
+            return batch
+        }
+    }
+
+    /// The server has committed the staged records up to `logSeq`: they leave the outbox.
+    public func sent(upTo logSeq: Int64) throws {
+        try write { db in
+            try db.cachedStatement(sql: "DELETE FROM outbox WHERE log_seq IS NOT NULL AND log_seq <= ?").execute(arguments: [logSeq])
+        }
+    }
+
+    /// What an outbox row's change is now: the activity or type as stored, or how it ended.
+    private static func change(kind: String, key: String, in db: Database) throws -> SyncChange {
+        if kind == "type" {
+            let type = try db.cachedStatement(sql: ActivityTypeRow.selectSQL + " WHERE type = ?").row([key], ActivityTypeRow.decode)
+            return type.map(SyncChange.type) ?? .typeRemoved(key)
+        }
+        if let activity = try db.cachedStatement(sql: ActivityRow.selectSQL + " WHERE id = ?").row([key], ActivityRow.decode) {
+            return .activity(activity)
+        }
+        let ending = try db.cachedStatement(sql: "SELECT state, reason FROM tombstone WHERE activity_id = ?")
+            .row([key]) { (state: $0.string(0), reason: $0.string(1)) }
+        return .activityEnded(id: key, state: ending?.state ?? "invalidated", reason: ending?.reason ?? "invalidated")
+    }
+
+    // MARK: Receiving
+
+    /// The last seq applied of each other device's log.
+    public func syncCursors() throws -> [String: Int64] {
+        try read { db in
+            Dictionary(try db.cachedStatement(sql: "SELECT device_id, seq FROM sync_cursor")
+                .rows([]) { ($0.string(0), $0.int64(1)) }, uniquingKeysWith: { $1 })
+        }
+    }
+
+    /// Applies records of `device`'s log in order (nil: a record this version cannot read,
+    /// skipped) and moves its cursor to the last one's seq, in one transaction.
+    public func applyRemote(device: String, records: [(seq: Int64, change: RemoteChange?)]) throws -> Applied {
+        guard let lastSeq = records.last?.seq else { return Applied() }
+        return try writeActivities { db in
+            var applied = Applied()
+            for case let (_, change?) in records {
+                try apply(change, from: device, in: db, into: &applied)
+            }
+            try db.cachedStatement(sql: """
+                INSERT INTO sync_cursor (device_id, seq) VALUES (?1, ?2) ON CONFLICT(device_id) DO UPDATE SET seq = ?2
+                """).execute(arguments: [device, lastSeq])
+            return applied
+        }
+    }
+
+    private func apply(_ change: RemoteChange, from device: String, in db: Database, into applied: inout Applied) throws {
+        switch change {
+        case .activity(var activity):
+            activity.deviceID = device
+            activity.sceneID = nil  // scenes stay on their machine
+            let ended = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM tombstone WHERE activity_id = ?"), arguments: [activity.id]) ?? false
+            guard !ended else { return }
+            let owner = try String.fetchOne(db.cachedStatement(sql: "SELECT device_id FROM activity WHERE id = ?"), arguments: [activity.id])
+            switch owner {
+            case nil:
+                try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
+                applied.advertised.append(activity.id)
+            case device:
+                try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
+                applied.updated.append(activity.id)
+            default:
+                return  // another device's activity (or ours) under the same id: only its writer changes it
+            }
+        case .activityEnded(let id, let state, let reason):
+            let how: Ending = switch state {
+            case "expired": .expired(reason)
+            case "evicted": .evicted(reason)
+            default: .invalidated(reason)
+            }
+            let deleted = try ending(how) {
+                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id = ? RETURNING id"),
+                                    arguments: [id, device])
+            }
+            applied.ended += deleted
+        case .type(let name, let appID):
+            try db.cachedStatement(sql: """
+                INSERT INTO remote_type (device_id, type, app_id) VALUES (?1, ?2, ?3)
+                ON CONFLICT(device_id, type) DO UPDATE SET app_id = ?3
+                """).execute(arguments: [device, name, appID])
+        case .typeRemoved(let name):
+            try db.cachedStatement(sql: "DELETE FROM remote_type WHERE device_id = ? AND type = ?").execute(arguments: [device, name])
+        }
+    }
+
+    /// Remembers what another device says of itself (its name, when it was last seen).
+    public func noteRemoteDevice(id: String, name: String, lastSeen: UInt64, revoked: Bool) throws {
+        try write { db in
+            try db.cachedStatement(sql: """
+                INSERT INTO remote_device (device_id, name, last_seen, revoked) VALUES (?1, ?2, ?3, ?4)
+                ON CONFLICT(device_id) DO UPDATE SET name = ?2, last_seen = ?3, revoked = ?4
+                """).execute(arguments: [id, name, Time.encode(lastSeen), revoked])
+        }
+    }
+
+    /// The other devices' names by id.
+    public func remoteDeviceNames() throws -> [String: String] {
+        try read { db in
+            Dictionary(try db.cachedStatement(sql: "SELECT device_id, name FROM remote_device")
+                .rows([]) { ($0.string(0), $0.string(1)) }, uniquingKeysWith: { $1 })
+        }
+    }
+
+    /// The devices whose apps registered `type`.
+    public func devicesWithType(_ type: String) throws -> [String] {
+        try read { db in
+            try String.fetchAll(db.cachedStatement(sql: "SELECT device_id FROM remote_type WHERE type = ? ORDER BY device_id"),
+                                arguments: [type])
+        }
+    }
+}

@@ -1,0 +1,165 @@
+import BatonCore
+@testable import BatonStore
+import Foundation
+import GRDB
+import Synchronization
+import Testing
+import TestSupport
+
+/// The store's side of sync, on real SQLite: the outbox filled in the writes' own
+/// transactions, staged batches that a retry sends unchanged, and other devices' records
+/// applied without resurrecting what ended here.
+struct SyncStoreTests {
+    let store: Store
+    let type = ActivityType(type: "com.raywenderlich.hawknotes.staterestore.characterDetail", appID: "com.raywenderlich.hawknotes",
+                            title: "Character", handler: "com.raywenderlich.hawknotes", requiredKeys: ["id"])
+    let me = Store.SyncIdentity(deviceID: "desktop", userName: "ana")
+
+    init() throws {
+        var limits = Limits()
+        limits.liveActivitiesPerApp = 3
+        store = try Store(path: try TemporaryDirectory.make(prefix: "baton-sync-store").appendingPathComponent("baton.sqlite").path,
+                          limits: limits)
+    }
+
+    func activity(_ title: String, at time: UInt64 = 1, device: String = "") -> Activity {
+        Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title, payload: #"{"id":"x"}"#,
+                 eligibleForSearch: true, createdAt: time, updatedAt: time, deviceID: device)
+    }
+
+    /// Stages a batch whose bodies say what each change was.
+    func stage(limit: Int = 100) throws -> [(seq: Int64, change: String)] {
+        try store.stageOutbox(limit: limit) { change in
+            let text = switch change {
+            case .activity(let activity): "activity \(activity.title)"
+            case .activityEnded(let id, let state, let reason): "ended \(id) \(state): \(reason)"
+            case .type(let type): "type \(type.type)"
+            case .typeRemoved(let name): "type removed \(name)"
+            }
+            return Array(text.utf8)
+        }.map { ($0.logSeq, String(decoding: $0.body, as: UTF8.self)) }
+    }
+
+    @Test func nothingGoesToTheOutboxWhileSyncIsOff() throws {
+        try store.register(type)
+        _ = try store.insert(activity("Agatha"))
+        #expect(try store.outboxCount() == 0)
+        #expect(try store.syncIdentity() == nil)
+    }
+
+    @Test func turningSyncOnSendsWhatWasThereThenEveryChangeAsItIsNow() throws {
+        try store.register(type)
+        let agatha = activity("Agatha")
+        _ = try store.insert(agatha)
+        let rang = Atomic(0)
+        store.onOutbox { rang.add(1, ordering: .relaxed) }
+        try store.startSync(as: me)
+        #expect(try store.syncIdentity() == me)
+        #expect(try stage().map(\.change) == ["type \(type.type)", "activity Agatha"])
+        // Staged but not yet on the server: staged again, unchanged, whatever happened since.
+        var renamed = agatha
+        renamed.title = "Agatha the Wise"
+        try store.update(renamed)
+        #expect(rang.load(ordering: .relaxed) >= 1)
+        #expect(try stage().map(\.seq) == [1, 2])
+        #expect(try stage().map(\.change) == ["type \(type.type)", "activity Agatha"])
+        try store.sent(upTo: 2)
+        #expect(try store.outboxCount() == 1)
+
+        // Several changes of one activity become one record of how it is now; an ended one says how it ended.
+        let jamie = activity("Jamie")
+        _ = try store.insert(jamie)
+        var older = jamie
+        older.title = "Jamie, older"
+        try store.update(older)
+        _ = try store.deleteActivities(ids: [agatha.id])
+        #expect(try stage().map(\.change) == ["activity Jamie, older", "ended \(agatha.id) invalidated: invalidated by its app"])
+        #expect(try stage().map(\.seq) == [3, 4])
+        try store.sent(upTo: 4)
+        #expect(try store.outboxCount() == 0)
+    }
+
+    @Test func aWriteThatRollsBackLeavesNothingInTheOutbox() throws {
+        try store.register(type)
+        try store.startSync(as: me)
+        _ = try stage()
+        try store.sent(upTo: 1)
+        // The quota refuses a fourth activity when all three are persistent: nothing is written.
+        for index in 0..<3 {
+            var saved = activity("Saved \(index)")
+            saved.persistentID = "p\(index)"
+            _ = try store.insert(saved)
+        }
+        try store.sent(upTo: try stage().last?.seq ?? 0)
+        #expect(throws: BatonError.self) { try store.insert(activity("One too many")) }
+        #expect(try store.outboxCount() == 0)
+        // Nor does a scene change, which stays on this machine.
+        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
+        try store.insert(scene)
+        #expect(try store.outboxCount() == 0)
+    }
+
+    @Test func anotherDevicesActivitiesAreSearchableOutsideTheQuotaAndNeverComeBack() throws {
+        try store.register(type)
+        try store.startSync(as: me)
+        try store.sent(upTo: try stage().last?.seq ?? 0)
+        // Of a type no app here registered: stored all the same.
+        var foreign = activity("Sigrid's map", device: "laptop")
+        foreign.type = "org.example.maps.place"
+        let remote = (1...3).map { activity("Lady Beatrice \($0)", device: "laptop") }
+        let applied = try store.applyRemote(device: "laptop", records: (remote + [foreign]).enumerated().map {
+            (seq: Int64($0.offset + 1), change: Store.RemoteChange.activity($0.element))
+        })
+        #expect(applied.advertised.count == 4)
+        #expect(try store.syncCursors() == ["laptop": 4])
+        #expect(try store.search("beatrice", limit: 10, now: 2).count == 3)
+        #expect(try store.activity(id: foreign.id, now: 2)?.deviceID == "laptop")
+        // Another device's activities are not this machine's to send, nor to trim for its quota.
+        #expect(try store.outboxCount() == 0)
+        for index in 0..<3 { _ = try store.insert(activity("Local \(index)")) }
+        #expect(try store.activities(.init(appID: type.appID), now: 2).count == 7)
+
+        // Ended there: gone here, with a tombstone, and a late copy of it is refused.
+        let ended = try store.applyRemote(device: "laptop", records: [
+            (seq: 5, change: .activityEnded(id: remote[0].id, state: "invalidated", reason: "invalidated by its app")),
+            (seq: 6, change: .activity(remote[0])),
+        ])
+        #expect(ended.ended == [remote[0].id] && ended.advertised.isEmpty)
+        #expect(try store.activity(id: remote[0].id, now: 2) == nil)
+        #expect(try store.tombstone(activityID: remote[0].id)?.state == "invalidated")
+        // A device cannot change another's activity.
+        var hijacked = remote[1]
+        hijacked.title = "Hijacked"
+        #expect(try store.applyRemote(device: "phone", records: [(seq: 1, change: .activity(hijacked))]) == Store.Applied())
+        #expect(try store.activity(id: remote[1].id, now: 2)?.title == "Lady Beatrice 2")
+
+        // Sync off: every other device's activity goes, this machine's stay.
+        #expect(Set(try store.stopSync()) == Set([remote[1].id, remote[2].id, foreign.id]))
+        #expect(try store.activities(.init(), now: 2).count == 3)
+        #expect(try store.syncCursors().isEmpty)
+    }
+
+    @Test func upgradingAVersion10DatabaseKeepsActivitiesTheirSearchAndTheirQuota() throws {
+        let path = try TemporaryDirectory.make(prefix: "baton-v10").appendingPathComponent("baton.sqlite").path
+        let queue = try DatabaseQueue(path: path)
+        try Schema.migrator.migrate(queue, upTo: "v10")
+        try queue.write { db in
+            try db.execute(sql: """
+                INSERT INTO activity_type VALUES ('t', 'app', 'T', NULL, '/', '', NULL);
+                INSERT INTO activity (id, type, app_id, title, payload, keywords, eligible_for_handoff, eligible_for_search, created_at, updated_at)
+                VALUES ('a', 't', 'app', 'Jamie public', '{}', '', 1, 1, 1, 1), ('b', 't', 'app', 'Jamie private', '{}', '', 1, 0, 2, 2);
+                """)
+        }
+        try queue.close()
+        let upgraded = try Store(path: path)
+        #expect(try upgraded.search("jamie", limit: 10, now: 5).map(\.title) == ["Jamie public"])
+        #expect(try upgraded.activities(.init(), now: 5).map(\.deviceID) == ["", ""])
+        // Unregistering the type still takes its activities with it, each with a tombstone.
+        #expect(Set(try upgraded.unregister(type: "t") ?? []) == ["a", "b"])
+        #expect(try upgraded.activities(.init(), now: 5).isEmpty)
+        #expect(try upgraded.tombstone(activityID: "a")?.reason == "its type t was unregistered")
+        try upgraded.close()
+        let counts = try DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT sum(count) FROM app_activity_count") }
+        #expect(counts == 0)
+    }
+}
