@@ -31,6 +31,8 @@ let package = Package(
         // Sync across machines only (BatonSync): the PostgreSQL client, and the encryption of what leaves the machine.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        // postgres-nio's own dependency; named for ByteBuffer, the bytea values it sends and reads.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // libdbus-1 through pkg-config; Debian's package is libdbus-1-dev.
@@ -55,6 +57,7 @@ let package = Package(
         .target(name: "BatonSync", dependencies: [
             "BatonCore", "BatonStore",
             .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

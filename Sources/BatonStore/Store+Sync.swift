@@ -19,6 +19,10 @@ extension Store {
     public struct SyncIdentity: Sendable, Equatable {
         public var deviceID: String
         public var userName: String
+        public init(deviceID: String, userName: String) {
+            self.deviceID = deviceID
+            self.userName = userName
+        }
     }
 
     /// A change of this machine's, as it is when it is staged.

@@ -1,0 +1,379 @@
+import BatonCore
+import BatonStore
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+/// Sync across machines for one batond: sends this device's outbox to its log on the
+/// PostgreSQL server and applies the other devices' logs to the store.
+///
+/// One loop (`run`) owns one connection at a time. While connected it `LISTEN`s on the user's
+/// channel, sends, then catches up on every other device's log by seq; it does so again when
+/// woken — by a NOTIFY, by a commit that filled the outbox, by `Init`/`Join`/`Leave` — and every
+/// `catchUpPeriod` regardless. A failure drops the connection; the loop waits (longer each time,
+/// at most 30 s) and starts over, catching up first. With the server away batond works as
+/// without sync, and the outbox keeps what is to be sent.
+public final class SyncEngine: Sendable {
+    /// `off` (not set up), `connecting`, `online`, `offline` (set up, server unreachable).
+    public enum State: String, Sendable { case off, connecting, online, offline }
+
+    public struct Device: Sendable, Equatable {
+        public var id: String
+        public var name: String
+        public var lastSeen: UInt64
+        public var revoked: Bool
+        public var isThisDevice: Bool
+    }
+
+    let store: Store
+    let configPath: String
+    let log: Logger
+    /// Called with what other devices' records changed here, after each applied batch.
+    let onApplied: @Sendable (Store.Applied) -> Void
+    /// Called when a property of `Sync` changed.
+    let onChange: @Sendable () -> Void
+    let catchUpPeriod: Duration
+
+    private let config: Mutex<SyncConfig?>
+    private let stateValue = Mutex(State.off)
+    private let lastSync = Atomic<UInt64>(0)
+    private let bell = Wakeup()
+    private let clock = HybridClock()
+
+    public init(store: Store, configPath: String, log: Logger, catchUpPeriod: Duration = .seconds(30),
+                onApplied: @escaping @Sendable (Store.Applied) -> Void, onChange: @escaping @Sendable () -> Void) throws(SyncError) {
+        self.store = store
+        self.configPath = configPath
+        self.log = log
+        self.catchUpPeriod = catchUpPeriod
+        self.onApplied = onApplied
+        self.onChange = onChange
+        config = Mutex(try SyncConfig.load(from: configPath))
+        store.onOutbox { [bell] in bell.ring() }
+    }
+
+    public var state: State { stateValue.withLock { $0 } }
+    public var settings: SyncConfig? { config.withLock { $0 } }
+    /// When the last round of sending and catching up finished (µs since the epoch); 0 before.
+    public var lastSyncAt: UInt64 { lastSync.load(ordering: .relaxed) }
+
+    private func set(_ state: State) {
+        let changed = stateValue.withLock { current in
+            defer { current = state }
+            return current != state
+        }
+        if changed { onChange() }
+    }
+
+    // MARK: The loop
+
+    /// Syncs until the task is cancelled.
+    public func run() async {
+        var failures = 0
+        while !Task.isCancelled {
+            guard let config = settings else {
+                set(.off)
+                await bell.wait(timeout: .seconds(3600))
+                continue
+            }
+            set(failures == 0 ? .connecting : .offline)
+            do {
+                try await session(config)
+                failures = 0
+            } catch is CancellationError {
+                return
+            } catch {
+                failures += 1
+                set(.offline)
+                if failures == 1 { log.warning("sync: \(Self.describe(error)); retrying until the server answers") }
+                // 0.25 s, 0.5 s, 1 s … at most 30 s; a wake-up (Init, Leave) tries again at once.
+                await bell.wait(timeout: .milliseconds(min(30_000, 250 << min(failures - 1, 7))))
+            }
+        }
+    }
+
+    /// One connection's life: returns when the settings change, throws when the connection fails.
+    private func session(_ config: SyncConfig) async throws {
+        let server = try ServerAddress(config.url)
+        let connection = try await Self.connect(server, log: log)
+        defer { Task { try? await connection.close() } }
+        try await connection.listen(on: Self.channel(user: config.user)) { notifications in
+            let listener = Task { [bell] in
+                do {
+                    for try await _ in notifications { bell.ring() }
+                } catch {}
+                bell.ring()  // the connection ended: let the loop find out
+            }
+            defer { listener.cancel() }
+            set(.online)
+            while !Task.isCancelled, settings == config {
+                try await send(on: connection, config)
+                try await catchUp(on: connection, config)
+                lastSync.store(WallClock.nowMicroseconds(), ordering: .relaxed)
+                onChange()
+                if connection.isClosed { throw SyncError.server("the connection to the server closed") }
+                await bell.wait(timeout: catchUpPeriod)
+            }
+        }
+    }
+
+    static func connect(_ server: ServerAddress, log: Logger) async throws -> PostgresConnection {
+        let configuration = PostgresConnection.Configuration(
+            host: server.host, port: server.port, username: server.role, password: server.password, database: server.database,
+            tls: .disable)
+        return try await PostgresConnection.connect(configuration: configuration, id: 1, logger: log)
+    }
+
+    /// The user's NOTIFY channel; a hash, so the channel's name does not spell the user's.
+    static func channel(user: String) -> String {
+        "baton_" + Insecure.MD5.hash(data: Array(user.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    // MARK: Sending
+
+    /// Sends the outbox, a staged batch at a time, each in one server transaction; a batch
+    /// leaves the outbox only after the server committed it.
+    private func send(on connection: PostgresConnection, _ config: SyncConfig) async throws {
+        guard let key = config.userKeyValue?.epochZeroKey else { throw SyncError.state("the user's key in \(configPath) is damaged") }
+        while true {
+            let batch = try await store.writing { store in
+                try store.stageOutbox(limit: 500) { change in try SyncRecord(change).encoded() }
+            }
+            guard let last = batch.last else { return }
+            var seqs: [Int64] = [], hlcs: [Int64] = [], sealed: [ByteBuffer] = []
+            for record in batch {
+                let context = Seal.recordContext(user: config.user, device: config.deviceID, seq: record.logSeq, epoch: 0)
+                seqs.append(record.logSeq)
+                hlcs.append(clock.stamp(wallMicroseconds: record.at))
+                sealed.append(ByteBuffer(bytes: try Seal.seal(record.body, key: key, context: context)))
+            }
+            // A batch the server committed before the reply was lost is sent again: its rows are there already.
+            try await connection.query("""
+                INSERT INTO baton.record (user_name, device_id, seq, epoch, hlc, sealed)
+                SELECT \(config.user), \(config.deviceID), s, 0, h, b FROM unnest(\(seqs)::bigint[], \(hlcs)::bigint[], \(sealed)::bytea[]) AS t(s, h, b)
+                ON CONFLICT DO NOTHING
+                """, logger: log)
+            try await store.writing { try $0.sent(upTo: last.logSeq) }
+            onChange()
+        }
+    }
+
+    // MARK: Catching up
+
+    /// Applies every other device's log from where this device left it, in seq order.
+    private func catchUp(on connection: PostgresConnection, _ config: SyncConfig) async throws {
+        guard let key = config.userKeyValue?.epochZeroKey else { throw SyncError.state("the user's key in \(configPath) is damaged") }
+        let devices = try await Self.devices(on: connection, config, key: key, log: log)
+        for device in devices where !device.isThisDevice {
+            try await store.writing { try $0.noteRemoteDevice(id: device.id, name: device.name, lastSeen: device.lastSeen, revoked: device.revoked) }
+            var cursor = try store.syncCursors()[device.id] ?? 0
+            while true {
+                let rows = try await connection.query("""
+                    SELECT seq, epoch, hlc, sealed FROM baton.record
+                    WHERE user_name = \(config.user) AND device_id = \(device.id) AND seq > \(cursor) ORDER BY seq LIMIT 1000
+                    """, logger: log)
+                var records: [(seq: Int64, change: Store.RemoteChange?)] = []
+                for try await (seq, epoch, hlc, sealed) in rows.decode((Int64, Int32, Int64, ByteBuffer).self) {
+                    let context = Seal.recordContext(user: config.user, device: device.id, seq: seq, epoch: epoch)
+                    guard epoch == 0, let body = Seal.open(Array(sealed.readableBytesView), key: key, context: context) else {
+                        throw SyncError.crypto("record \(seq) of device \(device.name) does not open with this device's key; nothing after it was applied")
+                    }
+                    clock.observe(hlc)
+                    records.append((seq, SyncRecord.decode(body)?.change))
+                }
+                guard let last = records.last else { break }
+                let applied = try await store.writing { [records] in try $0.applyRemote(device: device.id, records: records) }
+                onApplied(applied)
+                cursor = last.seq
+                if records.count < 1000 { break }
+            }
+        }
+    }
+
+    static func devices(on connection: PostgresConnection, _ config: SyncConfig, key: SymmetricKey, log: Logger) async throws -> [Device] {
+        let rows = try await connection.query("""
+            SELECT device_id, sealed_name, (extract(epoch FROM last_seen) * 1000000)::bigint, revoked_at IS NOT NULL
+            FROM baton.device WHERE user_name = \(config.user) ORDER BY joined_at
+            """, logger: log)
+        var devices: [Device] = []
+        for try await (id, sealedName, lastSeen, revoked) in rows.decode((String, ByteBuffer, Int64, Bool).self) {
+            let name = Seal.open(Array(sealedName.readableBytesView), key: key, context: Seal.nameContext(user: config.user, device: id))
+                .map { String(decoding: $0, as: UTF8.self) } ?? "(unknown)"
+            devices.append(Device(id: id, name: name, lastSeen: UInt64(max(0, lastSeen)), revoked: revoked, isThisDevice: id == config.deviceID))
+        }
+        return devices
+    }
+
+    // MARK: Setting up
+
+    /// The first device of a user: makes the user's key, joins this device, returns the recovery words.
+    public func initialize(url: String, deviceName: String) async throws -> String {
+        guard settings == nil else { throw SyncError.state("sync is on already (\(settings?.user ?? "")); `baton sync leave` first") }
+        let server = try ServerAddress(url)
+        let connection = try await Self.connectForSetup(server, log: log)
+        defer { Task { try? await connection.close() } }
+        let user = try await Self.member(on: connection, role: server.role, log: log)
+        let key = UserKey.generate()
+        let check = try Seal.seal(Seal.checkText, key: key.epochZeroKey, context: Seal.checkContext(user: user, epoch: 0))
+        do {
+            try await connection.query(
+                "INSERT INTO baton.user_key (user_name, epoch, check_value) VALUES (\(user), 0, \(ByteBuffer(bytes: check)))", logger: log)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+            throw SyncError.state("\(user) has a key already: join this device with its recovery words (`baton sync join URL`)")
+        }
+        try await join(connection, url: url, user: user, key: key, deviceName: deviceName)
+        return key.recoveryWords
+    }
+
+    /// Another device of the user: checks the recovery words against the server, then joins.
+    /// Wrong words change nothing, here or on the server.
+    public func join(url: String, recoveryWords: String, deviceName: String) async throws {
+        guard settings == nil else { throw SyncError.state("sync is on already (\(settings?.user ?? "")); `baton sync leave` first") }
+        let key = try UserKey(recoveryWords: recoveryWords)
+        let server = try ServerAddress(url)
+        let connection = try await Self.connectForSetup(server, log: log)
+        defer { Task { try? await connection.close() } }
+        let user = try await Self.member(on: connection, role: server.role, log: log)
+        let rows = try await connection.query("SELECT check_value FROM baton.user_key WHERE user_name = \(user) AND epoch = 0", logger: log)
+        var check: ByteBuffer?
+        for try await value in rows.decode(ByteBuffer.self) { check = value }
+        guard let check else {
+            throw SyncError.state("\(user) has no key on this server yet: set up the first device with `baton sync init URL`")
+        }
+        guard Seal.open(Array(check.readableBytesView), key: key.epochZeroKey, context: Seal.checkContext(user: user, epoch: 0)) != nil else {
+            throw SyncError.wrongWords("these recovery words are not \(user)'s key; nothing was changed")
+        }
+        try await join(connection, url: url, user: user, key: key, deviceName: deviceName)
+    }
+
+    private func join(_ connection: PostgresConnection, url: String, user: String, key: UserKey, deviceName: String) async throws {
+        let deviceID = Identifier.make()
+        let deviceKey = DeviceKey()
+        let name = try Seal.seal(Array(deviceName.utf8), key: key.epochZeroKey, context: Seal.nameContext(user: user, device: deviceID))
+        try await connection.query("""
+            INSERT INTO baton.device (user_name, device_id, public_key, sealed_name)
+            VALUES (\(user), \(deviceID), \(ByteBuffer(bytes: deviceKey.publicKey)), \(ByteBuffer(bytes: name)))
+            """, logger: log)
+        let config = SyncConfig(url: url, user: user, deviceID: deviceID, deviceName: deviceName,
+                                userKey: Hex.encode(key.bytes), deviceKey: Hex.encode(deviceKey.rawRepresentation))
+        try config.save(to: configPath)
+        try await store.writing { try $0.startSync(as: .init(deviceID: deviceID, userName: user)) }
+        self.config.withLock { $0 = config }
+        log.info("sync: this device (\(deviceName), \(deviceID)) joined \(user)'s devices")
+        onChange()
+        bell.ring()
+    }
+
+    /// Stops syncing this device: forgets the settings, the outbox and the other devices' activities
+    /// (returned, to announce). The server keeps this device's log for the others.
+    public func leave() async throws -> [String] {
+        guard settings != nil else { throw SyncError.state("sync is off") }
+        config.withLock { $0 = nil }
+        if unlink(configPath) != 0 && errno != ENOENT { throw SyncError.state("cannot remove \(configPath): errno \(errno)") }
+        let removed = try await store.writing { try $0.stopSync() }
+        onChange()
+        bell.ring()
+        return removed
+    }
+
+    /// The user's devices as this device last saw them, itself first.
+    public func knownDevices() throws -> [Device] {
+        guard let config = settings else { return [] }
+        let others = try store.remoteDeviceNames()
+        return [Device(id: config.deviceID, name: config.deviceName, lastSeen: WallClock.nowMicroseconds(), revoked: false, isThisDevice: true)]
+            + others.sorted { $0.key < $1.key }.map { Device(id: $0.key, name: $0.value, lastSeen: 0, revoked: false, isThisDevice: false) }
+    }
+
+    private static func connectForSetup(_ server: ServerAddress, log: Logger) async throws -> PostgresConnection {
+        do {
+            return try await connect(server, log: log)
+        } catch {
+            throw SyncError.server("cannot reach the sync server at \(server.host):\(server.port) as \(server.role): \(describe(error))")
+        }
+    }
+
+    private static func member(on connection: PostgresConnection, role: String, log: Logger) async throws -> String {
+        let rows = try await connection.query("SELECT baton.current_member()", logger: log)
+        for try await user in rows.decode(String?.self) {
+            if let user { return user }
+        }
+        throw SyncError.server("\(role) is no device of any user on this server: run `scripts/sync-server-setup add-device USER` there")
+    }
+
+    /// A sentence for a failure, with the server's own message when it sent one.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            return "\(error.code)"
+        }
+        return "\(error)"
+    }
+}
+
+/// A hybrid logical clock (Kulkarni et al.): milliseconds << 16 | a counter, never behind
+/// the wall clock, never behind a time seen in another device's record, always increasing.
+final class HybridClock: Sendable {
+    private let last = Mutex<Int64>(0)
+
+    /// A time for a change made at `wallMicroseconds`.
+    func stamp(wallMicroseconds: UInt64) -> Int64 {
+        let physical = Int64(wallMicroseconds / 1000) << 16
+        return last.withLock { last in
+            last = max(physical, last + 1)
+            return last
+        }
+    }
+
+    /// Moves the clock past a time another device stamped.
+    func observe(_ time: Int64) {
+        last.withLock { $0 = max($0, time) }
+    }
+}
+
+/// Wakes one waiting loop: a ring while nobody waits is kept for the next wait.
+final class Wakeup: Sendable {
+    private struct State {
+        var rung = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    func ring() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.rung = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns at a ring, after `timeout`, or when the task is cancelled.
+    func wait(timeout: Duration) async {
+        let timer = Task { [self] in
+            try? await Task.sleep(for: timeout)
+            ring()
+        }
+        defer { timer.cancel() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state -> Bool in
+                    if state.rung {
+                        state.rung = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            ring()
+        }
+    }
+}

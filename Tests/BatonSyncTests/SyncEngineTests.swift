@@ -1,0 +1,122 @@
+import BatonCore
+import BatonStore
+@testable import BatonSync
+import Foundation
+import Logging
+import Testing
+import TestSupport
+
+/// Two devices, each a real store and a sync engine, against a real PostgreSQL server set up
+/// by the administrator's script: what one advertises the other sees, ends when it ends, and
+/// the server holds ciphertext only.
+@Suite(.serialized) struct SyncEngineTests {
+    let type = ActivityType(type: "com.raywenderlich.hawknotes.staterestore.characterDetail", appID: "com.raywenderlich.hawknotes",
+                            title: "Character", handler: "com.raywenderlich.hawknotes", requiredKeys: ["id"])
+
+    /// A device: its own state directory, store and engine, the engine's loop running.
+    final class TestDevice: Sendable {
+        let store: Store
+        let engine: SyncEngine
+        let loop: Task<Void, Never>
+
+        init(name: String) throws {
+            let directory = try TemporaryDirectory.make(prefix: "baton-device-\(name)")
+            let database = directory.appendingPathComponent("baton.sqlite").path
+            store = try Store(path: database)
+            var log = Logger(label: "sync.\(name)")
+            log.logLevel = .warning
+            engine = try SyncEngine(store: store, configPath: SyncConfig.path(besideDatabase: database), log: log,
+                                    onApplied: { _ in }, onChange: {})
+            loop = Task { [engine] in await engine.run() }
+        }
+
+        func close() {
+            loop.cancel()
+        }
+    }
+
+    @Test func whatOneDeviceAdvertisesTheOtherSeesAndTheServerCannotRead() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let sync = try await SyncServer(server)
+        let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop")
+        defer { desktop.close(); laptop.close() }
+
+        try desktop.store.register(type)
+        let agatha = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Agatha Marker",
+                              payload: #"{"id":"agatha","note":"Payload Marker"}"#, keywords: ["Keyword Marker"],
+                              eligibleForSearch: true, createdAt: 1, updatedAt: 1)
+        _ = try desktop.store.insert(agatha)
+
+        let words = try await desktop.engine.initialize(url: try await sync.addDevice(user: "ana").url, deviceName: "desktop")
+        // A wrong key on the laptop: a clear error, nothing joined, nothing written.
+        await #expect(throws: SyncError.wrongWords("these recovery words are not ana's key; nothing was changed")) {
+            try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url,
+                                         recoveryWords: UserKey.generate().recoveryWords, deviceName: "laptop")
+        }
+        #expect(laptop.engine.settings == nil)
+        try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "laptop")
+
+        // What the desktop had before it joined reaches the laptop.
+        try await eventually("the laptop has Agatha") { try laptop.store.activity(id: agatha.id, now: 2) != nil }
+        let copy = try #require(try laptop.store.activity(id: agatha.id, now: 2))
+        #expect(copy.title == agatha.title && copy.payload == agatha.payload && copy.keywords == agatha.keywords)
+        #expect(copy.deviceID == desktop.engine.settings?.deviceID)
+        #expect(try laptop.store.search("agatha", limit: 5, now: 2).map(\.id) == [agatha.id])
+        #expect(try laptop.store.devicesWithType(type.type) == [desktop.engine.settings?.deviceID].compactMap { $0 })
+        #expect(try laptop.engine.knownDevices().map(\.name) == ["laptop", "desktop"])
+
+        // A change, then the end, follow.
+        var renamed = agatha
+        renamed.title = "Agatha Marker, revised"
+        try desktop.store.update(renamed)
+        try await eventually("the laptop has the new title") { [renamed] in try laptop.store.activity(id: agatha.id, now: 2)?.title == renamed.title }
+        _ = try desktop.store.deleteActivities(ids: [agatha.id])
+        try await eventually("the laptop lets Agatha go") { try laptop.store.activity(id: agatha.id, now: 2) == nil }
+        #expect(try laptop.store.tombstone(activityID: agatha.id)?.state == "invalidated")
+        #expect(try desktop.store.outboxCount() == 0)
+
+        // The server's tables: ids, numbers, times and ciphertext, never a title, payload, keyword, type or name.
+        let dump = try await server.psql("""
+            SELECT string_agg(t::text, E'\\n') FROM (
+                SELECT r::text AS t FROM baton.record r UNION ALL SELECT d::text FROM baton.device d
+                UNION ALL SELECT k::text FROM baton.user_key k) x
+            """, database: SyncServer.database)
+        #expect(dump.contains(desktop.engine.settings?.deviceID ?? "?"))
+        for marker in ["Marker", "marker", "agatha", "hawknotes", "characterDetail", "desktop", "laptop"] {
+            #expect(!dump.contains(marker), "the server holds \(marker) in plain text")
+            let hex = marker.utf8.map { String(format: "%02x", $0) }.joined()
+            #expect(!dump.contains(hex), "the server holds \(marker) in a bytea")
+        }
+    }
+
+    @Test func theOutboxWaitsForTheServerAndNothingIsLostOrDuplicated() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let sync = try await SyncServer(server)
+        let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop")
+        defer { desktop.close(); laptop.close() }
+        try desktop.store.register(type)
+        let words = try await desktop.engine.initialize(url: try await sync.addDevice(user: "ana").url, deviceName: "desktop")
+        try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "laptop")
+        try await eventually("both online") { desktop.engine.state == .online && laptop.engine.state == .online }
+
+        try await server.stop()
+        let titles = (1...50).map { "Note \($0)" }
+        for title in titles {
+            _ = try desktop.store.insert(Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title,
+                                                  payload: "{}", createdAt: 1, updatedAt: 1))
+        }
+        try await eventually("the desktop notices") { desktop.engine.state == .offline }
+        #expect(try desktop.store.outboxCount() == 50)
+        try await server.start()
+        try await eventually("the laptop has all 50", timeout: .seconds(40)) {
+            try laptop.store.activities(.init(), now: 2).count == 50
+        }
+        #expect(Set(try laptop.store.activities(.init(), now: 2).map(\.title)) == Set(titles))
+        try await eventually("the outbox is empty") { try desktop.store.outboxCount() == 0 }
+        let logged = try await server.psql("SELECT count(*), count(DISTINCT seq), max(seq) FROM baton.record", database: SyncServer.database)
+        // The type, then the 50 activities: each once, seqs without a gap.
+        #expect(logged == "51|51|51\n")
+    }
+}
