@@ -64,7 +64,7 @@ let package = Package(
         ]),
         // The org.baton.Handoff1 interfaces: D-Bus to domain, handler calls, the daemon's life as Services in a ServiceGroup.
         .target(name: "BatonService", dependencies: [
-            "DBus", "BatonContract", "BatonCore", "BatonStore",
+            "DBus", "BatonContract", "BatonCore", "BatonStore", "BatonSync",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),

@@ -22,6 +22,7 @@ public enum Contract {
         public static let scenes = busName + ".Scenes"
         public static let scene = busName + ".Scene"
         public static let status = busName + ".Status"
+        public static let sync = busName + ".Sync"
         /// Implemented by apps, at the path their activity type names.
         public static let handler = busName + ".Handler"
     }
@@ -162,6 +163,33 @@ extension Contract {
             public static let databasePath = "DatabasePath"
             public static let databaseSize = "DatabaseSize"
             public static let startedAt = "StartedAt"
+        }
+    }
+
+    /// `org.baton.Handoff1.Sync` on the root object: this machine's place among the user's devices.
+    public enum Sync {
+        public static let initialize = ContractMethod(
+            Contract.Interface.sync, "Init", in: [Argument("url", "s"), Argument("options", "a{ss}")], out: [Argument("recovery_words", "s")])
+        public static let join = ContractMethod(
+            Contract.Interface.sync, "Join", in: [Argument("url", "s"), Argument("recovery_words", "s"), Argument("options", "a{ss}")])
+        public static let leave = ContractMethod(Contract.Interface.sync, "Leave")
+        public static let devices = ContractMethod(Contract.Interface.sync, "Devices", out: [Argument("devices", "aa{sv}")])
+
+        public enum Property {
+            public static let state = "State"
+            public static let deviceID = "DeviceId"
+            public static let deviceName = "DeviceName"
+            public static let lastSyncAt = "LastSyncAt"
+            public static let outbox = "Outbox"
+        }
+
+        /// The keys of a `Devices` record.
+        public enum DeviceKey {
+            public static let id = "id"
+            public static let name = "name"
+            public static let lastSeen = "last_seen"
+            public static let revoked = "revoked"
+            public static let thisDevice = "this_device"
         }
     }
 

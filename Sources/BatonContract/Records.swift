@@ -66,6 +66,7 @@ public enum Records {
     ) throws(Fields.Failure) {
         try record.field(Key.appID, string: activity.appID)
         try record.field(Key.createdAt, uint64: activity.createdAt)
+        if activity.isRemote { try record.field(Key.device, string: activity.deviceID) }
         try record.field(Key.eligibleForHandoff, boolean: activity.eligibleForHandoff)
         try record.field(Key.eligibleForSearch, boolean: activity.eligibleForSearch)
         if let value = activity.expiresAt { try record.field(Key.expiresAt, uint64: value) }
@@ -94,7 +95,7 @@ public enum Records {
             webpageURL: f[Key.webpageURL]?.stringValue, eligibleForHandoff: f[Key.eligibleForHandoff]?.boolValue ?? true,
             eligibleForSearch: f[Key.eligibleForSearch]?.boolValue ?? false, sceneID: sceneID,
             createdAt: f[Key.createdAt]?.uint64Value ?? 0, updatedAt: f[Key.updatedAt]?.uint64Value ?? 0,
-            expiresAt: f[Key.expiresAt]?.uint64Value)
+            expiresAt: f[Key.expiresAt]?.uint64Value, deviceID: f[Key.device]?.stringValue ?? "")
     }
 
     /// The record's fields with their variants unwrapped; nil when it is not an `a{sv}`.
@@ -242,6 +243,8 @@ public enum Records {
         public static let eligibleForSearch = "eligible_for_search"
         public static let scene = "scene"
         public static let createdAt = "created_at"
+        /// The sync id of the device that advertised it; absent for this machine's own.
+        public static let device = "device"
         public static let updatedAt = "updated_at"
         public static let expiresAt = "expires_at"
         public static let handler = "handler"

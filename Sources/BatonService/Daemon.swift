@@ -1,5 +1,6 @@
 import BatonCore
 import BatonStore
+import BatonSync
 import DBus
 import Glibc
 import Logging
@@ -20,6 +21,8 @@ public struct DaemonOptions: Sendable {
     public var limits = Limits()
     /// Calls one caller may have in flight; beyond, `LimitsExceeded`.
     public var callsPerCaller = 256
+    /// How often sync catches up with the other devices' logs when nothing woke it.
+    public var syncCatchUpPeriod: Duration = .seconds(30)
 
     public init() {}
 }
@@ -82,9 +85,17 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
         connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller)
     let bus = BusService(service: service, connection: connection, systemd: SystemdNotifier(environment: environment), logger: logger)
     let housekeeping = HousekeepingService(service: service, period: options.purgePeriod)
+    let sync: SyncEngine
+    do {
+        sync = try service.attachSync(configPath: SyncConfig.path(besideDatabase: store.path), catchUpPeriod: options.syncCatchUpPeriod)
+    } catch {
+        try? store.close()
+        throw DaemonStartError(description: "\(error)")
+    }
     var configuration = ServiceGroupConfiguration(
-        // Stopped in reverse order: the bus first (it drains), then housekeeping.
+        // Stopped in reverse order: the bus first (it drains), then housekeeping, then sync.
         services: [
+            .init(service: SyncService(engine: sync)),
             .init(service: housekeeping),
             // The bus going away ends the daemon cleanly, as a stop signal does.
             .init(service: bus, successTerminationBehavior: .gracefullyShutdownGroup),

@@ -1,6 +1,7 @@
 import BatonContract
 import BatonCore
 import BatonStore
+import BatonSync
 import DBus
 import Glibc
 import Logging
@@ -36,6 +37,8 @@ public final class HandoffService: Sendable {
     let sceneInterfaceOnce = Mutex<Interface?>(nil)
 
     let commits: CommitQueue
+    /// Sync across machines, once the daemon has made it (`attachSync`).
+    let syncSlot = Mutex<SyncEngine?>(nil)
 
     /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
     public init(connection: Connection, store: Store, log: Logger, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256) {
@@ -48,6 +51,16 @@ public final class HandoffService: Sendable {
     }
 
     private let callsPerCaller: Int
+
+    /// Makes the sync engine, with its settings in `configPath`; its changes are announced on the bus.
+    public func attachSync(configPath: String, catchUpPeriod: Duration = .seconds(30)) throws -> SyncEngine {
+        let engine = try SyncEngine(
+            store: store, configPath: configPath, log: log, catchUpPeriod: catchUpPeriod,
+            onApplied: { [weak self] applied in self?.announce(applied) },
+            onChange: { [weak self] in self?.announceSyncChanged() })
+        syncSlot.withLock { $0 = engine }
+        return engine
+    }
 
     /// Exports every object (scenes from the database marked restored), then owns the bus name.
     public func start() async throws {
@@ -68,7 +81,7 @@ public final class HandoffService: Sendable {
             try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface])
         }
         try await connection.export(
-            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface], objectManager: true)
+            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface], objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
     }

@@ -34,7 +34,7 @@ struct ContractTests {
         let canonical = Self.interfaces(in: try String(contentsOf: Self.contract, encoding: .utf8))
         #expect(Set(canonical.keys) == [
             "org.baton.Handoff1.Registry", "org.baton.Handoff1.Activities", "org.baton.Handoff1.Scenes",
-            "org.baton.Handoff1.Scene", "org.baton.Handoff1.Status", "org.baton.Handoff1.Handler",
+            "org.baton.Handoff1.Scene", "org.baton.Handoff1.Status", "org.baton.Handoff1.Handler", "org.baton.Handoff1.Sync",
         ])
         let world = try BatonWorld()
         defer { world.close() }

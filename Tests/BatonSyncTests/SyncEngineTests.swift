@@ -24,7 +24,7 @@ import TestSupport
             let database = directory.appendingPathComponent("baton.sqlite").path
             store = try Store(path: database)
             var log = Logger(label: "sync.\(name)")
-            log.logLevel = .warning
+            log.logLevel = ProcessInfo.processInfo.environment["BATON_SYNC_DEBUG"] == nil ? .warning : .debug
             engine = try SyncEngine(store: store, configPath: SyncConfig.path(besideDatabase: database), log: log,
                                     onApplied: { _ in }, onChange: {})
             loop = Task { [engine] in await engine.run() }

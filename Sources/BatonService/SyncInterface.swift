@@ -1,0 +1,138 @@
+import BatonContract
+import BatonCore
+import BatonStore
+import BatonSync
+import DBus
+import Glibc
+import ServiceLifecycle
+
+extension HandoffService {
+    /// `org.baton.Handoff1.Sync`: Init, Join, Leave, Devices and the sync's state, over the
+    /// daemon's `SyncEngine` (BatonSync). Setting up talks to the server, so those calls run
+    /// concurrently and never hold up the bus thread.
+    var syncInterface: Interface {
+        typealias Name = Contract.Sync.Property
+        return Interface(Contract.Interface.sync, methods: [
+            Method(Contract.Sync.initialize, ordering: .concurrent, handler: initializeSync),
+            Method(Contract.Sync.join, ordering: .concurrent, handler: joinSync),
+            Method(Contract.Sync.leave, ordering: .concurrent, handler: leaveSync),
+            Method(Contract.Sync.devices, handler: syncDevices),
+        ], properties: [
+            Property(Name.state, "s") { _ in .string(self.syncEngine?.state.rawValue ?? "off") },
+            Property(Name.deviceID, "s") { _ in .string(self.syncEngine?.settings?.deviceID ?? "") },
+            Property(Name.deviceName, "s") { _ in .string(self.syncEngine?.settings?.deviceName ?? "") },
+            Property(Name.lastSyncAt, "t") { _ in .uint64(self.syncEngine?.lastSyncAt ?? 0) },
+            Property(Name.outbox, "u", changeSignal: .none) { _ in .uint32(UInt32(clamping: (try? self.store.outboxCount()) ?? 0)) },
+        ])
+    }
+
+    var syncEngine: SyncEngine? { syncSlot.withLock { $0 } }
+
+    private func engine() throws(BatonError) -> SyncEngine {
+        guard let engine = syncEngine else { throw BatonError(.syncUnavailable, "sync is not available in this batond") }
+        return engine
+    }
+
+    func initializeSync(_ call: MethodCall) async throws -> [DBusValue] {
+        let url: String = try call.argument(0)
+        let options: [String: String] = try call.argument(1)
+        let words = try await Self.syncing { try await self.engine().initialize(url: url, deviceName: Self.deviceName(options)) }
+        return [.string(words)]
+    }
+
+    func joinSync(_ call: MethodCall) async throws -> [DBusValue] {
+        let url: String = try call.argument(0)
+        let words: String = try call.argument(1)
+        let options: [String: String] = try call.argument(2)
+        try await Self.syncing { try await self.engine().join(url: url, recoveryWords: words, deviceName: Self.deviceName(options)) }
+        return []
+    }
+
+    func leaveSync(_ call: MethodCall) async throws -> [DBusValue] {
+        let removed = try await Self.syncing { try await self.engine().leave() }
+        announceRemoved(removed)
+        return []
+    }
+
+    func syncDevices(_ call: MethodCall) throws -> [DBusValue] {
+        typealias Key = Contract.Sync.DeviceKey
+        let devices = try Self.syncingNow { try self.engine().knownDevices() }
+        let records = devices.map { device in
+            var record = RecordBuilder()
+            record.field(Key.id, string: device.id)
+            record.field(Key.lastSeen, uint64: device.lastSeen)
+            record.field(Key.name, string: device.name)
+            record.field(Key.revoked, boolean: device.revoked)
+            record.field(Key.thisDevice, boolean: device.isThisDevice)
+            return record.value
+        }
+        return [.array(.dictionary(key: .string, value: .variant), records)]
+    }
+
+    /// Tells the bus what other devices' records changed here.
+    func announce(_ applied: Store.Applied) {
+        for id in applied.advertised {
+            guard let activity = try? store.storedActivity(id: id) else { continue }
+            emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)])
+        }
+        for id in applied.updated { emit(Contract.Activities.updated, [.string(id)]) }
+        announceRemoved(applied.ended)
+    }
+
+    /// Announces the Sync properties that change (Outbox is read when asked).
+    func announceSyncChanged() {
+        guard let engine = syncEngine else { return }
+        typealias Name = Contract.Sync.Property
+        connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.sync, changed: [
+            Name.state: .string(engine.state.rawValue),
+            Name.deviceID: .string(engine.settings?.deviceID ?? ""),
+            Name.deviceName: .string(engine.settings?.deviceName ?? ""),
+            Name.lastSyncAt: .uint64(engine.lastSyncAt),
+        ])
+    }
+
+    /// The device's name from the options, else the host's name.
+    static func deviceName(_ options: [String: String]) -> String {
+        if let name = options["device_name"], !name.isEmpty { return name }
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "this machine" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Runs a sync call, its failures as the contract names them.
+    static func syncing<T: Sendable>(_ work: () async throws -> T) async throws -> T {
+        do {
+            return try await work()
+        } catch {
+            throw named(error)
+        }
+    }
+
+    static func syncingNow<T>(_ work: () throws -> T) throws -> T {
+        do {
+            return try work()
+        } catch {
+            throw named(error)
+        }
+    }
+
+    private static func named(_ error: any Error) -> any Error {
+        switch error {
+        case let error as BatonError: error
+        case SyncError.wrongWords(let text): BatonError.invalidArgument(text)
+        case let error as SyncError: BatonError(.syncUnavailable, error.description)
+        default: BatonError(.syncUnavailable, "the sync server failed: \(SyncEngine.describe(error))")
+        }
+    }
+}
+
+/// Sync across machines as a service of the group: runs the engine's loop until shutdown.
+struct SyncService: Service {
+    let engine: SyncEngine
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await engine.run()
+        }
+    }
+}

@@ -1,0 +1,83 @@
+@testable import BatonSync
+import DBus
+import Foundation
+import Testing
+import TestSupport
+
+/// Two batond daemons on two private buses, each with its own state directory, joined to one
+/// user on a real PostgreSQL server; driven as any client would, through the Sync interface.
+@Suite(.serialized) struct TwoDaemonTests {
+    static let activities = "org.baton.Handoff1.Activities"
+    static let sync = "org.baton.Handoff1.Sync"
+    static let type = "com.raywenderlich.hawknotes.staterestore.characterDetail"
+
+    @Test func advertisedOnOneMachineSeenOnTheOther() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+
+        // Off until set up; Init through gdbus, a client we did not write.
+        #expect(try await desktop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("State")])
+            .first?.unwrapped.stringValue == "off")
+        let desktopURL = try await setup.addDevice(user: "ana").url
+        let initialized = try await desktop.run("gdbus", [
+            "call", "--session", "--dest", "org.baton.Handoff1", "--object-path", "/org/baton/Handoff1",
+            "--method", "\(Self.sync).Init", desktopURL, "{'device_name': 'desktop'}",
+        ])
+        #expect(initialized.status == 0, "\(initialized)")
+        let words = try #require(initialized.stdout.split(separator: "'").dropFirst().first.map(String.init))
+        #expect(words.split(separator: " ").count == 9)
+
+        // Wrong words on the laptop: InvalidArgument from busctl, and the laptop stays off.
+        let laptopURL = try await setup.addDevice(user: "ana").url
+        let wrong = try await laptop.run("busctl", [
+            "--user", "call", "org.baton.Handoff1", "/org/baton/Handoff1", Self.sync, "Join", "ssa{ss}",
+            laptopURL, UserKey.generate().recoveryWords, "0",
+        ])
+        #expect(wrong.status != 0 && wrong.stderr.contains("these recovery words are not ana's key"), "\(wrong)")
+        #expect(try await laptop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("DeviceId")])
+            .first?.unwrapped.stringValue == "")
+        _ = try await laptop.call(Self.sync, "Join", [.string(laptopURL), .string(words), .stringMap(["device_name": "laptop"])])
+
+        // Advertised on the desktop: Advertised on the laptop's bus, then List and Search there.
+        let advertised = try await SignalLog(laptop.client, MatchRule(interface: Self.activities, member: "Advertised"))
+        _ = try await desktop.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+            .string(Self.type), .string("com.raywenderlich.hawknotes"), .stringMap(["title": "Character"]),
+        ])
+        let id = try #require(try await desktop.call(Self.activities, "Advertise", [
+            .string(Self.type), .string("Agatha"), .string(#"{"id":"agatha"}"#),
+            .stringMap(["keywords": "witch", "eligible_for_search": "true"]),
+        ]).first?.stringValue)
+        try await advertised.wait(for: "Advertised on the laptop", timeout: .seconds(10)) { $0.body.first?.stringValue == id }
+        let listed = try #require(try await laptop.call(Self.activities, "List", [.stringMap([:])]).first?.arrayValue)
+        #expect(listed.count == 1)
+        let record = try #require(listed.first)
+        let deviceID = try await desktop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("DeviceId")])
+            .first?.unwrapped.stringValue
+        #expect(record.field("device")?.stringValue == deviceID && deviceID?.isEmpty == false)
+        #expect(record.field("title")?.stringValue == "Agatha")
+        let found = try #require(try await laptop.call(Self.activities, "Search", [.string("witch"), .uint32(10)]).first?.arrayValue)
+        #expect(found.compactMap { $0.field("id")?.stringValue } == [id])
+        // The desktop's own list shows it as this machine's (no device field).
+        let own = try #require(try await desktop.call(Self.activities, "List", [.stringMap([:])]).first?.arrayValue)
+        #expect(own.first?.field("device") == nil)
+
+        // Invalidated there, gone here, announced.
+        let invalidated = try await SignalLog(laptop.client, MatchRule(interface: Self.activities, member: "Invalidated"))
+        _ = try await desktop.call(Self.activities, "Invalidate", [.string(id)])
+        try await invalidated.wait(for: "Invalidated on the laptop", timeout: .seconds(10)) { $0.body.first?.stringValue == id }
+
+        // Devices, and the state, from the laptop.
+        let devices = try #require(try await laptop.call(Self.sync, "Devices").first?.arrayValue)
+        #expect(devices.compactMap { $0.field("name")?.stringValue } == ["laptop", "desktop"])
+        #expect(try await laptop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("State")])
+            .first?.unwrapped.stringValue == "online")
+    }
+}
+
+private extension DBusValue {
+    /// A field of an `a{sv}` record, its variant unwrapped.
+    func field(_ key: String) -> DBusValue? { stringKeyedValue?[key]?.unwrapped }
+}
