@@ -33,6 +33,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         // postgres-nio's own dependency; named for ByteBuffer, the bytea values it sends and reads.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // postgres-nio's own dependency too; named for TLS to the sync server (sslmode in the URL).
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // libdbus-1 through pkg-config; Debian's package is libdbus-1-dev.
@@ -58,6 +60,7 @@ let package = Package(
             "BatonCore", "BatonStore",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

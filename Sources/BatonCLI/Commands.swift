@@ -19,7 +19,7 @@ public struct BatonCommand: AsyncParsableCommand {
             handler failed; 7 batond's storage is full, locked or damaged (see baton doctor); 64 wrong usage.
             """,
         version: "baton 1 (contract org.baton.Handoff1 version 1)",
-        subcommands: [Types.self, Activities.self, Scenes.self, Watch.self, Status.self, Doctor.self])
+        subcommands: [Types.self, Activities.self, Scenes.self, Watch.self, Sync.self, Devices.self, Status.self, Doctor.self])
 
     public init() {}
 }
@@ -175,8 +175,16 @@ struct Activities: AsyncParsableCommand {
                 filter["persistent_id"] = persistentId
                 filter["target_content_id"] = targetContentId
                 filter["limit"] = limit.map(String.init)
-                let records = try await global.daemon().call(Contract.Activities.list, [.stringMap(filter)]).first?.arrayValue ?? []
-                printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
+                let daemon = try global.daemon()
+                let records = try await daemon.call(Contract.Activities.list, [.stringMap(filter)]).first?.arrayValue ?? []
+                // Where each came from, once another machine's are among them.
+                guard records.contains(where: { $0.stringKeyedValue?[Key.device] != nil }) else {
+                    return printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
+                }
+                let names = try await deviceNames(daemon)
+                printRecords(records, global.output, headers: Activities.headers + ["FROM"]) { r in
+                    Activities.row(r) + [r[Key.device].map { names[$0.stringValue ?? ""] ?? $0.stringValue ?? "" } ?? "this machine"]
+                }
             }
         }
     }

@@ -157,7 +157,7 @@ func readFile(_ path: String) -> String? {
     return readAll(from: fd)
 }
 
-private func readAll(from fd: Int32) -> String {
+func readAll(from fd: Int32) -> String {
     var bytes: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65_536)
     while true {

@@ -72,13 +72,27 @@ enum Hex {
     }
 }
 
-/// A sync URL: `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE`, as `scripts/sync-server-setup add-device` prints it.
+/// A sync URL: `postgres://ROLE:PASSWORD@HOST:PORT/DATABASE`, as `scripts/sync-server-setup add-device` prints it,
+/// with libpq's `sslmode` (`disable`, `prefer` — the default —, `require`, `verify-full`) and `sslrootcert`.
 struct ServerAddress: Equatable {
     var host: String
     var port: Int
     var role: String
     var password: String
     var database: String
+    var tls: TLSMode
+
+    /// How the connection is encrypted, as libpq's `sslmode` names it.
+    enum TLSMode: Equatable {
+        /// Plain TCP.
+        case disable
+        /// TLS when the server offers it, without checking its certificate (libpq's default).
+        case prefer
+        /// TLS or no connection, without checking the certificate (libpq's `require`).
+        case require
+        /// TLS with the certificate checked against `rootCertificates` (or the system's) and the host name.
+        case verifyFull(rootCertificates: String?)
+    }
 
     init(_ url: String) throws(SyncError) {
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
@@ -91,5 +105,13 @@ struct ServerAddress: Equatable {
         password = components.password.map { $0.removingPercentEncoding ?? $0 } ?? ""
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         database = path.isEmpty ? self.role : path
+        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        switch query["sslmode"] ?? "prefer" {
+        case "disable": tls = .disable
+        case "prefer", "allow": tls = .prefer
+        case "require": tls = .require
+        case "verify-full", "verify-ca": tls = .verifyFull(rootCertificates: query["sslrootcert"])
+        case let other: throw .server("sslmode=\(other) is not one of disable, prefer, require, verify-full")
+        }
     }
 }

@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import Logging
 import NIOCore
+import NIOSSL
 import PostgresNIO
 import Synchronization
 
@@ -136,10 +137,27 @@ public final class SyncEngine: Sendable {
     }
 
     static func connect(_ server: ServerAddress, log: Logger) async throws -> PostgresConnection {
-        let configuration = PostgresConnection.Configuration(
+        var configuration = PostgresConnection.Configuration(
             host: server.host, port: server.port, username: server.role, password: server.password, database: server.database,
-            tls: .disable)
+            tls: try tls(server.tls))
+        configuration.options.connectTimeout = .seconds(10)
         return try await PostgresConnection.connect(configuration: configuration, id: 1, logger: log)
+    }
+
+    static func tls(_ mode: ServerAddress.TLSMode) throws -> PostgresConnection.Configuration.TLS {
+        var client = TLSConfiguration.makeClientConfiguration()
+        switch mode {
+        case .disable:
+            return .disable
+        case .prefer, .require:
+            client.certificateVerification = .none
+            let context = try NIOSSLContext(configuration: client)
+            return mode == .prefer ? .prefer(context) : .require(context)
+        case .verifyFull(let roots):
+            client.certificateVerification = .fullVerification
+            if let roots { client.trustRoots = .file(roots) }
+            return .require(try NIOSSLContext(configuration: client))
+        }
     }
 
     /// The user's NOTIFY channel; a hash, so the channel's name does not spell the user's.

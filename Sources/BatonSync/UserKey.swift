@@ -31,7 +31,7 @@ public struct UserKey: Sendable, Equatable {
     public init(recoveryWords: String) throws(SyncError) {
         let words = recoveryWords.lowercased().split(whereSeparator: { $0.isWhitespace || $0 == "-" })
         guard words.count == 9 else {
-            throw .wrongWords("recovery words are 9 words; \(words.count) were given")
+            throw .wrongWords("recovery words are 9 words; \(words.count) \(words.count == 1 ? "was" : "were") given")
         }
         var checked: [UInt8] = []
         for (index, word) in words.enumerated() {

@@ -90,6 +90,27 @@ import TestSupport
         }
     }
 
+    /// Over TLS, with the server's certificate checked; a certificate that cannot be checked is a clear refusal.
+    @Test func devicesReachTheServerOverCheckedTLS() async throws {
+        let server = try await PostgresServer(tls: true)
+        defer { server.close() }
+        let sync = try await SyncServer(server)
+        let desktop = try TestDevice(name: "desktop")
+        defer { desktop.close() }
+        let url = try await sync.addDevice(user: "ana").url
+        await #expect(throws: SyncError.self) {
+            _ = try await desktop.engine.initialize(url: url + "?sslmode=verify-full", deviceName: "desktop")
+        }
+        #expect(desktop.engine.settings == nil)
+        _ = try await desktop.engine.initialize(url: url + "?sslmode=verify-full&sslrootcert=\(server.certificatePath)", deviceName: "desktop")
+        try await eventually("online") { desktop.engine.state == .online }
+        let role = url.split(separator: "/")[1].split(separator: ":")[0]
+        let encrypted = try await server.psql(
+            "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.usename = '\(role)'",
+            database: SyncServer.database)
+        #expect(encrypted == "t\n")
+    }
+
     @Test func theOutboxWaitsForTheServerAndNothingIsLostOrDuplicated() async throws {
         let server = try await PostgresServer()
         defer { server.close() }

@@ -75,6 +75,50 @@ import TestSupport
         #expect(try await laptop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("State")])
             .first?.unwrapped.stringValue == "online")
     }
+
+    /// The same through `baton`, as the README tells a user to do it.
+    @Test func theCommandLineSetsUpSyncAndShowsWhereActivitiesCameFrom() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+
+        let off = try await laptop.baton(["sync", "status"])
+        #expect(off.stdout.hasPrefix("sync is off"), "\(off)")
+        let initialized = try await desktop.baton(["sync", "init", try await setup.addDevice(user: "ana").url, "--name", "desktop", "--json"])
+        #expect(initialized.status == 0, "\(initialized)")
+        let words = try #require(initialized.stdout.split(separator: "\"").dropFirst(3).first.map(String.init))
+
+        let laptopURL = try await setup.addDevice(user: "ana").url
+        let mistyped = try await laptop.baton(["sync", "join", laptopURL], stdin: words.replacingOccurrences(of: " ", with: "") + "\n")
+        #expect(mistyped.status == 3 && mistyped.stderr.contains("recovery words are 9 words; 1 was given"), "\(mistyped)")
+        let joined = try await laptop.baton(["sync", "join", laptopURL, "--name", "laptop"], stdin: words + "\n")
+        #expect(joined.status == 0, "\(joined)")
+
+        _ = try await desktop.baton(["types", "register", Self.type, "--app", "com.raywenderlich.hawknotes"])
+        _ = try await desktop.baton(["activities", "advertise", Self.type, "Agatha", #"{"id":"agatha"}"#])
+        _ = try await laptop.baton(["types", "register", "org.example.local", "--app", "org.example"])
+        _ = try await laptop.baton(["activities", "advertise", "org.example.local", "Laptop note", "{}"])
+        try await eventually("Agatha reaches the laptop", timeout: .seconds(10)) {
+            try await laptop.baton(["activities", "list"]).stdout.contains("Agatha")
+        }
+        let listed = try await laptop.baton(["activities", "list"])
+        let lines = listed.stdout.split(separator: "\n")
+        #expect(lines.first?.hasSuffix("FROM") == true, "\(listed)")
+        #expect(lines.contains { $0.contains("Agatha") && $0.hasSuffix("desktop") }, "\(listed)")
+        #expect(lines.contains { $0.contains("Laptop note") && $0.hasSuffix("this machine") }, "\(listed)")
+
+        let devices = try await laptop.baton(["devices"])
+        #expect(devices.stdout.contains("laptop (this machine)") && devices.stdout.contains("desktop"), "\(devices)")
+        let status = try await laptop.baton(["sync", "status", "--json"])
+        #expect(status.stdout.contains("\"state\":\"online\"") && status.stdout.contains("\"device_name\":\"laptop\""), "\(status)")
+
+        let left = try await laptop.baton(["sync", "leave"])
+        #expect(left.status == 0, "\(left)")
+        let after = try await laptop.baton(["activities", "list"])
+        #expect(!after.stdout.contains("Agatha") && after.stdout.contains("Laptop note"), "\(after)")
+    }
 }
 
 private extension DBusValue {

@@ -16,8 +16,14 @@ public final class PostgresServer: @unchecked Sendable {
     private var data: String { directory.appendingPathComponent("data").path }
     public var logPath: String { directory.appendingPathComponent("server.log").path }
 
-    /// Makes and starts the cluster; throws naming the package when PostgreSQL is missing.
-    public init() async throws {
+    /// With TLS, the server's self-signed certificate for 127.0.0.1 (clients trust it by this file).
+    public var certificatePath: String { directory.appendingPathComponent("server.crt").path }
+    private let tls: Bool
+
+    /// Makes and starts the cluster; throws naming the package when PostgreSQL is missing. With
+    /// `tls`, the server also speaks TLS with a self-signed certificate (`certificatePath`).
+    public init(tls: Bool = false) async throws {
+        self.tls = tls
         guard let bin = Self.binaries() else {
             throw TestSupportError("PostgreSQL's server is not installed (apt-get install postgresql)")
         }
@@ -34,13 +40,21 @@ public final class PostgresServer: @unchecked Sendable {
         }
         try await asOwner("initdb", ["-D", data, "-U", "postgres", "-E", "UTF8", "--no-sync",
                                      "--auth-local=trust", "--auth-host=scram-sha-256"])
+        if tls {
+            let key = directory.appendingPathComponent("server.key").path
+            try await asOwner("/usr/bin/openssl", [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", certificatePath,
+            ])
+        }
         try await start()
     }
 
     /// Starts the cluster (again) and waits until it accepts connections.
     public func start() async throws {
         // fsync off: the tests stop the server cleanly or not at all; its durability is PostgreSQL's business.
-        let options = "-k \(directory.path) -c listen_addresses=127.0.0.1 -p \(port) -c fsync=off -c max_connections=300"
+        var options = "-k \(directory.path) -c listen_addresses=127.0.0.1 -p \(port) -c fsync=off -c max_connections=300"
+        if tls { options += " -c ssl=on -c ssl_cert_file=\(certificatePath) -c ssl_key_file=\(directory.path)/server.key" }
         try await asOwner("pg_ctl", ["-D", data, "-o", options, "-l", logPath, "-w", "-t", "60", "start"])
     }
 
@@ -78,7 +92,7 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     private func asOwner(_ tool: String, _ arguments: [String]) async throws {
-        let executable = bin + "/" + tool
+        let executable = tool.hasPrefix("/") ? tool : bin + "/" + tool
         let result = geteuid() == 0
             ? try await Executables.run("runuser", ["-u", "postgres", "--", executable] + arguments, timeout: .seconds(90))
             : try await Executables.run(executable, arguments, timeout: .seconds(90))

@@ -1,0 +1,131 @@
+import ArgumentParser
+import BatonContract
+import BatonCore
+import DBus
+import Glibc
+
+// MARK: - sync
+
+struct Sync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync", abstract: "Sync activities across your machines through a PostgreSQL server you run.",
+        discussion: """
+            Each machine keeps its own database and works without the server; what changes is sent when the \
+            server can be reached. Everything meaningful is encrypted on the machine with your key before it \
+            leaves: the server sees device ids, sequence numbers, times and ciphertext.
+
+            Set up: an administrator runs scripts/sync-server-setup on the server and gives each machine its \
+            URL (postgres://ROLE:PASSWORD@HOST:5432/DATABASE). On the first machine: baton sync init URL, and \
+            write down the recovery words it prints. On every other machine: baton sync join URL, and type them.
+            """,
+        subcommands: [Init.self, Join.self, Status.self, Leave.self], defaultSubcommand: Status.self)
+
+    struct Init: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "init", abstract: "Set up your first machine: make your key and print its recovery words, once.")
+        @ArgumentParser.Argument(help: "This machine's sync URL, from scripts/sync-server-setup add-device.") var url: String
+        @Option(help: "What to call this machine on the others (default: its host name).") var name: String?
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let words = try await global.daemon().call(Contract.Sync.initialize, [.string(url), .stringMap(Sync.options(name))])
+                    .first?.stringValue ?? ""
+                if global.json { return print("{\"recovery_words\":\(StrictJSON.quote(words))}") }
+                print("Sync is on. Your recovery words (shown this once; every other machine needs them to join):")
+                print("")
+                print("    " + global.output.bold(words))
+                print("")
+                print("Keep them somewhere safe: whoever has them and a login to the server can read your activities.")
+            }
+        }
+    }
+
+    struct Join: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "join", abstract: "Add this machine to your others, with the recovery words `baton sync init` printed.",
+            discussion: "The words are read from standard input (asked for when it is a terminal). Wrong words change nothing.")
+        @ArgumentParser.Argument(help: "This machine's sync URL, from scripts/sync-server-setup add-device.") var url: String
+        @Option(help: "What to call this machine on the others (default: its host name).") var name: String?
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                if isatty(0) != 0 { printError("Recovery words: ") }
+                let words = readAll(from: 0).split(whereSeparator: { $0.isNewline }).first.map(String.init) ?? ""
+                guard !words.isEmpty else {
+                    throw CLIError(description: "no recovery words were given on standard input", status: ExitStatus.invalidInput)
+                }
+                _ = try await global.daemon().call(Contract.Sync.join, [.string(url), .string(words), .stringMap(Sync.options(name))])
+                print(global.json ? "{\"joined\":true}" : "This machine joined; its activities and the others' now follow each other.")
+            }
+        }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "status", abstract: "Is sync on, connected, and is anything waiting to be sent?")
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                let daemon = try global.daemon()
+                typealias Name = Contract.Sync.Property
+                let facts = try await daemon.connection.call(
+                    Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "GetAll", [.string(Contract.Interface.sync)]
+                ).first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
+                let state = facts.text(Name.state)
+                let outbox = facts[Name.outbox]?.uint32Value ?? 0
+                let last = facts[Name.lastSyncAt]?.uint64Value ?? 0
+                if global.json {
+                    return print("{\"state\":\(StrictJSON.quote(state)),\"device_id\":\(StrictJSON.quote(facts.text(Name.deviceID))),"
+                        + "\"device_name\":\(StrictJSON.quote(facts.text(Name.deviceName))),\"last_sync_at\":\(last),\"outbox\":\(outbox)}")
+                }
+                guard state != "off" else { return print("sync is off; set it up with baton sync init URL (see baton sync --help)") }
+                print("sync is \(state) as \(facts.text(Name.deviceName)) (\(facts.text(Name.deviceID)))")
+                print("last synced \(last == 0 ? "never" : relativeTime(last)); \(outbox) \(outbox == 1 ? "change" : "changes") waiting to be sent")
+            }
+        }
+    }
+
+    struct Leave: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "leave", abstract: "Stop syncing this machine; the other machines' activities are removed here.")
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                _ = try await global.daemon().call(Contract.Sync.leave)
+                print(global.json ? "{\"left\":true}" : "sync is off on this machine")
+            }
+        }
+    }
+
+    static func options(_ name: String?) -> [String: String] {
+        name.map { ["device_name": $0] } ?? [:]
+    }
+}
+
+// MARK: - devices
+
+struct Devices: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "devices", abstract: "List your machines that sync.")
+    @OptionGroup var global: GlobalOptions
+    func run() async throws {
+        typealias Key = Contract.Sync.DeviceKey
+        try await perform {
+            let records = try await global.daemon().call(Contract.Sync.devices).first?.arrayValue ?? []
+            printRecords(records, global.output, headers: ["NAME", "ID", "LAST SEEN"]) { r in
+                [r.text(Key.name) + (r[Key.thisDevice]?.boolValue == true ? " (this machine)" : ""), r.text(Key.id),
+                 (r[Key.lastSeen]?.uint64Value).map { $0 == 0 ? "-" : relativeTime($0) } ?? "-"]
+            }
+        }
+    }
+}
+
+/// The user's machines' names by sync id.
+func deviceNames(_ daemon: Daemon) async throws -> [String: String] {
+    typealias Key = Contract.Sync.DeviceKey
+    let records = try await daemon.call(Contract.Sync.devices).first?.arrayValue ?? []
+    var names: [String: String] = [:]
+    for record in records {
+        guard let fields = record.stringKeyedValue?.mapValues(\.unwrapped) else { continue }
+        names[fields.text(Key.id)] = fields.text(Key.name)
+    }
+    return names
+}
