@@ -89,7 +89,7 @@ let package = Package(
         .testTarget(name: "BatonServiceTests", dependencies: [
             "BatonService", "TestSupport", "batond", "hawk-notes", "baton", .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "BatonSyncTests", dependencies: ["BatonSync", "TestSupport", "batond", "baton"]),
+        .testTarget(name: "BatonSyncTests", dependencies: ["BatonSync", "TestSupport", "BatonKit", "HawkNotes", "batond", "baton", "hawk-notes"]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
         .testTarget(name: "BatonCLITests", dependencies: ["TestSupport", "baton", "batond"], exclude: ["Snapshots"]),
         .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes", "TestSupport", "batond", "hawk-notes"]),

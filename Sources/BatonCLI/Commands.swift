@@ -316,15 +316,22 @@ struct Activities: AsyncParsableCommand {
                 whose current activity has the same target content id, or that handles it: baton scenes handles), \
                 and to a new scene when none does or with --new-scene. When the app is not running and cannot be \
                 started, the continuation waits in its scene (State pending) and reaches the app when it starts.
+
+                With --device (a machine's name or id, from baton devices), the activity opens on that machine \
+                instead, in its app there; the request is sent when the sync server can be reached.
                 """)
         @ArgumentParser.Argument(help: "The activity id.") var id: String
         @Option(help: "Continue into this existing scene (path or id).") var scene: String?
         @Flag(help: "Always open a new scene.") var newScene = false
         @Flag(help: "Print the scene at once, before the app has it (its State is pending until then).") var noWait = false
+        @Option(help: "Open it on that machine instead (its name or id; see baton devices).") var device: String?
         @OptionGroup var global: GlobalOptions
 
         func validate() throws {
             if scene != nil && newScene { throw ValidationError("--scene and --new-scene contradict each other; give one") }
+            if device != nil && (scene != nil || newScene || noWait) {
+                throw ValidationError("--device opens the activity on another machine, which chooses the scene; drop --scene, --new-scene and --no-wait")
+            }
         }
 
         func run() async throws {
@@ -332,8 +339,12 @@ struct Activities: AsyncParsableCommand {
                 var options = try scene.map { ["scene": try Daemon.scenePath($0).text] } ?? [:]
                 if newScene { options["new_scene"] = "true" }
                 if noWait { options["wait"] = "false" }
+                options["device"] = device
                 let path = try await global.daemon().write(Contract.Activities.continue, options: options) { [.string(id), .stringMap($0)] }
                     .first?.stringValue ?? ""
+                if let device {
+                    return print(global.json ? "{\"device\":\(StrictJSON.quote(device))}" : "asked \(device) to continue it")
+                }
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)
             }
         }

@@ -17,7 +17,7 @@ import Logging
 ///   handler's name appears on the bus (`runRedelivery`), also after a restart of batond;
 ///   after a day it becomes `failed`.
 extension HandoffService {
-    static let continueOptions = ["scene", "new_scene", "wait", "request_id"]
+    static let continueOptions = ["scene", "new_scene", "wait", "request_id", "device"]
 
     func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
         let now = WallClock.nowMicroseconds()
@@ -33,10 +33,16 @@ extension HandoffService {
         }
         let request = try Validate.requestID(options).map { Request(id: $0, method: Contract.Activities.continue.name) }
         // A repeat answers at once, without asking the app again, even if the activity has gone since.
-        if let request, let first = try store.result(of: request) { return [.objectPath(SceneAddress.objectPath(forID: first))] }
+        if let request, let first = try store.result(of: request) {
+            // Empty: the first call asked another machine (`device`), which chose the scene.
+            return [.objectPath(first.isEmpty ? "/" : SceneAddress.objectPath(forID: first))]
+        }
         let activity = try liveActivity(try call.argument(0), now: now)
         guard activity.eligibleForHandoff else {
             throw BatonError.notEligible("activity \(activity.id) was advertised with eligible_for_handoff=false: it cannot be continued")
+        }
+        if let device = options["device"], !device.isEmpty, device != syncEngine?.settings?.deviceID {
+            return try await continueOnDevice(activity, device: device, options: options, request: request)
         }
         guard let type = try store.activityType(activity.type) else {
             throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
@@ -73,6 +79,33 @@ extension HandoffService {
             Task { try? await self.deliver(sceneID: sceneID, known: (pending, activity, type)) }
         }
         return [.objectPath(path)]
+    }
+
+    /// `Continue` with `device`: the other machine opens the scene and its app shows it. The
+    /// request goes into this machine's log (sent when the server can be reached); the reply is
+    /// `/`, as the scene is not on this machine.
+    private func continueOnDevice(
+        _ activity: Activity, device named: String, options: [String: String], request: Request?
+    ) async throws -> [DBusValue] {
+        guard let engine = syncEngine, engine.settings != nil else {
+            throw BatonError(.syncUnavailable, "continuing on another machine needs sync; set it up with baton sync init or join")
+        }
+        if let other = options.keys.first(where: { $0 != "device" && $0 != "request_id" }) {
+            throw BatonError.invalidArgument("Continue with device takes no \(other): the other machine chooses the scene")
+        }
+        let devices = try store.remoteDeviceNames()
+        let matches = devices.filter { $0.key == named || $0.value == named }
+        guard matches.count == 1, let device = matches.first?.key else {
+            throw matches.isEmpty
+                ? BatonError.notFound("no device '\(printable(named))' among this user's machines (baton devices lists them)")
+                : BatonError.invalidArgument("several machines are called '\(printable(named))'; give the device's id")
+        }
+        guard try store.devicesWithType(activity.type).contains(device) else {
+            throw BatonError.unknownActivityType("no app on \(devices[device] ?? device) registered \(activity.type), so it cannot continue it")
+        }
+        try await Self.syncing { try await engine.requestContinuation(of: activity.id, on: device, request: request) }
+        log.debug("asked \(device) to continue \(activity.id)")
+        return [.objectPath("/")]
     }
 
     /// A continuation of a type without a handler: the scene (new, or the one named or
@@ -147,7 +180,14 @@ extension HandoffService {
             emitStorageChanged(sceneID, changed: storage, removed: [])
             emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(pending.createdScene)])
             log.debug("continued \(activity.id) into \(path.text)")
-            tellOriginator(activity, type: type, scene: path)
+            if activity.isRemote {
+                // Its originator is on the machine that advertised it: told through that machine's batond.
+                Task { [log] in
+                    do { try await self.syncEngine?.tellContinued(activity) } catch { log.error("telling \(activity.deviceID) of the continuation: \(error)") }
+                }
+            } else {
+                tellOriginator(activity, type: type, scene: path, device: thisDevice)
+            }
         } catch let unreachable as HandlerUnreachable {
             try? await store.writing { try $0.noteDeliveryFailed(sceneID: sceneID, error: unreachable.reason) }
             log.info("\(unreachable.reason); the continuation waits in \(path.text)")
@@ -208,12 +248,12 @@ extension HandoffService {
     /// `Handler.ActivityContinued` on the app that advertised the activity (Apple's
     /// `userActivityWasContinued`), without waiting for it. An app that is not running is
     /// not started for it, and one that does not implement it is skipped.
-    func tellOriginator(_ activity: Activity, type: ActivityType, scene: ObjectPath) {
+    func tellOriginator(_ activity: Activity, type: ActivityType, scene: ObjectPath, device: String) {
         guard let handler = type.handler, let path = try? ObjectPath(validating: type.handlerPath) else { return }
         let method = Contract.Handler.activityContinued
         var message = Message.methodCall(
             destination: handler, path: path, interface: method.interface, member: method.name,
-            body: [.string(activity.id), .objectPath(scene), .string(Self.thisDevice)])
+            body: [.string(activity.id), .objectPath(scene), .string(device)])
         message.autoStart = false
         Task { [connection, log, handlerTimeout] in
             do {
@@ -227,8 +267,8 @@ extension HandoffService {
         }
     }
 
-    /// The `device` of a continuation made on this machine.
-    static let thisDevice = ""
+    /// The `device` of a continuation made on this machine: its sync id, or empty while sync is off.
+    var thisDevice: String { syncEngine?.settings?.deviceID ?? "" }
 
     // MARK: Delivering again
 

@@ -77,6 +77,22 @@ extension HandoffService {
         }
         for id in applied.updated { emit(Contract.Activities.updated, [.string(id)]) }
         announceRemoved(applied.ended)
+        // Another machine asked for these here: each scene is on the bus before its app is asked.
+        for sceneID in applied.pendingScenes {
+            Task {
+                do {
+                    guard let scene = try self.store.scene(id: sceneID) else { return }
+                    try await self.exportNew(scene)
+                    try await self.deliver(sceneID: sceneID)
+                } catch {
+                    self.log.info("continuing in scene \(sceneID), as another machine asked: \(error)")
+                }
+            }
+        }
+        for (activityID, device) in applied.continuedThere {
+            guard let activity = try? store.storedActivity(id: activityID), let type = try? store.activityType(activity.type) else { continue }
+            tellOriginator(activity, type: type, scene: "/", device: device)
+        }
     }
 
     /// Announces the Sync properties that change (Outbox is read when asked).

@@ -396,6 +396,12 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // Requests between devices (issue #23): an outbox row may carry a record of its own
+        // (a continuation asked of another machine, or told to the activity's origin) rather
+        // than name an activity or type to send as it is now.
+        migrator.registerMigration("v12") { db in
+            try db.execute(sql: "ALTER TABLE outbox ADD COLUMN body BLOB")
+        }
         return migrator
     }
 }

@@ -31,6 +31,8 @@ extension Store {
         case activityEnded(id: String, state: String, reason: String)
         case type(ActivityType)
         case typeRemoved(String)
+        /// A record made when it was asked for (`enqueueRequest`), sent as it is.
+        case request([UInt8])
     }
 
     /// One record of this device's log, ready to seal and send.
@@ -47,6 +49,11 @@ extension Store {
         case activityEnded(id: String, state: String, reason: String)
         case type(name: String, appID: String)
         case typeRemoved(String)
+        /// Another machine asks this one to continue one of its activities here: a scene
+        /// opens `pending`, and the continuation waits in it for the app, as `Continue` does.
+        case continueHere(activityID: String)
+        /// An activity of this machine's was continued on the device that sent the record.
+        case continuedThere(activityID: String)
     }
 
     /// What applying another device's records changed here, for the signals.
@@ -54,6 +61,16 @@ extension Store {
         public var advertised: [String] = []
         public var updated: [String] = []
         public var ended: [String] = []
+        /// Scenes opened `pending` for continuations other machines asked for here.
+        public var pendingScenes: [String] = []
+        /// This machine's activities that were continued on the device that sent them.
+        public var continuedThere: [(activityID: String, device: String)] = []
+
+        public static func == (left: Applied, right: Applied) -> Bool {
+            left.advertised == right.advertised && left.updated == right.updated && left.ended == right.ended
+                && left.pendingScenes == right.pendingScenes
+                && left.continuedThere.map { [$0.activityID, $0.device] } == right.continuedThere.map { [$0.activityID, $0.device] }
+        }
     }
 
     /// The outbox triggers, on the writer connection: every change of this machine's
@@ -148,8 +165,8 @@ extension Store {
                 .rows([]) { StagedRecord(logSeq: $0.int64(0), at: $0.time(1), body: $0.bytes(2)) }
             if !staged.isEmpty { return staged }
 
-            let rows = try db.cachedStatement(sql: "SELECT seq, kind, key, at FROM outbox ORDER BY seq LIMIT ?")
-                .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3)) }
+            let rows = try db.cachedStatement(sql: "SELECT seq, kind, key, at, body FROM outbox ORDER BY seq LIMIT ?")
+                .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3), body: $0.bytes(4)) }
             guard let lastRow = rows.last else { return [] }
             // The last change of each key stands for all of them.
             var last: [String: Int64] = [:]
@@ -158,7 +175,7 @@ extension Store {
             var batch: [StagedRecord] = []
             for row in rows where last[row.kind + "\u{1F}" + row.key] == row.seq {
                 logSeq += 1
-                let body = try encode(try Self.change(kind: row.kind, key: row.key, in: db))
+                let body = try encode(row.kind == "request" ? .request(row.body) : try Self.change(kind: row.kind, key: row.key, in: db))
                 try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?")
                     .execute(arguments: [logSeq, Data(body), row.seq])
                 batch.append(StagedRecord(logSeq: logSeq, at: row.at, body: body))
@@ -167,6 +184,20 @@ extension Store {
             try db.cachedStatement(sql: "UPDATE sync_state SET last_log_seq = ?").execute(arguments: [logSeq])
             return batch
         }
+    }
+
+    /// Puts a record made now into the outbox (a request to another device), to send as it is.
+    /// With a `request` made before, writes nothing (a client's retry asks once).
+    public func enqueueRequest(_ body: [UInt8], request: Request? = nil) throws {
+        _ = try write(request: request) { db in
+            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sync_state")) ?? false else {
+                throw BatonError(.syncUnavailable, "sync is off on this machine")
+            }
+            try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, body) VALUES ('request', ?, ?, ?)")
+                .execute(arguments: [Identifier.make(), Time.encode(WallClock.nowMicroseconds()), Data(body)])
+            return ""
+        }
+        outbox.listener.withLock { $0 }?()
     }
 
     /// The server has committed the staged records up to `logSeq`: they leave the outbox.
@@ -252,6 +283,25 @@ extension Store {
                 """).execute(arguments: [device, name, appID])
         case .typeRemoved(let name):
             try db.cachedStatement(sql: "DELETE FROM remote_type WHERE device_id = ? AND type = ?").execute(arguments: [device, name])
+        case .continueHere(let activityID):
+            // The requester's activity came before its request in its log; one of a third
+            // machine's that has not arrived yet is refused, with a reason Explain gives.
+            guard let activity = try db.cachedStatement(sql: ActivityRow.selectSQL + " WHERE id = ?").row([activityID], ActivityRow.decode) else {
+                try Self.noteOutcome(activityID, scene: "", state: "refused",
+                                     error: "asked by device \(device) to continue it here before this machine had it", in: db)
+                return
+            }
+            let now = WallClock.nowMicroseconds()
+            let scene = Scene(id: Identifier.make(), appID: activity.appID, title: activity.title, activityID: activity.id,
+                              createdAt: now, lastActiveAt: now, state: .pending)
+            try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
+            try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
+                PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: now)))
+            try Self.noteOutcome(activityID, scene: scene.id, state: "pending", in: db)
+            applied.pendingScenes.append(scene.id)
+        case .continuedThere(let activityID):
+            try Self.noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)", in: db)
+            applied.continuedThere.append((activityID, device))
         }
     }
 

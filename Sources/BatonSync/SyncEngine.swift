@@ -173,7 +173,10 @@ public final class SyncEngine: Sendable {
         guard let key = config.userKeyValue?.epochZeroKey else { throw SyncError.state("the user's key in \(configPath) is damaged") }
         while true {
             let batch = try await store.writing { store in
-                try store.stageOutbox(limit: 500) { change in try SyncRecord(change).encoded() }
+                try store.stageOutbox(limit: 500) { change in
+                    if case .request(let body) = change { return body }
+                    return try SyncRecord(change).encoded()
+                }
             }
             guard let last = batch.last else { return }
             var seqs: [Int64] = [], hlcs: [Int64] = [], sealed: [ByteBuffer] = []
@@ -215,7 +218,7 @@ public final class SyncEngine: Sendable {
                         throw SyncError.crypto("record \(seq) of device \(device.name) does not open with this device's key; nothing after it was applied")
                     }
                     clock.observe(hlc)
-                    records.append((seq, SyncRecord.decode(body)?.change))
+                    records.append((seq, SyncRecord.decode(body)?.change(for: config.deviceID)))
                 }
                 guard let last = records.last else { break }
                 let applied = try await store.writing { [records] in try $0.applyRemote(device: device.id, records: records) }
@@ -238,6 +241,23 @@ public final class SyncEngine: Sendable {
             devices.append(Device(id: id, name: name, lastSeen: UInt64(max(0, lastSeen)), revoked: revoked, isThisDevice: id == config.deviceID))
         }
         return devices
+    }
+
+    // MARK: Requests to other devices
+
+    /// Asks `device` to continue `activityID` there: a record in this device's log that the
+    /// device applies by opening a pending scene for its app. Sent when the server can be reached.
+    public func requestContinuation(of activityID: String, on device: String, request: Request? = nil) async throws {
+        guard settings != nil else { throw SyncError.state("sync is off on this machine") }
+        let body = try SyncRecord(request: "continue_on", activityID: activityID, target: device).encoded()
+        try await store.writing { try $0.enqueueRequest(body, request: request) }
+    }
+
+    /// Tells the device that advertised `activity` that it was continued here.
+    public func tellContinued(_ activity: Activity) async throws {
+        guard settings != nil, activity.isRemote else { return }
+        let body = try SyncRecord(request: "continued", activityID: activity.id, target: activity.deviceID).encoded()
+        try await store.writing { try $0.enqueueRequest(body) }
     }
 
     // MARK: Setting up

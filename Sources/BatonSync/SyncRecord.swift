@@ -19,6 +19,8 @@ struct SyncRecord: Codable, Equatable {
     var reason: String?
     /// A type's app, for `type`.
     var appID: String?
+    /// The one device a request is for (`continue_on`, `continued`); the others skip it.
+    var target: String?
 
     init(_ change: Store.SyncChange) {
         switch change {
@@ -37,6 +39,27 @@ struct SyncRecord: Codable, Equatable {
         case .typeRemoved(let name):
             kind = "type_removed"
             id = name
+        case .request:
+            preconditionFailure("a request's record is made when it is asked for (SyncRecord.request)")
+        }
+    }
+
+    /// A request to one device: `continue_on` (continue activity `id` there) or
+    /// `continued` (activity `id`, the target's, was continued on the sender).
+    init(request kind: String, activityID: String, target: String) {
+        self.kind = kind
+        id = activityID
+        self.target = target
+    }
+
+    /// The change it describes for device `me`, or nil for a kind (or a shape) this version
+    /// does not know, or a request for another device.
+    func change(for me: String) -> Store.RemoteChange? {
+        if let target, target != me { return nil }
+        switch kind {
+        case "continue_on": return id.map { .continueHere(activityID: $0) }
+        case "continued": return id.map { .continuedThere(activityID: $0) }
+        default: return change
         }
     }
 

@@ -35,6 +35,7 @@ struct SyncStoreTests {
             case .activityEnded(let id, let state, let reason): "ended \(id) \(state): \(reason)"
             case .type(let type): "type \(type.type)"
             case .typeRemoved(let name): "type removed \(name)"
+            case .request(let body): "request " + String(decoding: body, as: UTF8.self)
             }
             return Array(text.utf8)
         }.map { ($0.logSeq, String(decoding: $0.body, as: UTF8.self)) }
