@@ -218,7 +218,16 @@ public final class SyncEngine: Sendable {
                         throw SyncError.crypto("record \(seq) of device \(device.name) does not open with this device's key; nothing after it was applied")
                     }
                     clock.observe(hlc)
-                    records.append((seq, SyncRecord.decode(body)?.change(for: config.deviceID)))
+                    var change = SyncRecord.decode(body)?.change(for: config.deviceID)
+                    if let checked = change {
+                        do {
+                            try RemoteCheck.check(checked, limits: store.limits)
+                        } catch {
+                            log.warning("sync: skipped record \(seq) of device \(device.name): \(error.message)")
+                            change = nil
+                        }
+                    }
+                    records.append((seq, change))
                 }
                 guard let last = records.last else { break }
                 let applied = try await store.writing { [records] in try $0.applyRemote(device: device.id, records: records) }

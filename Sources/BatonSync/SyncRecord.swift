@@ -118,3 +118,42 @@ struct ActivityBody: Codable, Equatable {
                  createdAt: createdAt, updatedAt: updatedAt, expiresAt: expiresAt)
     }
 }
+
+/// What another device sent is checked as the bus checks a caller's input: a device with the
+/// key is still only another program, and nothing it sends may crash batond or store what a
+/// caller could not. A record that fails is skipped (and logged), so one bad record does not
+/// stop the log behind it.
+enum RemoteCheck {
+    static func check(_ change: Store.RemoteChange, limits: Limits) throws(BatonError) {
+        switch change {
+        case .activity(let activity):
+            _ = try Identifier.normalize(activity.id, what: "the activity's id")
+            try Validate.reverseDNS(activity.type, what: "the activity's type", limits: limits)
+            try Validate.reverseDNS(activity.appID, what: "the activity's app", limits: limits)
+            try Validate.text(activity.title, what: "the title", limit: limits.titleBytes)
+            _ = try StrictJSON.parseObject(activity.payload, maxBytes: limits.payloadBytes, maxDepth: limits.payloadDepth)
+            guard activity.keywords.count <= limits.keywords else {
+                throw .quotaExceeded("\(activity.keywords.count) keywords; the limit is \(limits.keywords)")
+            }
+            for keyword in activity.keywords {
+                try Validate.text(keyword, what: "a keyword", limit: limits.keywordBytes)
+                try Validate.noControlCharacters(keyword, what: "a keyword")
+            }
+            for text in [activity.targetContentID, activity.persistentID, activity.payloadType].compactMap({ $0 }) {
+                try Validate.text(text, what: "an identifier", limit: limits.nameBytes)
+            }
+            if let url = activity.webpageURL { try Validate.text(url, what: "webpage_url", limit: limits.urlBytes) }
+        case .activityEnded(let id, let state, let reason):
+            _ = try Identifier.normalize(id, what: "the activity's id")
+            try Validate.text(state, what: "the end's state", limit: 32)
+            try Validate.text(reason, what: "the end's reason", limit: limits.titleBytes)
+        case .type(let name, let appID):
+            try Validate.reverseDNS(name, what: "the type", limits: limits)
+            try Validate.reverseDNS(appID, what: "the type's app", limits: limits)
+        case .typeRemoved(let name):
+            try Validate.reverseDNS(name, what: "the type", limits: limits)
+        case .continueHere(let id), .continuedThere(let id):
+            _ = try Identifier.normalize(id, what: "the activity's id")
+        }
+    }
+}

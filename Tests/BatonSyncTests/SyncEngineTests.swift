@@ -111,6 +111,47 @@ import TestSupport
         #expect(encrypted == "t\n")
     }
 
+    /// A device with the key that sends what no caller could (a payload that is not JSON, a
+    /// title over the limit, a kind from the future) has those records skipped; the rest of
+    /// its log still applies.
+    @Test func hostileRecordsAreSkippedAndTheLogGoesOn() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let sync = try await SyncServer(server)
+        let laptop = try TestDevice(name: "laptop"), desktop = try TestDevice(name: "desktop")
+        defer { laptop.close(); desktop.close() }
+        let words = try await desktop.engine.initialize(url: try await sync.addDevice(user: "ana").url, deviceName: "desktop")
+        try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "laptop")
+
+        // A third device, written by hand: its own login, its own log, sealed with the user's key.
+        let rogue = try await sync.addDevice(user: "ana")
+        let key = try UserKey(recoveryWords: words).epochZeroKey
+        func hex(_ bytes: [UInt8]) -> String { "\\x" + bytes.map { String(format: "%02x", $0) }.joined() }
+        let name = try Seal.seal(Array("rogue".utf8), key: key, context: Seal.nameContext(user: "ana", device: "rogue"))
+        try await rogue.run("INSERT INTO baton.device (user_name, device_id, public_key, sealed_name) VALUES ('ana', 'rogue', '\\x00', '\(hex(name))')")
+        func activity(_ title: String, payload: String) -> String {
+            #"{"v":1,"kind":"activity","activity":{"id":"\#(Identifier.make())","type":"org.example.t","appID":"org.example","title":"\#(title)","payload":\#(StrictJSON.quote(payload)),"keywords":[],"eligibleForHandoff":true,"eligibleForSearch":false,"createdAt":1,"updatedAt":1}}"#
+        }
+        let bodies = [
+            activity("Not JSON", payload: "{nope"),
+            activity(String(repeating: "x", count: 2000), payload: "{}"),
+            #"{"v":2,"kind":"hologram","id":"x"}"#,
+            "not even JSON",
+            activity("Fine", payload: #"{"ok":true}"#),
+        ]
+        for (index, body) in bodies.enumerated() {
+            let seq = Int64(index + 1)
+            let sealed = try Seal.seal(Array(body.utf8), key: key, context: Seal.recordContext(user: "ana", device: "rogue", seq: seq, epoch: 0))
+            try await rogue.run("INSERT INTO baton.record (user_name, device_id, seq, epoch, hlc, sealed) VALUES ('ana', 'rogue', \(seq), 0, 1, '\(hex(sealed))')")
+        }
+        try await rogue.run("NOTIFY \(SyncEngine.channel(user: "ana"))")
+        try await eventually("the laptop read the rogue log to its end", timeout: .seconds(10)) {
+            try laptop.store.syncCursors()["rogue"] == 5
+        }
+        #expect(try laptop.store.activities(.init(), now: 2).map(\.title) == ["Fine"])
+        #expect(laptop.engine.state == .online)
+    }
+
     @Test func theOutboxWaitsForTheServerAndNothingIsLostOrDuplicated() async throws {
         let server = try await PostgresServer()
         defer { server.close() }
