@@ -24,8 +24,8 @@ import TestSupport
             let database = directory.appendingPathComponent("baton.sqlite").path
             store = try Store(path: database)
             var log = Logger(label: "sync.\(name)")
-            log.logLevel = ProcessInfo.processInfo.environment["BATON_SYNC_DEBUG"] == nil ? .warning : .debug
-            engine = try SyncEngine(store: store, configPath: SyncConfig.path(besideDatabase: database), log: log,
+            log.logLevel = ProcessInfo.processInfo.environment["BATON_SYNC_DEBUG"] == nil ? .warning : .trace
+            engine = try SyncEngine(store: store, configPath: SyncConfig.path(besideDatabase: database), log: log, answerTimeout: .seconds(3),
                                     onApplied: { _ in }, onChange: {})
             loop = Task { [engine] in await engine.run() }
         }
