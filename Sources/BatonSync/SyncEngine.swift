@@ -253,15 +253,16 @@ public final class SyncEngine: Sendable {
 
 
     /// Runs one exchange with the server, or closes the connection and throws when it takes
-    /// longer than `answerTimeout`. postgres-nio left a query waiting for good when the server
-    /// ended the connection under it (seen about 1 run in 5 of the outage test under load), and
-    /// the engine with it; now the loop notices and connects again.
+    /// longer than `answerTimeout` or the connection closed under it. postgres-nio left a query
+    /// waiting for good when the connection ended under it (about 1 run in 5 of the outage test
+    /// under load; every time the proxy cut the laptop's connection mid-query, 20 s lost each),
+    /// and the engine with it; now the loop notices and connects again.
     private func answered<T: Sendable>(_ connection: PostgresConnection, _ exchange: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
-            return try await Deadline.run(answerTimeout, exchange)
+            return try await Deadline.run(answerTimeout, giveUpWhen: { connection.isClosed }, exchange)
         } catch let error as Deadline.Expired {
             try? await connection.close()
-            throw SyncError.server("the sync server did not answer within \(error.timeout)")
+            throw SyncError.server(error.timeout.map { "the sync server did not answer within \($0)" } ?? "the connection to the sync server closed")
         }
     }
 
@@ -471,8 +472,9 @@ final class Wakeup: Sendable {
 /// Runs work that may never finish (a query on a connection that died under it) with a time
 /// limit: past it the caller goes on with `Expired`, and the work is left behind to end when it can.
 enum Deadline {
+    /// The time ran out (`timeout`), or `giveUpWhen` said so (nil).
     struct Expired: Error {
-        let timeout: Duration
+        let timeout: Duration?
     }
 
     private final class Outcome<T: Sendable>: Sendable {
@@ -485,12 +487,25 @@ enum Deadline {
         }
     }
 
-    static func run<T: Sendable>(_ timeout: Duration, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// `giveUpWhen` is asked every 100 ms; true ends the wait early.
+    static func run<T: Sendable>(
+        _ timeout: Duration, giveUpWhen giveUp: @escaping @Sendable () -> Bool = { false }, _ work: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         let outcome = Outcome<T>()
         return try await withCheckedThrowingContinuation { continuation in
             outcome.continuation.withLock { $0 = continuation }
             let timer = Task {
-                try? await Task.sleep(for: timeout)
+                let clock = ContinuousClock()
+                let deadline = clock.now + timeout
+                while !Task.isCancelled, clock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    if giveUp() {
+                        // A last moment for the work to finish with its own error, which says more.
+                        try? await Task.sleep(for: .milliseconds(200))
+                        if !Task.isCancelled { outcome.finish(.failure(Expired(timeout: nil))) }
+                        return
+                    }
+                }
                 if !Task.isCancelled { outcome.finish(.failure(Expired(timeout: timeout))) }
             }
             Task {
