@@ -98,6 +98,10 @@ let package = Package(
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),
         // Benchmarks: the least a Swift program can do to make baton's benchmarked call (no DBus module).
         .executableTarget(name: "cli-floor", dependencies: ["CDBus"], path: "Benchmarks/CLIFloor", linkerSettings: packedRelocations),
+        // Benchmarks: sync across machines on loopback (scripts/bench-sync): latency, catch-up, a fleet of 200 devices.
+        .executableTarget(name: "bench-sync", dependencies: [
+            "BatonCore", "BatonStore", "BatonSync", "DBus", "TestSupport", .product(name: "Logging", package: "swift-log"),
+        ], path: "Benchmarks/SyncBench"),
         // The companion CLI: commands over the bus, tables or JSON. No Foundation, for a fast start.
         .target(name: "BatonCLI", dependencies: [
             "DBus", "BatonContract", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,16 +1,15 @@
 import Foundation
 import Glibc
-import TestSupport
 
 /// `Tests/Scripts/tcp-proxy.py` between the devices and the server: the test cuts every
 /// connection through it mid-stream (`cut`), or makes the server look down (`refuse`).
-final class TCPProxy: @unchecked Sendable {
-    let port: Int
+public final class TCPProxy: @unchecked Sendable {
+    public let port: Int
     private let process: Subprocess
     private let commands: Int32
     private let replies: Int32
 
-    init(to target: Int) throws {
+    public init(to target: Int) throws {
         var input: [Int32] = [0, 0], output: [Int32] = [0, 0]
         guard pipe(&input) == 0, pipe(&output) == 0 else { throw TestSupportError("pipe: errno \(errno)") }
         // Only the child's ends cross exec (as its stdin and stdout); the child must not hold ours.
@@ -29,18 +28,18 @@ final class TCPProxy: @unchecked Sendable {
     }
 
     /// The server's URL through the proxy.
-    func url(_ direct: String) -> String {
+    public func url(_ direct: String) -> String {
         direct.replacingOccurrences(of: #":\d+/"#, with: ":\(port)/", options: .regularExpression)
     }
 
     /// Sends a command and waits for its answer.
     @discardableResult
-    func send(_ command: String) -> String {
+    public func send(_ command: String) -> String {
         _ = (command + "\n").withCString { write(commands, $0, strlen($0)) }
         return Self.readLine(replies)
     }
 
-    func close() {
+    public func close() {
         process.kill(SIGKILL)
         Glibc.close(commands)
         Glibc.close(replies)
