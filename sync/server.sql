@@ -89,22 +89,44 @@ CREATE TABLE IF NOT EXISTS baton.record (
     PRIMARY KEY (user_name, device_id, seq)
 );
 
--- Wakes the user's other devices at commit. Carries no content: NOTIFY is visible to every role.
-CREATE OR REPLACE FUNCTION baton.notify_user() RETURNS trigger
-    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+-- The last seq of each log, so that a device woken up asks one small question ("which logs
+-- moved?") before reading any. Kept by the trigger below only: devices may read it, not write it.
+CREATE TABLE IF NOT EXISTS baton.log_head (
+    user_name text NOT NULL,
+    device_id text NOT NULL,
+    seq bigint NOT NULL,
+    PRIMARY KEY (user_name, device_id)
+);
+INSERT INTO baton.log_head (user_name, device_id, seq)
+    SELECT user_name, device_id, max(seq) FROM baton.record GROUP BY user_name, device_id
+    ON CONFLICT (user_name, device_id) DO UPDATE SET seq = GREATEST(baton.log_head.seq, excluded.seq);
+
+-- After each statement that appends records: moves the logs' heads, and wakes the user's
+-- devices at commit, once per statement. The NOTIFY carries no content (every role can
+-- LISTEN on any channel): its channel is a hash of the user's name, its payload empty.
+-- SECURITY DEFINER: it writes log_head, which devices cannot.
+CREATE OR REPLACE FUNCTION baton.records_appended() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     AS $$ BEGIN
-        PERFORM pg_notify('baton_' || md5(NEW.user_name), '');
+        INSERT INTO baton.log_head (user_name, device_id, seq)
+            SELECT user_name, device_id, max(seq) FROM appended GROUP BY user_name, device_id
+            ON CONFLICT (user_name, device_id) DO UPDATE SET seq = GREATEST(baton.log_head.seq, excluded.seq);
+        PERFORM pg_notify('baton_' || md5(user_name), '') FROM (SELECT DISTINCT user_name FROM appended) AS users;
         RETURN NULL;
     END $$;
+REVOKE ALL ON FUNCTION baton.records_appended() FROM PUBLIC;
 DROP TRIGGER IF EXISTS record_notify ON baton.record;
-CREATE TRIGGER record_notify AFTER INSERT ON baton.record
-    FOR EACH ROW EXECUTE FUNCTION baton.notify_user();
+DROP FUNCTION IF EXISTS baton.notify_user();
+DROP TRIGGER IF EXISTS records_appended ON baton.record;
+CREATE TRIGGER records_appended AFTER INSERT ON baton.record
+    REFERENCING NEW TABLE AS appended FOR EACH STATEMENT EXECUTE FUNCTION baton.records_appended();
 
 ALTER TABLE baton.member ENABLE ROW LEVEL SECURITY;
 ALTER TABLE baton.user_key ENABLE ROW LEVEL SECURITY;
 ALTER TABLE baton.device ENABLE ROW LEVEL SECURITY;
 ALTER TABLE baton.epoch_key ENABLE ROW LEVEL SECURITY;
 ALTER TABLE baton.record ENABLE ROW LEVEL SECURITY;
+ALTER TABLE baton.log_head ENABLE ROW LEVEL SECURITY;
 
 GRANT SELECT ON baton.member TO baton_device;
 GRANT SELECT, INSERT ON baton.user_key TO baton_device;
@@ -112,6 +134,7 @@ GRANT SELECT, INSERT ON baton.device TO baton_device;
 GRANT UPDATE (last_seen, revoked_at) ON baton.device TO baton_device;
 GRANT SELECT, INSERT ON baton.epoch_key TO baton_device;
 GRANT SELECT, INSERT ON baton.record TO baton_device;
+GRANT SELECT ON baton.log_head TO baton_device;
 
 DROP POLICY IF EXISTS own_membership ON baton.member;
 CREATE POLICY own_membership ON baton.member FOR SELECT USING (role = current_user);
@@ -139,3 +162,6 @@ CREATE POLICY own_log_appends ON baton.record FOR INSERT WITH CHECK (
     AND EXISTS (SELECT 1 FROM baton.device d
                 WHERE d.user_name = record.user_name AND d.device_id = record.device_id
                   AND d.role = current_user AND d.revoked_at IS NULL));
+
+DROP POLICY IF EXISTS same_user_reads ON baton.log_head;
+CREATE POLICY same_user_reads ON baton.log_head FOR SELECT USING (user_name = baton.current_member());

@@ -128,11 +128,13 @@ public final class SyncEngine: Sendable {
             }
             defer { listener.cancel() }
             set(.online)
+            var firstRound = true
             while !Task.isCancelled, settings == config {
                 log.trace("sync: sending")
                 try await send(on: connection, config)
                 log.trace("sync: catching up")
-                try await catchUp(on: connection, config)
+                try await catchUp(on: connection, config, refreshDevices: firstRound)
+                firstRound = false
                 log.trace("sync: waiting")
                 lastSync.store(WallClock.nowMicroseconds(), ordering: .relaxed)
                 onChange()
@@ -207,14 +209,31 @@ public final class SyncEngine: Sendable {
 
     // MARK: Catching up
 
-    /// Applies every other device's log from where this device left it, in seq order.
-    private func catchUp(on connection: PostgresConnection, _ config: SyncConfig) async throws {
+    /// Applies every other device's log from where this device left it, in seq order. Asks the
+    /// server first which logs moved (`log_head`, one small read), so that a wake-up for this
+    /// device's own records, or for nothing new, costs one query; the devices' names are read
+    /// again at the first round of a connection and when a log of an unknown device appears.
+    private func catchUp(on connection: PostgresConnection, _ config: SyncConfig, refreshDevices: Bool) async throws {
         guard let key = config.userKeyValue?.epochZeroKey else { throw SyncError.state("the user's key in \(configPath) is damaged") }
-        let devices = try await answered(connection) { [log] in try await Self.devices(on: connection, config, log: log) }
-        for device in devices where !device.isThisDevice {
-            try await store.writing { try $0.noteRemoteDevice(id: device.id, name: device.name, lastSeen: device.lastSeen, revoked: device.revoked) }
-            var cursor = try store.syncCursors()[device.id] ?? 0
-            while true {
+        let heads = try await answered(connection) { [log] in
+            var heads: [String: Int64] = [:]
+            let rows = try await connection.query("SELECT device_id, seq FROM baton.log_head WHERE user_name = \(config.user)", logger: log)
+            for try await (device, seq) in rows.decode((String, Int64).self) { heads[device] = seq }
+            return heads
+        }
+        var names = try store.remoteDeviceNames()
+        if refreshDevices || heads.keys.contains(where: { $0 != config.deviceID && names[$0] == nil }) {
+            let devices = try await answered(connection) { [log] in try await Self.devices(on: connection, config, log: log) }
+            for device in devices where !device.isThisDevice {
+                try await store.writing { try $0.noteRemoteDevice(id: device.id, name: device.name, lastSeen: device.lastSeen, revoked: device.revoked) }
+                names[device.id] = device.name
+            }
+        }
+        let cursors = try store.syncCursors()
+        for (deviceID, head) in heads.sorted(by: { $0.key < $1.key }) where deviceID != config.deviceID && head > cursors[deviceID] ?? 0 {
+            let device = (id: deviceID, name: names[deviceID] ?? deviceID)
+            var cursor = cursors[deviceID] ?? 0
+            while cursor < head {
                 let fetched = try await answered(connection) { [log, cursor] in
                     var fetched: [(Int64, Int32, Int64, ByteBuffer)] = []
                     let rows = try await connection.query("""
@@ -246,7 +265,6 @@ public final class SyncEngine: Sendable {
                 let applied = try await store.writing { [records] in try $0.applyRemote(device: device.id, records: records) }
                 onApplied(applied)
                 cursor = last.seq
-                if records.count < 1000 { break }
             }
         }
     }

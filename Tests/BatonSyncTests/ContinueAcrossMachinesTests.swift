@@ -53,11 +53,11 @@ import TestSupport
         }
 
         // Asked for from the desktop: a new window opens on the laptop, showing Agatha.
+        let opened = try await SignalLog(laptop.client, MatchRule(interface: "org.baton.Handoff1.Activities", member: "Continued"))
         try await eventually("the desktop knows the laptop has Hawk Notes", timeout: .seconds(10)) {
             let devices = try await desktop.baton(["activities", "continue", id, "--device", "laptop"])
             return devices.status == 0
         }
-        let opened = try await SignalLog(laptop.client, MatchRule(interface: "org.baton.Handoff1.Activities", member: "Continued"))
         let continued = try await opened.wait(for: "Continued on the laptop", timeout: .seconds(10)) { $0.body.first?.stringValue == id }
         let newScene = try #require(continued.body.dropFirst().first?.objectPathValue)
         #expect(newScene != scene && continued.body.last?.boolValue == true)

@@ -25,6 +25,11 @@ import TestSupport
         #expect(try await bo.run("SELECT count(*) FROM baton.record") == "1")
         #expect(try await bo.run("SELECT count(*) FROM baton.device") == "1")
         #expect(try await bo.run("SELECT count(*) FROM baton.member") == "1")
+        // The logs' heads, kept by the server: each user sees their own, nobody writes them.
+        #expect(try await ana1.run("SELECT device_id || ':' || seq FROM baton.log_head ORDER BY 1") == "d1:1\nd2:1")
+        #expect(try await bo.run("SELECT device_id || ':' || seq FROM baton.log_head") == "b1:1")
+        await #expect(throws: (any Error).self) { try await ana1.run("UPDATE baton.log_head SET seq = 0") }
+        await #expect(throws: (any Error).self) { try await bo.run("INSERT INTO baton.log_head VALUES ('ana', 'd1', 99)") }
 
         // Appending to another device's log, or as another user, is refused.
         await #expect(throws: (any Error).self) { try await ana2.run(Self.append(user: "ana", device: "d1", seq: 2)) }
