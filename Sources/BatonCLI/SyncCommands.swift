@@ -18,7 +18,7 @@ struct Sync: AsyncParsableCommand {
             URL (postgres://ROLE:PASSWORD@HOST:5432/DATABASE). On the first machine: baton sync init URL, and \
             write down the recovery words it prints. On every other machine: baton sync join URL, and type them.
             """,
-        subcommands: [Init.self, Join.self, Status.self, Leave.self], defaultSubcommand: Status.self)
+        subcommands: [Init.self, Join.self, Status.self, Revoke.self, Leave.self], defaultSubcommand: Status.self)
 
     struct Init: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -80,6 +80,24 @@ struct Sync: AsyncParsableCommand {
                 guard state != "off" else { return print("sync is off; set it up with baton sync init URL (see baton sync --help)") }
                 print("sync is \(state) as \(facts.text(Name.deviceName)) (\(facts.text(Name.deviceID)))")
                 print("last synced \(last == 0 ? "never" : relativeTime(last)); \(outbox) \(outbox == 1 ? "change" : "changes") waiting to be sent")
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revoke", abstract: "Shut a lost or sold machine out: it cannot read what is synced from now on.",
+            discussion: """
+                Begins a new key epoch whose key only your other machines get, and marks the machine revoked on \
+                the server, so it can add nothing. Then remove its login on the server too: \
+                scripts/sync-server-setup remove-device ROLE.
+                """)
+        @ArgumentParser.Argument(help: "The machine's name or id (see baton devices).") var device: String
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await perform {
+                _ = try await global.daemon().call(Contract.Sync.revokeDevice, [.string(device)])
+                print(global.json ? "{\"revoked\":\(StrictJSON.quote(device))}" : "revoked \(device); what is synced from now on is sealed with a key it does not have")
             }
         }
     }

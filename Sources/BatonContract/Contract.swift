@@ -174,6 +174,7 @@ extension Contract {
             Contract.Interface.sync, "Join", in: [Argument("url", "s"), Argument("recovery_words", "s"), Argument("options", "a{ss}")])
         public static let leave = ContractMethod(Contract.Interface.sync, "Leave")
         public static let devices = ContractMethod(Contract.Interface.sync, "Devices", out: [Argument("devices", "aa{sv}")])
+        public static let revokeDevice = ContractMethod(Contract.Interface.sync, "RevokeDevice", in: [Argument("device_id", "s")])
 
         public enum Property {
             public static let state = "State"

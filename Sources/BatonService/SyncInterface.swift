@@ -17,6 +17,7 @@ extension HandoffService {
             Method(Contract.Sync.join, ordering: .concurrent, handler: joinSync),
             Method(Contract.Sync.leave, ordering: .concurrent, handler: leaveSync),
             Method(Contract.Sync.devices, handler: syncDevices),
+            Method(Contract.Sync.revokeDevice, ordering: .concurrent, handler: revokeDevice),
         ], properties: [
             Property(Name.state, "s") { _ in .string(self.syncEngine?.state.rawValue ?? "off") },
             Property(Name.deviceID, "s") { _ in .string(self.syncEngine?.settings?.deviceID ?? "") },
@@ -51,6 +52,12 @@ extension HandoffService {
     func leaveSync(_ call: MethodCall) async throws -> [DBusValue] {
         let removed = try await Self.syncing { try await self.engine().leave() }
         announceRemoved(removed)
+        return []
+    }
+
+    func revokeDevice(_ call: MethodCall) async throws -> [DBusValue] {
+        let device: String = try call.argument(0)
+        try await Self.syncing { try await self.engine().revoke(deviceID: device) }
         return []
     }
 

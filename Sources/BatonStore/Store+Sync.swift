@@ -315,6 +315,14 @@ extension Store {
         }
     }
 
+    /// What this device knows of the others: id, name, when last seen, revoked; by name.
+    public func remoteDevices() throws -> [(id: String, name: String, lastSeen: UInt64, revoked: Bool)] {
+        try read { db in
+            try db.cachedStatement(sql: "SELECT device_id, name, last_seen, revoked FROM remote_device ORDER BY name, device_id")
+                .rows([]) { (id: $0.string(0), name: $0.string(1), lastSeen: $0.time(2), revoked: $0.bool(3)) }
+        }
+    }
+
     /// The other devices' names by id.
     public func remoteDeviceNames() throws -> [String: String] {
         try read { db in

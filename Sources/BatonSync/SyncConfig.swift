@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Glibc
 
@@ -14,6 +15,8 @@ public struct SyncConfig: Codable, Sendable, Equatable {
     public var userKey: String
     /// This device's X25519 private key, hex.
     public var deviceKey: String
+    /// The keys of the epochs after the first (after revocations), hex, by epoch; nil before any.
+    public var epochKeys: [String: String]?
 
     /// The file beside `database`.
     public static func path(besideDatabase database: String) -> String {
@@ -52,6 +55,15 @@ public struct SyncConfig: Codable, Sendable, Equatable {
     }
 
     var userKeyValue: UserKey? { Hex.decode(userKey).map(UserKey.init(bytes:)) }
+
+    /// The newest epoch this device has the key of: the one it seals with.
+    var currentEpoch: Int32 { (epochKeys ?? [:]).keys.compactMap { Int32($0) }.max() ?? 0 }
+
+    /// The key of `epoch`, when this device has it.
+    func key(epoch: Int32) -> SymmetricKey? {
+        if epoch == 0 { return userKeyValue?.epochZeroKey }
+        return epochKeys?[String(epoch)].flatMap(Hex.decode).map { SymmetricKey(data: $0) }
+    }
     var deviceKeyValue: DeviceKey? { Hex.decode(deviceKey).flatMap { try? DeviceKey(rawRepresentation: $0) } }
 }
 

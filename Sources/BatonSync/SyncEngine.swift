@@ -27,6 +27,8 @@ public final class SyncEngine: Sendable {
         public var lastSeen: UInt64
         public var revoked: Bool
         public var isThisDevice: Bool
+        /// Its X25519 public key, for wrapping epoch keys to it (empty when not read).
+        var publicKey: [UInt8] = []
     }
 
     let store: Store
@@ -129,11 +131,12 @@ public final class SyncEngine: Sendable {
             defer { listener.cancel() }
             set(.online)
             var firstRound = true
-            while !Task.isCancelled, settings == config {
+            // The same device on the same server: a new epoch key leaves the session as it is.
+            while !Task.isCancelled, let current = settings, current.deviceID == config.deviceID, current.url == config.url {
                 log.trace("sync: sending")
-                try await send(on: connection, config)
+                try await send(on: connection, current)
                 log.trace("sync: catching up")
-                try await catchUp(on: connection, config, refreshDevices: firstRound)
+                try await catchUp(on: connection, current, refreshDevices: firstRound)
                 firstRound = false
                 log.trace("sync: waiting")
                 lastSync.store(WallClock.nowMicroseconds(), ordering: .relaxed)
@@ -178,7 +181,8 @@ public final class SyncEngine: Sendable {
     /// Sends the outbox, a staged batch at a time, each in one server transaction; a batch
     /// leaves the outbox only after the server committed it.
     private func send(on connection: PostgresConnection, _ config: SyncConfig) async throws {
-        guard let key = config.userKeyValue?.epochZeroKey else { throw SyncError.state("the user's key in \(configPath) is damaged") }
+        let epoch = config.currentEpoch
+        guard let key = config.key(epoch: epoch) else { throw SyncError.state("the user's key in \(configPath) is damaged") }
         while true {
             let batch = try await store.writing { store in
                 try store.stageOutbox(limit: 500) { change in
@@ -189,7 +193,7 @@ public final class SyncEngine: Sendable {
             guard let last = batch.last else { return }
             var seqs: [Int64] = [], hlcs: [Int64] = [], sealed: [ByteBuffer] = []
             for record in batch {
-                let context = Seal.recordContext(user: config.user, device: config.deviceID, seq: record.logSeq, epoch: 0)
+                let context = Seal.recordContext(user: config.user, device: config.deviceID, seq: record.logSeq, epoch: epoch)
                 seqs.append(record.logSeq)
                 hlcs.append(clock.stamp(wallMicroseconds: record.at))
                 sealed.append(ByteBuffer(bytes: try Seal.seal(record.body, key: key, context: context)))
@@ -198,7 +202,7 @@ public final class SyncEngine: Sendable {
             _ = try await answered(connection) { [log, seqs, hlcs, sealed] in
                 _ = try await connection.query("""
                     INSERT INTO baton.record (user_name, device_id, seq, epoch, hlc, sealed)
-                    SELECT \(config.user), \(config.deviceID), s, 0, h, b FROM unnest(\(seqs)::bigint[], \(hlcs)::bigint[], \(sealed)::bytea[]) AS t(s, h, b)
+                    SELECT \(config.user), \(config.deviceID), s, \(epoch), h, b FROM unnest(\(seqs)::bigint[], \(hlcs)::bigint[], \(sealed)::bytea[]) AS t(s, h, b)
                     ON CONFLICT DO NOTHING
                     """, logger: log)
             }
@@ -214,7 +218,6 @@ public final class SyncEngine: Sendable {
     /// device's own records, or for nothing new, costs one query; the devices' names are read
     /// again at the first round of a connection and when a log of an unknown device appears.
     private func catchUp(on connection: PostgresConnection, _ config: SyncConfig, refreshDevices: Bool) async throws {
-        guard let key = config.userKeyValue?.epochZeroKey else { throw SyncError.state("the user's key in \(configPath) is damaged") }
         let heads = try await answered(connection) { [log] in
             var heads: [String: Int64] = [:]
             let rows = try await connection.query("SELECT device_id, seq FROM baton.log_head WHERE user_name = \(config.user)", logger: log)
@@ -228,6 +231,16 @@ public final class SyncEngine: Sendable {
                 try await store.writing { try $0.noteRemoteDevice(id: device.id, name: device.name, lastSeen: device.lastSeen, revoked: device.revoked) }
                 names[device.id] = device.name
             }
+            // A revocation made elsewhere begins an epoch this device seals with from now on.
+            let newest = try await answered(connection) { [log] in
+                var newest: Int32 = 0
+                let rows = try await connection.query(
+                    "SELECT coalesce(max(epoch), 0) FROM baton.user_key WHERE user_name = \(config.user)", logger: log)
+                for try await value in rows.decode(Int32.self) { newest = value }
+                return newest
+            }
+            if newest > config.currentEpoch { _ = try await epochKey(newest, on: connection) }
+            try await shareCurrentKey(on: connection, with: devices, settings: settings ?? config)
         }
         let cursors = try store.syncCursors()
         for (deviceID, head) in heads.sorted(by: { $0.key < $1.key }) where deviceID != config.deviceID && head > cursors[deviceID] ?? 0 {
@@ -246,8 +259,14 @@ public final class SyncEngine: Sendable {
                 var records: [(seq: Int64, change: Store.RemoteChange?)] = []
                 for (seq, epoch, hlc, sealed) in fetched {
                     let context = Seal.recordContext(user: config.user, device: device.id, seq: seq, epoch: epoch)
-                    guard epoch == 0, let body = Seal.open(Array(sealed.readableBytesView), key: key, context: context) else {
-                        throw SyncError.crypto("record \(seq) of device \(device.name) does not open with this device's key; nothing after it was applied")
+                    guard let key = try await epochKey(epoch, on: connection),
+                          let body = Seal.open(Array(sealed.readableBytesView), key: key, context: context) else {
+                        // Not skipped: the key may still come (a device that joined after a revocation
+                        // gets it from another); a revoked device never gets it.
+                        throw SyncError.crypto("""
+                            record \(seq) of device \(device.name) is sealed with the key of epoch \(epoch), which this device does not \
+                            have: it was revoked, or no other device has given it the key yet
+                            """)
                     }
                     clock.observe(hlc)
                     var change = SyncRecord.decode(body)?.change(for: config.deviceID)
@@ -287,16 +306,117 @@ public final class SyncEngine: Sendable {
     static func devices(on connection: PostgresConnection, _ config: SyncConfig, log: Logger) async throws -> [Device] {
         guard let key = config.userKeyValue?.epochZeroKey else { throw SyncError.state("the user's key in sync.json is damaged") }
         let rows = try await connection.query("""
-            SELECT device_id, sealed_name, (extract(epoch FROM last_seen) * 1000000)::bigint, revoked_at IS NOT NULL
+            SELECT device_id, sealed_name, (extract(epoch FROM last_seen) * 1000000)::bigint, revoked_at IS NOT NULL, public_key
             FROM baton.device WHERE user_name = \(config.user) ORDER BY joined_at
             """, logger: log)
         var devices: [Device] = []
-        for try await (id, sealedName, lastSeen, revoked) in rows.decode((String, ByteBuffer, Int64, Bool).self) {
+        for try await (id, sealedName, lastSeen, revoked, publicKey) in rows.decode((String, ByteBuffer, Int64, Bool, ByteBuffer).self) {
             let name = Seal.open(Array(sealedName.readableBytesView), key: key, context: Seal.nameContext(user: config.user, device: id))
                 .map { String(decoding: $0, as: UTF8.self) } ?? "(unknown)"
-            devices.append(Device(id: id, name: name, lastSeen: UInt64(max(0, lastSeen)), revoked: revoked, isThisDevice: id == config.deviceID))
+            devices.append(Device(id: id, name: name, lastSeen: UInt64(max(0, lastSeen)), revoked: revoked, isThisDevice: id == config.deviceID,
+                                  publicKey: Array(publicKey.readableBytesView)))
         }
         return devices
+    }
+
+    // MARK: Key epochs
+
+    /// The key of `epoch`: from the settings, else the one another device wrapped to this
+    /// device on the server (kept in the settings from then on); nil when there is none.
+    private func epochKey(_ epoch: Int32, on connection: PostgresConnection) async throws -> SymmetricKey? {
+        guard let config = settings else { return nil }
+        if let key = config.key(epoch: epoch) { return key }
+        let wrapped = try await answered(connection) { [log] in
+            var found: ByteBuffer?
+            let rows = try await connection.query("""
+                SELECT wrapped FROM baton.epoch_key WHERE user_name = \(config.user) AND epoch = \(epoch) AND device_id = \(config.deviceID)
+                """, logger: log)
+            for try await value in rows.decode(ByteBuffer.self) { found = value }
+            return found
+        }
+        guard let wrapped, let deviceKey = config.deviceKeyValue,
+              let key = deviceKey.unwrap(Array(wrapped.readableBytesView), user: config.user, device: config.deviceID, epoch: epoch) else {
+            return nil
+        }
+        try remember(key, epoch: epoch)
+        log.info("sync: this device has the key of epoch \(epoch) now")
+        return key
+    }
+
+    /// Keeps an epoch's key in the settings (file first, then memory).
+    private func remember(_ key: SymmetricKey, epoch: Int32) throws {
+        guard var config = settings else { return }
+        var keys = config.epochKeys ?? [:]
+        keys[String(epoch)] = Hex.encode(key.withUnsafeBytes { Array($0) })
+        config.epochKeys = keys
+        try config.save(to: configPath)
+        self.config.withLock { $0 = config }
+    }
+
+    /// Wraps the current epoch's key to every device of the user that is not revoked and does
+    /// not have it yet (one that joined after the revocation that began the epoch).
+    private func shareCurrentKey(on connection: PostgresConnection, with devices: [Device], settings config: SyncConfig) async throws {
+        let epoch = config.currentEpoch
+        guard epoch > 0, let key = config.key(epoch: epoch) else { return }
+        let holders = try await answered(connection) { [log] in
+            var holders: Set<String> = []
+            let rows = try await connection.query(
+                "SELECT device_id FROM baton.epoch_key WHERE user_name = \(config.user) AND epoch = \(epoch)", logger: log)
+            for try await id in rows.decode(String.self) { holders.insert(id) }
+            return holders
+        }
+        for device in devices where !device.revoked && !holders.contains(device.id) && !device.publicKey.isEmpty {
+            let wrapped = try DeviceKey.wrap(key, to: device.publicKey, user: config.user, device: device.id, epoch: epoch)
+            _ = try await answered(connection) { [log] in
+                try await connection.query("""
+                    INSERT INTO baton.epoch_key (user_name, epoch, device_id, wrapped)
+                    VALUES (\(config.user), \(epoch), \(device.id), \(ByteBuffer(bytes: wrapped))) ON CONFLICT DO NOTHING
+                    """, logger: log)
+            }
+            log.info("sync: gave \(device.name) the key of epoch \(epoch)")
+        }
+    }
+
+    /// Revokes one of the user's devices: a new key epoch begins, its key wrapped to every
+    /// other device that is not revoked, and the device is marked revoked on the server (it
+    /// can append no more). What is written from now on is sealed with the new key, which the
+    /// revoked device never receives. Its login should also be removed on the server
+    /// (`scripts/sync-server-setup remove-device ROLE`).
+    public func revoke(deviceID target: String) async throws {
+        guard let config = settings else { throw SyncError.state("sync is off on this machine") }
+        guard target != config.deviceID else { throw SyncError.state("a device cannot revoke itself; revoke it from another, or `baton sync leave`") }
+        let connection = try await Self.connectForSetup(try ServerAddress(config.url), log: log)
+        defer { Task { try? await connection.close() } }
+        let devices = try await Self.devices(on: connection, config, log: log)
+        guard let revoked = devices.first(where: { $0.id == target || $0.name == target }) else {
+            throw SyncError.state("no device '\(target)' among \(config.user)'s (baton devices lists them)")
+        }
+        let newKey = SymmetricKey(size: .bits256)
+        let epoch = try await connection.withTransaction(logger: log) { connection in
+            var current: Int32 = 0
+            let rows = try await connection.query("SELECT coalesce(max(epoch), 0) FROM baton.user_key WHERE user_name = \(config.user)", logger: log)
+            for try await value in rows.decode(Int32.self) { current = value }
+            let epoch = current + 1
+            let check = try Seal.seal(Seal.checkText, key: newKey, context: Seal.checkContext(user: config.user, epoch: epoch))
+            try await connection.query(
+                "INSERT INTO baton.user_key (user_name, epoch, check_value) VALUES (\(config.user), \(epoch), \(ByteBuffer(bytes: check)))",
+                logger: log)
+            for device in devices where !device.revoked && device.id != revoked.id {
+                let wrapped = try DeviceKey.wrap(newKey, to: device.publicKey, user: config.user, device: device.id, epoch: epoch)
+                try await connection.query("""
+                    INSERT INTO baton.epoch_key (user_name, epoch, device_id, wrapped)
+                    VALUES (\(config.user), \(epoch), \(device.id), \(ByteBuffer(bytes: wrapped)))
+                    """, logger: log)
+            }
+            try await connection.query(
+                "UPDATE baton.device SET revoked_at = now() WHERE user_name = \(config.user) AND device_id = \(revoked.id)", logger: log)
+            return epoch
+        }
+        try remember(newKey, epoch: epoch)
+        try await store.writing { try $0.noteRemoteDevice(id: revoked.id, name: revoked.name, lastSeen: revoked.lastSeen, revoked: true) }
+        log.info("sync: revoked \(revoked.name); records are sealed with the key of epoch \(epoch) from now on")
+        onChange()
+        bell.ring()
     }
 
     // MARK: Requests to other devices
@@ -369,7 +489,11 @@ public final class SyncEngine: Sendable {
         let config = SyncConfig(url: url, user: user, deviceID: deviceID, deviceName: deviceName,
                                 userKey: Hex.encode(key.bytes), deviceKey: Hex.encode(deviceKey.rawRepresentation))
         try config.save(to: configPath)
-        try await store.writing { try $0.startSync(as: .init(deviceID: deviceID, userName: user)) }
+        let hello = try SyncRecord.hello.encoded()
+        try await store.writing { store in
+            try store.startSync(as: .init(deviceID: deviceID, userName: user))
+            try store.enqueueRequest(hello)
+        }
         self.config.withLock { $0 = config }
         log.info("sync: this device (\(deviceName), \(deviceID)) joined \(user)'s devices")
         onChange()
@@ -391,9 +515,8 @@ public final class SyncEngine: Sendable {
     /// The user's devices as this device last saw them, itself first.
     public func knownDevices() throws -> [Device] {
         guard let config = settings else { return [] }
-        let others = try store.remoteDeviceNames()
         return [Device(id: config.deviceID, name: config.deviceName, lastSeen: WallClock.nowMicroseconds(), revoked: false, isThisDevice: true)]
-            + others.sorted { $0.key < $1.key }.map { Device(id: $0.key, name: $0.value, lastSeen: 0, revoked: false, isThisDevice: false) }
+            + (try store.remoteDevices()).map { Device(id: $0.id, name: $0.name, lastSeen: $0.lastSeen, revoked: $0.revoked, isThisDevice: false) }
     }
 
     private static func connectForSetup(_ server: ServerAddress, log: Logger) async throws -> PostgresConnection {

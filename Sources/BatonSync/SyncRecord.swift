@@ -44,6 +44,14 @@ struct SyncRecord: Codable, Equatable {
         }
     }
 
+    /// The first record of a device's log: it makes the log appear, so the user's other
+    /// devices learn of the new one (and give it the current key) at once. Applies nothing.
+    static var hello: SyncRecord { SyncRecord(kind: "hello") }
+
+    private init(kind: String) {
+        self.kind = kind
+    }
+
     /// A request to one device: `continue_on` (continue activity `id` there) or
     /// `continued` (activity `id`, the target's, was continued on the sender).
     init(request kind: String, activityID: String, target: String) {

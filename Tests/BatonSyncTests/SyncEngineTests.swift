@@ -177,8 +177,62 @@ import TestSupport
         }
         #expect(Set(try laptop.store.activities(.init(), now: 2).map(\.title)) == Set(titles))
         try await eventually("the outbox is empty") { try desktop.store.outboxCount() == 0 }
-        let logged = try await server.psql("SELECT count(*), count(DISTINCT seq), max(seq) FROM baton.record", database: SyncServer.database)
-        // The type, then the 50 activities: each once, seqs without a gap.
-        #expect(logged == "51|51|51\n")
+        let desktopID = try #require(desktop.engine.settings?.deviceID)
+        let logged = try await server.psql(
+            "SELECT count(*), count(DISTINCT seq), max(seq) FROM baton.record WHERE device_id = '\(desktopID)'", database: SyncServer.database)
+        // Its hello, the type, then the 50 activities: each once, seqs without a gap.
+        #expect(logged == "52|52|52\n")
+    }
+}
+
+extension SyncEngineTests {
+    /// A revoked device cannot read what is written after its revocation, nor append; the
+    /// others go on, and a device that joins afterwards gets the new key from one of them.
+    @Test func aRevokedDeviceCannotReadWhatComesAfter() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let sync = try await SyncServer(server)
+        let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop"), stolen = try TestDevice(name: "stolen")
+        defer { desktop.close(); laptop.close(); stolen.close() }
+        try desktop.store.register(type)
+        let words = try await desktop.engine.initialize(url: try await sync.addDevice(user: "ana").url, deviceName: "desktop")
+        try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "laptop")
+        try await stolen.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "stolen")
+        func note(_ title: String) -> Activity {
+            Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title, payload: "{}", createdAt: 1, updatedAt: 1)
+        }
+        let before = note("Before")
+        _ = try desktop.store.insert(before)
+        try await eventually("everyone has Before") {
+            try stolen.store.activity(id: before.id, now: 2) != nil && laptop.store.activity(id: before.id, now: 2) != nil
+        }
+        try await eventually("the desktop knows the stolen device") { try desktop.engine.knownDevices().contains { $0.name == "stolen" } }
+
+        try await desktop.engine.revoke(deviceID: "stolen")
+        #expect(desktop.engine.settings?.currentEpoch == 1)
+        #expect(try desktop.engine.knownDevices().first { $0.name == "stolen" }?.revoked == true)
+        let after = note("After")
+        _ = try desktop.store.insert(after)
+        try await eventually("the laptop has After") { try laptop.store.activity(id: after.id, now: 2) != nil }
+        #expect(laptop.engine.settings?.currentEpoch == 1)
+        // The stolen device stops at the first record it cannot open, and has nothing of it.
+        try await eventually("the stolen device is stuck") { stolen.engine.state == .offline }
+        #expect(try stolen.store.activity(id: after.id, now: 2) == nil)
+        #expect(stolen.engine.settings?.currentEpoch == 0)
+        // Nor can it append: its log is closed on the server (row-level security refuses the insert).
+        try stolen.store.register(type)
+        _ = try stolen.store.insert(note("From the thief"))
+        try await eventually("the thief's changes wait in its outbox") { try stolen.store.outboxCount() >= 2 && stolen.engine.state == .offline }
+        let stolenID = try #require(stolen.engine.settings?.deviceID)
+        // Only the hello it wrote when it joined.
+        #expect(try await server.psql("SELECT count(*) FROM baton.record WHERE device_id = '\(stolenID)'", database: SyncServer.database) == "1\n")
+        #expect(try laptop.store.activities(.init(), now: 2).map(\.title).sorted() == ["After", "Before"])
+
+        // A device that joins later gets the new key from the desktop or the laptop.
+        let tablet = try TestDevice(name: "tablet")
+        defer { tablet.close() }
+        try await tablet.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "tablet")
+        try await eventually("the tablet has After", timeout: .seconds(20)) { try tablet.store.activity(id: after.id, now: 2) != nil }
+        #expect(tablet.engine.settings?.currentEpoch == 1)
     }
 }

@@ -70,8 +70,8 @@ import TestSupport
         ]).first?.unwrapped.stringValue)
         let log = try await server.psql(
             "SELECT count(*), count(DISTINCT seq), max(seq) FROM baton.record WHERE device_id = '\(deviceID)'", database: SyncServer.database)
-        // The type and each note once: seqs 1 … 226, none twice, none missing.
-        #expect(log == "\(advertised + 1)|\(advertised + 1)|\(advertised + 1)\n")
+        // Its hello, the type and each note once: seqs 1 … 227, none twice, none missing.
+        #expect(log == "\(advertised + 2)|\(advertised + 2)|\(advertised + 2)\n")
         #expect(Int(proxy.send("count")) ?? 0 > 2, "the proxy carried the connections it cut")
     }
 }
