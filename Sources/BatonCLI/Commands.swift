@@ -164,6 +164,7 @@ struct Activities: AsyncParsableCommand {
         @Option(help: "Only the current activity of this scene (path or id).") var scene: String?
         @Option(help: "Only those with this persistent id.") var persistentId: String?
         @Option(help: "Only those showing this content (target_content_id).") var targetContentId: String?
+        @Option(help: "Only this machine's (local), other machines' (remote), or one machine's (its name or id).") var device: String?
         @Option(help: "At most this many.") var limit: Int?
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -174,16 +175,15 @@ struct Activities: AsyncParsableCommand {
                 filter["scene"] = try scene.map { try Daemon.scenePath($0).text }
                 filter["persistent_id"] = persistentId
                 filter["target_content_id"] = targetContentId
+                filter["device"] = device
                 filter["limit"] = limit.map(String.init)
-                let daemon = try global.daemon()
-                let records = try await daemon.call(Contract.Activities.list, [.stringMap(filter)]).first?.arrayValue ?? []
+                let records = try await global.daemon().call(Contract.Activities.list, [.stringMap(filter)]).first?.arrayValue ?? []
                 // Where each came from, once another machine's are among them.
                 guard records.contains(where: { $0.stringKeyedValue?[Key.device] != nil }) else {
                     return printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
                 }
-                let names = try await deviceNames(daemon)
                 printRecords(records, global.output, headers: Activities.headers + ["FROM"]) { r in
-                    Activities.row(r) + [r[Key.device].map { names[$0.stringValue ?? ""] ?? $0.stringValue ?? "" } ?? "this machine"]
+                    Activities.row(r) + [r[Key.device] == nil ? "this machine" : r[Key.deviceName]?.stringValue ?? r.text(Key.device)]
                 }
             }
         }

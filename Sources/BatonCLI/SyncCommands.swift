@@ -136,14 +136,3 @@ struct Devices: AsyncParsableCommand {
     }
 }
 
-/// The user's machines' names by sync id.
-func deviceNames(_ daemon: Daemon) async throws -> [String: String] {
-    typealias Key = Contract.Sync.DeviceKey
-    let records = try await daemon.call(Contract.Sync.devices).first?.arrayValue ?? []
-    var names: [String: String] = [:]
-    for record in records {
-        guard let fields = record.stringKeyedValue?.mapValues(\.unwrapped) else { continue }
-        names[fields.text(Key.id)] = fields.text(Key.name)
-    }
-    return names
-}

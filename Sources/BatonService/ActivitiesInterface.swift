@@ -86,17 +86,25 @@ extension HandoffService {
     }
 
     func get(_ call: MethodCall) async throws -> EncodedBody {
-        Records.encodedRecord(try liveActivity(try call.argument(0), now: WallClock.nowMicroseconds()))
+        let activity = try liveActivity(try call.argument(0), now: WallClock.nowMicroseconds())
+        return Records.encodedRecord(activity, deviceNames: try deviceNames(for: [activity]))
     }
 
     func list(_ call: MethodCall) async throws -> EncodedBody {
-        Records.encodedRecords(try store.activities(try filter(try call.argument(0)), now: WallClock.nowMicroseconds()))
+        let activities = try store.activities(try filter(try call.argument(0)), now: WallClock.nowMicroseconds())
+        return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
     }
 
     func search(_ call: MethodCall) async throws -> EncodedBody {
         let requested: UInt32 = try call.argument(1)
         let limit = requested == 0 ? 50 : Int(min(requested, 1000))
-        return Records.encodedRecords(try store.search(try call.argument(0), limit: limit, now: WallClock.nowMicroseconds()))
+        let activities = try store.search(try call.argument(0), limit: limit, now: WallClock.nowMicroseconds())
+        return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
+    }
+
+    /// The other devices' names, read only when one of `activities` came from another device.
+    private func deviceNames(for activities: [Activity]) throws -> [String: String] {
+        activities.contains(where: \.isRemote) ? try store.remoteDeviceNames() : [:]
     }
 
     func deleteSaved(_ call: MethodCall) async throws -> [DBusValue] {
@@ -176,7 +184,7 @@ extension HandoffService {
     }
 
     /// `List`'s filter from its option map.
-    func filter(_ options: [String: String]) throws(BatonError) -> Store.ActivityFilter {
+    func filter(_ options: [String: String]) throws -> Store.ActivityFilter {
         var filter = Store.ActivityFilter()
         for (key, value) in options {
             switch key {
@@ -185,12 +193,25 @@ extension HandoffService {
             case "scene": filter.sceneID = try SceneAddress.id(from: value)
             case "persistent_id": filter.persistentID = value
             case "target_content_id": filter.targetContentID = value
+            case "device":
+                // local, remote, this machine's or another's id, or another's name.
+                let names = try store.remoteDeviceNames()
+                let named = names.filter { $0.value == value }.map(\.key)
+                switch value {
+                case "local", syncEngine?.settings?.deviceID ?? "local": filter.device = .local
+                case "remote": filter.device = .remote
+                case _ where names[value] != nil: filter.device = .id(value)
+                case _ where named.count == 1: filter.device = .id(named[0])
+                default:
+                    throw BatonError.invalidArgument(
+                        "device must be local, remote, or one of this user's machines (baton devices lists them), not '\(printable(value))'")
+                }
             case "limit":
-                guard let limit = Int(value), limit > 0 else { throw .invalidArgument("limit must be a positive number, not '\(printable(value))'") }
+                guard let limit = Int(value), limit > 0 else { throw BatonError.invalidArgument("limit must be a positive number, not '\(printable(value))'") }
                 filter.limit = limit
             default:
-                throw .invalidArgument(
-                    "List has no filter '\(printable(key))'; its filters are type, app_id, scene, persistent_id, target_content_id, limit")
+                throw BatonError.invalidArgument(
+                    "List has no filter '\(printable(key))'; its filters are type, app_id, scene, persistent_id, target_content_id, device, limit")
             }
         }
         return filter

@@ -173,7 +173,14 @@ extension Store {
         public var sceneID: String?
         public var persistentID: String?
         public var targetContentID: String?
+        /// Whose activities: this machine's, other devices', or one device's.
+        public var device: Device?
         public var limit: Int?
+
+        public enum Device: Sendable, Equatable {
+            case local, remote
+            case id(String)
+        }
         public init(type: String? = nil, appID: String? = nil, sceneID: String? = nil, persistentID: String? = nil,
                     targetContentID: String? = nil, limit: Int? = nil) {
             self.type = type
@@ -187,7 +194,7 @@ extension Store {
 
     /// Live activities matching `filter`, newest first.
     public func activities(_ filter: ActivityFilter, now: UInt64) throws -> [Activity] {
-        // One statement per combination of filter fields (at most 64), each prepared once.
+        // One statement per combination of filter fields (at most 256), each prepared once.
         var conditions = ["(expires_at IS NULL OR expires_at > ?)"]
         var arguments: StatementArguments = [Time.encode(now)]
         for (column, value) in [(ActivityRow.Column.type, filter.type), (.appID, filter.appID), (.sceneID, filter.sceneID),
@@ -196,6 +203,14 @@ extension Store {
                 conditions.append("\(column.name) = ?")
                 arguments += [value]
             }
+        }
+        switch filter.device {
+        case nil: break
+        case .local: conditions.append("device_id = ''")
+        case .remote: conditions.append("device_id <> ''")
+        case .id(let id):
+            conditions.append("device_id = ?")
+            arguments += [id]
         }
         var sql = ActivityRow.selectSQL + " WHERE " + conditions.joined(separator: " AND ") + " ORDER BY seq DESC"
         if let limit = filter.limit {

@@ -57,7 +57,13 @@ import TestSupport
         let deviceID = try await desktop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("DeviceId")])
             .first?.unwrapped.stringValue
         #expect(record.field("device")?.stringValue == deviceID && deviceID?.isEmpty == false)
-        #expect(record.field("title")?.stringValue == "Agatha")
+        #expect(record.field("title")?.stringValue == "Agatha" && record.field("device_name")?.stringValue == "desktop")
+        // Filtered by where they came from: by name, by id, other machines', this machine's.
+        for filter in ["desktop", deviceID ?? "?", "remote"] {
+            #expect(try await laptop.call(Self.activities, "List", [.stringMap(["device": filter])]).first?.arrayValue?.count == 1, "\(filter)")
+        }
+        #expect(try await laptop.call(Self.activities, "List", [.stringMap(["device": "local"])]).first?.arrayValue?.count == 0)
+        await #expect(throws: DBusError.self) { try await laptop.call(Self.activities, "List", [.stringMap(["device": "toaster"])]) }
         let found = try #require(try await laptop.call(Self.activities, "Search", [.string("witch"), .uint32(10)]).first?.arrayValue)
         #expect(found.compactMap { $0.field("id")?.stringValue } == [id])
         // The desktop's own list shows it as this machine's (no device field).
