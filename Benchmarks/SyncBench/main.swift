@@ -14,9 +14,10 @@ import TestSupport
 //   3. catch-up of 10 000 activities after a partition (the proxy refuses B, A advertises, the proxy lets B back);
 //   4. a fleet: 100 users × 2 devices, each advertising once a second against one server, in this
 //      process (a store and a sync engine per device): the partner's latency, and the server's CPU.
-// Usage: bench-sync [FLEET_SECONDS]   (default 60)
+// Usage: bench-sync [FLEET_SECONDS] [FLEET_USERS]   (defaults 60 and 100: 200 devices)
 
 let fleetSeconds = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 60
+let fleetUsers = CommandLine.arguments.dropFirst(2).first.flatMap(Int.init) ?? 100
 let activities = "org.baton.Handoff1.Activities"
 let type = "com.raywenderlich.hawknotes.staterestore.characterDetail"
 let clock = ContinuousClock()
@@ -153,7 +154,7 @@ let catchUpFromOnline = milliseconds(caughtUp - (online.withLock { $0 } ?? reope
 let catchUpFromReopen = milliseconds(caughtUp - reopened)
 
 // 4. The fleet.
-say("4/4 fleet: 100 users × 2 devices, \(fleetSeconds) s …")
+say("4/4 fleet: \(fleetUsers) users × 2 devices, \(fleetSeconds) s …")
 struct Device: Sendable {
     let store: Store
     let engine: SyncEngine
@@ -164,7 +165,7 @@ let fleetLatencies = Mutex<[Double]>([])
 var log = Logger(label: "bench.fleet")
 log.logLevel = .error
 var fleet: [(Device, Device)] = []
-for user in 0..<100 {
+for user in 0..<fleetUsers {
     var pair: [Device] = []
     for side in 0..<2 {
         let directory = try TemporaryDirectory.make(prefix: "baton-fleet")
@@ -225,13 +226,13 @@ print("""
     = \(String(format: "%.2f", onP50 / offP50))× — target ≤ 1.1×: \(mark(onP50 / offP50 <= 1.1))
     catch-up of 10 000 after a partition: \(String(format: "%.0f", catchUpFromOnline)) ms from B online again \
     (\(String(format: "%.0f", catchUpFromReopen)) ms from the server reachable, with B's reconnect wait) — target ≤ 2 000 ms: \(mark(catchUpFromOnline <= 2000))
-    fleet, 200 devices × 1 advertise/s for \(String(format: "%.0f", fleetElapsed)) s: \(fleetAdvertised) advertised, \(received.count) seen by the partner; \
+    fleet, \(fleetUsers * 2) devices × 1 advertise/s, \(fleetSeconds) rounds in \(String(format: "%.0f", fleetElapsed)) s: \(fleetAdvertised) advertised, \(received.count) seen by the partner; \
     p50 \(String(format: "%.1f", fleetP50)) ms, p99 \(String(format: "%.1f", fleetP99)) ms — target p99 ≤ 100: \(mark(fleetP99 <= 100)); \
     server CPU \(String(format: "%.2f", cpuPerAdvertise)) ms per advertise
     """)
 let json = """
     {"latency_p50_ms":\(p50),"latency_p99_ms":\(p99),"advertise_sync_on_p50_us":\(onP50),"advertise_sync_off_p50_us":\(offP50),\
-    "catch_up_10000_ms":\(catchUpFromOnline),"catch_up_10000_from_reachable_ms":\(catchUpFromReopen),"fleet_devices":200,\
+    "catch_up_10000_ms":\(catchUpFromOnline),"catch_up_10000_from_reachable_ms":\(catchUpFromReopen),"fleet_devices":\(fleetUsers * 2),\
     "fleet_seconds":\(fleetElapsed),"fleet_advertised":\(fleetAdvertised),"fleet_seen":\(received.count),"fleet_p50_ms":\(fleetP50),\
     "fleet_p99_ms":\(fleetP99),"server_cpu_ms_per_advertise":\(cpuPerAdvertise)}
     """
