@@ -188,6 +188,10 @@ for user in 0..<fleetUsers {
 }
 try await Task.sleep(for: .seconds(3))
 fleetLatencies.withLock { $0.removeAll() }
+// The server with every device connected and nothing written: what it spends doing nothing.
+let idleBefore = serverCPU(server)
+try await Task.sleep(for: .seconds(5))
+let idleCPU = (serverCPU(server) - idleBefore) / 5
 let cpuBefore = serverCPU(server)
 let fleetStart = clock.now
 var fleetAdvertised = 0
@@ -228,13 +232,13 @@ print("""
     (\(String(format: "%.0f", catchUpFromReopen)) ms from the server reachable, with B's reconnect wait) — target ≤ 2 000 ms: \(mark(catchUpFromOnline <= 2000))
     fleet, \(fleetUsers * 2) devices × 1 advertise/s, \(fleetSeconds) rounds in \(String(format: "%.0f", fleetElapsed)) s: \(fleetAdvertised) advertised, \(received.count) seen by the partner; \
     p50 \(String(format: "%.1f", fleetP50)) ms, p99 \(String(format: "%.1f", fleetP99)) ms — target p99 ≤ 100: \(mark(fleetP99 <= 100)); \
-    server CPU \(String(format: "%.2f", cpuPerAdvertise)) ms per advertise
+    server CPU \(String(format: "%.2f", cpuPerAdvertise)) ms per advertise (idle, all connected: \(String(format: "%.0f", idleCPU)) ms per second)
     """)
 let json = """
     {"latency_p50_ms":\(p50),"latency_p99_ms":\(p99),"advertise_sync_on_p50_us":\(onP50),"advertise_sync_off_p50_us":\(offP50),\
     "catch_up_10000_ms":\(catchUpFromOnline),"catch_up_10000_from_reachable_ms":\(catchUpFromReopen),"fleet_devices":\(fleetUsers * 2),\
     "fleet_seconds":\(fleetElapsed),"fleet_advertised":\(fleetAdvertised),"fleet_seen":\(received.count),"fleet_p50_ms":\(fleetP50),\
-    "fleet_p99_ms":\(fleetP99),"server_cpu_ms_per_advertise":\(cpuPerAdvertise)}
+    "fleet_p99_ms":\(fleetP99),"server_cpu_ms_per_advertise":\(cpuPerAdvertise),"server_idle_cpu_ms_per_s":\(idleCPU)}
     """
 try? FileManager.default.createDirectory(atPath: "Benchmarks/results", withIntermediateDirectories: true)
 try json.write(toFile: "Benchmarks/results/sync.json", atomically: true, encoding: .utf8)

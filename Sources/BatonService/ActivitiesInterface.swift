@@ -59,6 +59,11 @@ extension HandoffService {
             if let request, try store.result(of: request) != nil { return nil }
             let now = WallClock.nowMicroseconds()
             let activity = try Self.liveActivity(id, in: store, now: now)
+            guard !activity.isRemote else {
+                throw BatonError.accessDenied("""
+                    activity \(activity.id) was advertised on another machine (device \(activity.deviceID)); only that machine changes it
+                    """)
+            }
             guard let type = try store.activityType(activity.type) else {
                 throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
             }
@@ -78,6 +83,12 @@ extension HandoffService {
 
     func invalidate(_ call: MethodCall) async throws -> [DBusValue] {
         let id = try Identifier.normalize(try call.argument(0))
+        // Another machine's: gone here now, and a request in this machine's log for its own machine.
+        if let activity = try store.storedActivity(id: id), activity.isRemote, let engine = syncEngine {
+            guard try await Self.syncing({ try await engine.invalidate(activity) }) else { throw BatonError.notFound("no activity \(id)") }
+            announceRemoved([id])
+            return []
+        }
         try await store.writing { store in
             guard try !store.deleteActivities(ids: [id]).isEmpty else { throw BatonError.notFound("no activity \(id)") }
         }

@@ -54,6 +54,9 @@ extension Store {
         case continueHere(activityID: String)
         /// An activity of this machine's was continued on the device that sent the record.
         case continuedThere(activityID: String)
+        /// The device that sent the record invalidated one of this machine's activities: it
+        /// ends here too, and its end travels to every device as this machine's record.
+        case invalidateHere(activityID: String)
     }
 
     /// What applying another device's records changed here, for the signals.
@@ -200,6 +203,25 @@ extension Store {
         outbox.listener.withLock { $0 }?()
     }
 
+    /// Invalidates another device's activity here and, in the same transaction, puts the
+    /// request that its device invalidate it too (`body`) into the outbox. False when it is
+    /// not here (any more).
+    public func invalidateRemote(id: String, request body: [UInt8]) throws -> Bool {
+        let removed = try writeActivities { db in
+            let removed = try ending(.invalidated("invalidated on this machine")) {
+                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id <> '' RETURNING id"),
+                                    arguments: [id])
+            }
+            if !removed.isEmpty {
+                try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, body) VALUES ('request', ?, ?, ?)")
+                    .execute(arguments: [Identifier.make(), Time.encode(WallClock.nowMicroseconds()), Data(body)])
+            }
+            return !removed.isEmpty
+        }
+        outbox.listener.withLock { $0 }?()
+        return removed
+    }
+
     /// The server has committed the staged records up to `logSeq`: they leave the outbox.
     public func sent(upTo logSeq: Int64) throws {
         try write { db in
@@ -299,6 +321,12 @@ extension Store {
                 PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: now)))
             try Self.noteOutcome(activityID, scene: scene.id, state: "pending", in: db)
             applied.pendingScenes.append(scene.id)
+        case .invalidateHere(let activityID):
+            // Final, whatever changed since: no later record of the activity brings it back.
+            applied.ended += try ending(.invalidated("invalidated on device \(device)")) {
+                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id = '' RETURNING id"),
+                                    arguments: [activityID])
+            }
         case .continuedThere(let activityID):
             try Self.noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)", in: db)
             applied.continuedThere.append((activityID, device))

@@ -429,6 +429,14 @@ public final class SyncEngine: Sendable {
         try await store.writing { try $0.enqueueRequest(body, request: request) }
     }
 
+    /// Invalidates another device's activity: here at once, and there (and so everywhere)
+    /// when the request reaches its device. False when it was not here.
+    public func invalidate(_ activity: Activity) async throws -> Bool {
+        guard settings != nil, activity.isRemote else { return false }
+        let body = try SyncRecord(request: "invalidate", activityID: activity.id, target: activity.deviceID).encoded()
+        return try await store.writing { try $0.invalidateRemote(id: activity.id, request: body) }
+    }
+
     /// Tells the device that advertised `activity` that it was continued here.
     public func tellContinued(_ activity: Activity) async throws {
         guard settings != nil, activity.isRemote else { return }

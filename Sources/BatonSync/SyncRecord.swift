@@ -67,6 +67,7 @@ struct SyncRecord: Codable, Equatable {
         switch kind {
         case "continue_on": return id.map { .continueHere(activityID: $0) }
         case "continued": return id.map { .continuedThere(activityID: $0) }
+        case "invalidate": return id.map { .invalidateHere(activityID: $0) }
         default: return change
         }
     }
@@ -160,7 +161,7 @@ enum RemoteCheck {
             try Validate.reverseDNS(appID, what: "the type's app", limits: limits)
         case .typeRemoved(let name):
             try Validate.reverseDNS(name, what: "the type", limits: limits)
-        case .continueHere(let id), .continuedThere(let id):
+        case .continueHere(let id), .continuedThere(let id), .invalidateHere(let id):
             _ = try Identifier.normalize(id, what: "the activity's id")
         }
     }

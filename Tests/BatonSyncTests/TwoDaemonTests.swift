@@ -70,10 +70,28 @@ import TestSupport
         let own = try #require(try await desktop.call(Self.activities, "List", [.stringMap([:])]).first?.arrayValue)
         #expect(own.first?.field("device") == nil)
 
+        // Only the machine that advertised it changes it.
+        await #expect(throws: DBusError.self) {
+            try await laptop.call(Self.activities, "Update", [.string(id), .string("{}"), .stringMap(["title": "Hijacked"])])
+        }
+
         // Invalidated there, gone here, announced.
         let invalidated = try await SignalLog(laptop.client, MatchRule(interface: Self.activities, member: "Invalidated"))
         _ = try await desktop.call(Self.activities, "Invalidate", [.string(id)])
         try await invalidated.wait(for: "Invalidated on the laptop", timeout: .seconds(10)) { $0.body.first?.stringValue == id }
+
+        // Invalidated here, of another machine's: gone here at once, and on its own machine
+        // when the request arrives; a later copy never brings it back.
+        let jamie = try #require(try await desktop.call(Self.activities, "Advertise", [
+            .string(Self.type), .string("Jamie"), .string(#"{"id":"jamie"}"#), .stringMap([:]),
+        ]).first?.stringValue)
+        try await advertised.wait(for: "Jamie on the laptop", timeout: .seconds(10)) { $0.body.first?.stringValue == jamie }
+        let gone = try await SignalLog(desktop.client, MatchRule(interface: Self.activities, member: "Invalidated"))
+        _ = try await laptop.call(Self.activities, "Invalidate", [.string(jamie)])
+        await #expect(throws: DBusError.self) { try await laptop.call(Self.activities, "Get", [.string(jamie)]) }
+        try await gone.wait(for: "Jamie invalidated on the desktop", timeout: .seconds(10)) { $0.body.first?.stringValue == jamie }
+        let explained = try #require(try await desktop.call(Self.activities, "Explain", [.string(jamie)]).first)
+        #expect(explained.field("state")?.stringValue == "invalidated")
 
         // Devices, and the state, from the laptop.
         let devices = try #require(try await laptop.call(Self.sync, "Devices").first?.arrayValue)
