@@ -99,6 +99,8 @@ struct DurableContinuationTests {
         defer { again.close() }
         try await eventually("the waiting one arrived") { try await state(of: second, world) == "ready" }
         #expect(again.calls.withLock { $0 } == [second.text])
+        // Continued is emitted after the scene turns ready: awaited, then counted.
+        try await continued.wait(for: "the second Continued", after: 1) { $0.body.dropFirst().first == .objectPath(second) }
         #expect(continued.all.count == 2)
     }
 

@@ -56,3 +56,17 @@ import Testing
         #expect(restored.unwrap(wrapped, user: "ana", device: "laptop", epoch: 1) == epochKey)
     }
 }
+
+@Suite struct WakeupTests {
+    /// A wait that a ring ended leaves nothing behind: the next wait lasts its timeout. (Its
+    /// cancelled timer used to ring, and the sync loop spun.)
+    @Test func aWaitEndedByARingLeavesNoRingBehind() async {
+        let bell = Wakeup()
+        let clock = ContinuousClock()
+        bell.ring()
+        await bell.wait(timeout: .seconds(30))  // the ring made while nobody waited ends it at once
+        let start = clock.now
+        await bell.wait(timeout: .milliseconds(300))
+        #expect(clock.now - start >= .milliseconds(300))
+    }
+}

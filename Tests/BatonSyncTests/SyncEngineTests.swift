@@ -76,6 +76,12 @@ import TestSupport
         #expect(try laptop.store.tombstone(activityID: agatha.id)?.state == "invalidated")
         #expect(try desktop.store.outboxCount() == 0)
 
+        // With nothing to do, the engines rest: no round until something wakes them. (The measure
+        // is what happens over a second with nothing going on, so it waits that second.)
+        let rounds = desktop.engine.rounds.load(ordering: .relaxed) + laptop.engine.rounds.load(ordering: .relaxed)
+        try await Task.sleep(for: .seconds(1))
+        #expect(desktop.engine.rounds.load(ordering: .relaxed) + laptop.engine.rounds.load(ordering: .relaxed) - rounds <= 2)
+
         // The server's tables: ids, numbers, times and ciphertext, never a title, payload, keyword, type or name.
         let dump = try await server.psql("""
             SELECT string_agg(t::text, E'\\n') FROM (
