@@ -154,6 +154,13 @@ extension Store {
 
     // MARK: Sending
 
+    /// When the oldest change not yet on the server was made (µs since the epoch); nil when there is none.
+    public func oldestOutboxChange() throws -> UInt64? {
+        try read { db in
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT at FROM outbox ORDER BY seq LIMIT 1")).map(Time.decode)
+        }
+    }
+
     /// Changes not yet on the server.
     public func outboxCount() throws -> Int {
         try read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM outbox")) ?? 0 }
