@@ -276,7 +276,7 @@ enum Schema {
                 CREATE INDEX continuation_outcome_age ON continuation_outcome(at);
                 """)
         }
-        // Sync across machines (issue #23). Activities gain the device that advertised them
+        // Sync across machines. Activities gain the device that advertised them
         // (empty: this machine), and the table is rebuilt without the foreign key to
         // `activity_type`: another device's activity may be of a type no app here registered.
         // A trigger removes this machine's activities with their type, as the key's cascade
@@ -396,7 +396,7 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
-        // Requests between devices (issue #23): an outbox row may carry a record of its own
+        // Requests between devices: an outbox row may carry a record of its own
         // (a continuation asked of another machine, or told to the activity's origin) rather
         // than name an activity or type to send as it is now.
         migrator.registerMigration("v12") { db in

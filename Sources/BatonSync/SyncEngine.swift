@@ -303,10 +303,8 @@ public final class SyncEngine: Sendable {
     static let coalescing: Duration = .milliseconds(5)
 
     /// Runs one exchange with the server, or closes the connection and throws when it takes
-    /// longer than `answerTimeout` or the connection closed under it. postgres-nio left a query
-    /// waiting for good when the connection ended under it (about 1 run in 5 of the outage test
-    /// under load; every time the proxy cut the laptop's connection mid-query, 20 s lost each),
-    /// and the engine with it; now the loop notices and connects again.
+    /// longer than `answerTimeout` or the connection closed under it: postgres-nio can leave a
+    /// query waiting for good when the connection ends under it, and the engine with it.
     private func answered<T: Sendable>(_ connection: PostgresConnection, _ exchange: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
             return try await Deadline.run(answerTimeout, giveUpWhen: { connection.isClosed }, exchange)
@@ -610,9 +608,7 @@ final class Wakeup: Sendable {
     func wait(timeout: Duration) async {
         let timer = Task { [self] in
             // A timer cancelled because the wait ended must not ring: that ring would end the
-            // next wait at once, and the loop would spin (it did: every device asked the server
-            // "which logs moved?" without pause, 0.3–0.8 s of server CPU a second with 20 idle
-            // devices, and Advertise with sync on 1.3× its time with sync off).
+            // next wait at once, and the sync loop would spin.
             do { try await Task.sleep(for: timeout) } catch { return }
             ring()
         }
