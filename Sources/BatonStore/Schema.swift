@@ -402,26 +402,6 @@ enum Schema {
         migrator.registerMigration("v12") { db in
             try db.execute(sql: "ALTER TABLE outbox ADD COLUMN body BLOB")
         }
-        // The outbox without AUTOINCREMENT: its order needs only rowids larger than those
-        // present (a plain INTEGER PRIMARY KEY gives that); the log's seq is numbered at
-        // staging. AUTOINCREMENT wrote sqlite_sequence in every write that changed an activity.
-        migrator.registerMigration("v13") { db in
-            try db.execute(sql: """
-                CREATE TABLE outbox_v13 (
-                    seq INTEGER PRIMARY KEY,
-                    kind TEXT NOT NULL,                      -- activity, type, request
-                    key TEXT NOT NULL,                       -- the activity's id, the type's name, a request's id
-                    at INTEGER NOT NULL,
-                    log_seq INTEGER,
-                    record BLOB,
-                    body BLOB                                -- a request's record, made when it was asked for
-                );
-                INSERT INTO outbox_v13 (seq, kind, key, at, log_seq, record, body) SELECT seq, kind, key, at, log_seq, record, body FROM outbox;
-                DROP TABLE outbox;
-                ALTER TABLE outbox_v13 RENAME TO outbox;
-                DELETE FROM sqlite_sequence WHERE name = 'outbox';
-                """)
-        }
         return migrator
     }
 }

@@ -147,7 +147,7 @@ extension Store {
 
     private static func forgetSync(in db: Database) throws {
         try db.execute(sql: """
-            DELETE FROM sync_state; DELETE FROM outbox;
+            DELETE FROM sync_state; DELETE FROM outbox; DELETE FROM sqlite_sequence WHERE name = 'outbox';
             DELETE FROM sync_cursor; DELETE FROM remote_device; DELETE FROM remote_type;
             """)
     }
