@@ -37,6 +37,16 @@ struct Daemon {
         }
     }
 
+    /// Every property of `interface` on the object at `path`, variants unwrapped (`Properties.GetAll`).
+    func properties(of interface: String, at path: ObjectPath = root) async throws -> [String: DBusValue] {
+        do {
+            return try await connection.call(Self.busName, path, "org.freedesktop.DBus.Properties", "GetAll", [.string(interface)])
+                .first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
+        } catch let error as DBusError {
+            throw Self.explain(error)
+        }
+    }
+
     func call(_ method: ContractMethod, _ arguments: [DBusValue] = [], path: ObjectPath = root) async throws -> [DBusValue] {
         do {
             return try await connection.call(method, arguments, path: path, timeout: .seconds(30))

@@ -14,16 +14,6 @@ struct Scenes: AsyncParsableCommand {
         subcommands: [List.self, Open.self, Show.self, Get.self, SetValue.self, Remove.self, Handles.self, Restore.self, Close.self],
         defaultSubcommand: List.self)
 
-    static func properties(_ daemon: Daemon, _ path: ObjectPath) async throws -> [String: DBusValue] {
-        do {
-            return try await daemon.connection.call(
-                Daemon.busName, path, "org.freedesktop.DBus.Properties", "GetAll", [.string(Contract.Interface.scene)]
-            ).first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
-        } catch let error as DBusError {
-            throw Daemon.explain(error)
-        }
-    }
-
     /// Every scene's properties, by path, from the root's `ObjectManager.GetManagedObjects`.
     static func managedObjects(_ daemon: Daemon) async throws -> [ObjectPath: [String: DBusValue]] {
         let reply: [DBusValue]
@@ -100,7 +90,7 @@ struct Scenes: AsyncParsableCommand {
             try await perform {
                 let daemon = try global.daemon()
                 let path = try Daemon.scenePath(scene)
-                let properties = try await Scenes.properties(daemon, path)
+                let properties = try await daemon.properties(of: Contract.Interface.scene, at: path)
                 let storage = try await daemon.call(Contract.Scene.getAll, path: path).first ?? .record([:])
                 if global.json {
                     return print("{\"properties\":\(JSONText.value(.record(properties), rawJSONKeys: [])),\"storage\":\(JSONText.value(storage, rawJSONKeys: []))}")
@@ -283,9 +273,7 @@ struct Status: AsyncParsableCommand {
             let types = try await daemon.call(Contract.Registry.listActivityTypes).first?.arrayValue?.count ?? 0
             let activities = try await daemon.call(Contract.Activities.list, [.stringMap([:])]).first?.arrayValue?.count ?? 0
             let scenes = try await daemon.call(Contract.Scenes.listScenes, [.string("")]).first?.arrayValue?.count ?? 0
-            let facts = try await daemon.connection.call(
-                Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "GetAll", [.string(Contract.Interface.status)]
-            ).first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
+            let facts = try await daemon.properties(of: Contract.Interface.status)
             let owner = (try? await daemon.connection.nameOwner(Daemon.busName)) ?? nil
             var pid: UInt32?
             if let owner {

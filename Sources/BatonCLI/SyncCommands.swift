@@ -65,11 +65,8 @@ struct Sync: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                let daemon = try global.daemon()
                 typealias Name = Contract.Sync.Property
-                let facts = try await daemon.connection.call(
-                    Daemon.busName, Daemon.root, "org.freedesktop.DBus.Properties", "GetAll", [.string(Contract.Interface.sync)]
-                ).first?.stringKeyedValue?.mapValues(\.unwrapped) ?? [:]
+                let facts = try await global.daemon().properties(of: Contract.Interface.sync)
                 let state = facts.text(Name.state)
                 let outbox = facts[Name.outbox]?.uint32Value ?? 0
                 let last = facts[Name.lastSyncAt]?.uint64Value ?? 0

@@ -96,9 +96,11 @@ extension HandoffService {
                 }
             }
         }
-        for (activityID, device) in applied.continuedThere {
-            guard let activity = try? store.storedActivity(id: activityID), let type = try? store.activityType(activity.type) else { continue }
-            tellOriginator(activity, type: type, scene: "/", device: device)
+        for continued in applied.continuedThere {
+            guard let activity = try? store.storedActivity(id: continued.activityID), let type = try? store.activityType(activity.type) else {
+                continue
+            }
+            tellOriginator(activity, type: type, scene: "/", device: continued.device)
         }
     }
 

@@ -67,12 +67,11 @@ extension Store {
         /// Scenes opened `pending` for continuations other machines asked for here.
         public var pendingScenes: [String] = []
         /// This machine's activities that were continued on the device that sent them.
-        public var continuedThere: [(activityID: String, device: String)] = []
+        public var continuedThere: [ContinuedThere] = []
 
-        public static func == (left: Applied, right: Applied) -> Bool {
-            left.advertised == right.advertised && left.updated == right.updated && left.ended == right.ended
-                && left.pendingScenes == right.pendingScenes
-                && left.continuedThere.map { [$0.activityID, $0.device] } == right.continuedThere.map { [$0.activityID, $0.device] }
+        public struct ContinuedThere: Sendable, Equatable {
+            public var activityID: String
+            public var device: String
         }
     }
 
@@ -203,11 +202,16 @@ extension Store {
             guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sync_state")) ?? false else {
                 throw BatonError(.syncUnavailable, "sync is off on this machine")
             }
-            try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, body) VALUES ('request', ?, ?, ?)")
-                .execute(arguments: [Identifier.make(), Time.encode(WallClock.nowMicroseconds()), Data(body)])
+            try Self.insertRequest(body, in: db)
             return ""
         }
         outbox.listener.withLock { $0 }?()
+    }
+
+    /// An outbox row carrying a request's record, sent as it is.
+    private static func insertRequest(_ body: [UInt8], in db: Database) throws {
+        try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, body) VALUES ('request', ?, ?, ?)")
+            .execute(arguments: [Identifier.make(), Time.encode(WallClock.nowMicroseconds()), Data(body)])
     }
 
     /// Invalidates another device's activity here and, in the same transaction, puts the
@@ -219,10 +223,7 @@ extension Store {
                 try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id <> '' RETURNING id"),
                                     arguments: [id])
             }
-            if !removed.isEmpty {
-                try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, body) VALUES ('request', ?, ?, ?)")
-                    .execute(arguments: [Identifier.make(), Time.encode(WallClock.nowMicroseconds()), Data(body)])
-            }
+            if !removed.isEmpty { try Self.insertRequest(body, in: db) }
             return !removed.isEmpty
         }
         outbox.listener.withLock { $0 }?()
@@ -336,7 +337,7 @@ extension Store {
             }
         case .continuedThere(let activityID):
             try Self.noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)", in: db)
-            applied.continuedThere.append((activityID, device))
+            applied.continuedThere.append(.init(activityID: activityID, device: device))
         }
     }
 
@@ -360,10 +361,7 @@ extension Store {
 
     /// The other devices' names by id.
     public func remoteDeviceNames() throws -> [String: String] {
-        try read { db in
-            Dictionary(try db.cachedStatement(sql: "SELECT device_id, name FROM remote_device")
-                .rows([]) { ($0.string(0), $0.string(1)) }, uniquingKeysWith: { $1 })
-        }
+        Dictionary(try remoteDevices().map { ($0.id, $0.name) }, uniquingKeysWith: { $1 })
     }
 
     /// The devices whose apps registered `type`.

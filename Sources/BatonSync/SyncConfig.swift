@@ -56,6 +56,11 @@ public struct SyncConfig: Codable, Sendable, Equatable {
 
     var userKeyValue: UserKey? { Hex.decode(userKey).map(UserKey.init(bytes:)) }
 
+    /// The same device on the same server (its keys may differ: a new epoch's was added).
+    func isSameDevice(as other: SyncConfig) -> Bool {
+        deviceID == other.deviceID && url == other.url
+    }
+
     /// The newest epoch this device has the key of: the one it seals with.
     var currentEpoch: Int32 { (epochKeys ?? [:]).keys.compactMap { Int32($0) }.max() ?? 0 }
 

@@ -15,7 +15,7 @@ import Synchronization
 /// channel, sends, then catches up on every other device's log by seq; it does so again when
 /// woken — by a NOTIFY, by a commit that filled the outbox, by `Init`/`Join`/`Leave` — and every
 /// `catchUpPeriod` regardless. A failure drops the connection; the loop waits (longer each time,
-/// at most 30 s) and starts over, catching up first. With the server away batond works as
+/// at most `maximumBackoff`) and starts over, catching up first. With the server away batond works as
 /// without sync, and the outbox keeps what is to be sent.
 public final class SyncEngine: Sendable {
     /// `off` (not set up), `connecting`, `online`, `offline` (set up, server unreachable).
@@ -104,13 +104,12 @@ public final class SyncEngine: Sendable {
     }
 
     /// Waits before connecting again: 0.25 s, 0.5 s, 1 s … at most `maximumBackoff`. Only a
-    /// change of the settings (Init, Join, Leave) cuts it short: outbox commits and the end of
-    /// the failed connection ring the bell too, and once made every failure count double
-    /// (ten attempts in 0.1 s, then a 30 s wait, in a test under load).
+    /// change of device (Init, Join, Leave) cuts it short: outbox commits and the end of the
+    /// failed connection ring the bell too, and each would otherwise count as a failure.
     private func pause(afterFailures failures: Int, settings before: SyncConfig) async {
         let clock = ContinuousClock()
         let deadline = clock.now + min(Self.maximumBackoff, .milliseconds(250 << min(failures - 1, 10)))
-        while !Task.isCancelled, clock.now < deadline, settings == before {
+        while !Task.isCancelled, clock.now < deadline, settings?.isSameDevice(as: before) == true {
             await bell.wait(timeout: deadline - clock.now)
         }
     }
@@ -133,8 +132,8 @@ public final class SyncEngine: Sendable {
             defer { listener.cancel() }
             set(.online)
             var firstRound = true
-            // The same device on the same server: a new epoch key leaves the session as it is.
-            while !Task.isCancelled, let current = settings, current.deviceID == config.deviceID, current.url == config.url {
+            // A new epoch key leaves the session as it is.
+            while !Task.isCancelled, let current = settings, current.isSameDevice(as: config) {
                 rounds.add(1, ordering: .relaxed)
                 log.trace("sync: sending")
                 try await send(on: connection, current)
@@ -180,6 +179,9 @@ public final class SyncEngine: Sendable {
     }
 
     // MARK: Sending
+
+    /// How long a change waits for others to leave with it (see `send`).
+    static let coalescing: Duration = .milliseconds(5)
 
     /// Sends the outbox, a staged batch at a time, each in one server transaction; a batch
     /// leaves the outbox only after the server committed it.
@@ -236,23 +238,27 @@ public final class SyncEngine: Sendable {
         }
         var names = try store.remoteDeviceNames()
         if refreshDevices || heads.keys.contains(where: { $0 != config.deviceID && names[$0] == nil }) {
+            // What the others see as this device's last_seen: when it last connected.
+            if refreshDevices {
+                _ = try await answered(connection) { [log] in
+                    try await connection.query(
+                        "UPDATE baton.device SET last_seen = now() WHERE user_name = \(config.user) AND device_id = \(config.deviceID)",
+                        logger: log)
+                }
+            }
             let devices = try await answered(connection) { [log] in try await Self.devices(on: connection, config, log: log) }
             for device in devices where !device.isThisDevice {
                 try await store.writing { try $0.noteRemoteDevice(id: device.id, name: device.name, lastSeen: device.lastSeen, revoked: device.revoked) }
                 names[device.id] = device.name
             }
             // A revocation made elsewhere begins an epoch this device seals with from now on.
-            let newest = try await answered(connection) { [log] in
-                var newest: Int32 = 0
-                let rows = try await connection.query(
-                    "SELECT coalesce(max(epoch), 0) FROM baton.user_key WHERE user_name = \(config.user)", logger: log)
-                for try await value in rows.decode(Int32.self) { newest = value }
-                return newest
-            }
+            let newest = try await answered(connection) { [log] in try await Self.newestEpoch(on: connection, user: config.user, log: log) }
             if newest > config.currentEpoch { _ = try await epochKey(newest, on: connection) }
             try await shareCurrentKey(on: connection, with: devices, settings: settings ?? config)
         }
         let cursors = try store.syncCursors()
+        // Each epoch's key once per round, not once per record (epoch 0's is an HKDF derivation).
+        var keys: [Int32: SymmetricKey] = [:]
         for (deviceID, head) in heads.sorted(by: { $0.key < $1.key }) where deviceID != config.deviceID && head > cursors[deviceID] ?? 0 {
             let device = (id: deviceID, name: names[deviceID] ?? deviceID)
             var cursor = cursors[deviceID] ?? 0
@@ -269,7 +275,8 @@ public final class SyncEngine: Sendable {
                 var records: [(seq: Int64, change: Store.RemoteChange?)] = []
                 for (seq, epoch, hlc, sealed) in fetched {
                     let context = Seal.recordContext(user: config.user, device: device.id, seq: seq, epoch: epoch)
-                    guard let key = try await epochKey(epoch, on: connection),
+                    if keys[epoch] == nil { keys[epoch] = try await epochKey(epoch, on: connection) }
+                    guard let key = keys[epoch],
                           let body = Seal.open(Array(sealed.readableBytesView), key: key, context: context) else {
                         // Not skipped: the key may still come (a device that joined after a revocation
                         // gets it from another); a revoked device never gets it.
@@ -299,9 +306,6 @@ public final class SyncEngine: Sendable {
     }
 
 
-    /// How long a change waits for others to leave with it (see `send`).
-    static let coalescing: Duration = .milliseconds(5)
-
     /// Runs one exchange with the server, or closes the connection and throws when it takes
     /// longer than `answerTimeout` or the connection closed under it: postgres-nio can leave a
     /// query waiting for good when the connection ends under it, and the engine with it.
@@ -315,7 +319,7 @@ public final class SyncEngine: Sendable {
     }
 
     static func devices(on connection: PostgresConnection, _ config: SyncConfig, log: Logger) async throws -> [Device] {
-        guard let key = config.userKeyValue?.epochZeroKey else { throw SyncError.state("the user's key in sync.json is damaged") }
+        guard let key = config.key(epoch: 0) else { throw SyncError.state("the user's key in sync.json is damaged") }
         let rows = try await connection.query("""
             SELECT device_id, sealed_name, (extract(epoch FROM last_seen) * 1000000)::bigint, revoked_at IS NOT NULL, public_key
             FROM baton.device WHERE user_name = \(config.user) ORDER BY joined_at
@@ -378,14 +382,29 @@ public final class SyncEngine: Sendable {
         }
         for device in devices where !device.revoked && !holders.contains(device.id) && !device.publicKey.isEmpty {
             let wrapped = try DeviceKey.wrap(key, to: device.publicKey, user: config.user, device: device.id, epoch: epoch)
-            _ = try await answered(connection) { [log] in
-                try await connection.query("""
-                    INSERT INTO baton.epoch_key (user_name, epoch, device_id, wrapped)
-                    VALUES (\(config.user), \(epoch), \(device.id), \(ByteBuffer(bytes: wrapped))) ON CONFLICT DO NOTHING
-                    """, logger: log)
+            try await answered(connection) { [log] in
+                try await Self.storeWrappedKey(wrapped, epoch: epoch, for: device.id, user: config.user, on: connection, log: log)
             }
             log.info("sync: gave \(device.name) the key of epoch \(epoch)")
         }
+    }
+
+    /// The user's newest key epoch on the server (0 before any revocation).
+    private static func newestEpoch(on connection: PostgresConnection, user: String, log: Logger) async throws -> Int32 {
+        let rows = try await connection.query("SELECT coalesce(max(epoch), 0) FROM baton.user_key WHERE user_name = \(user)", logger: log)
+        var newest: Int32 = 0
+        for try await value in rows.decode(Int32.self) { newest = value }
+        return newest
+    }
+
+    /// Stores an epoch's key, wrapped to `device` (`DeviceKey.wrap`), for that device on the server.
+    private static func storeWrappedKey(
+        _ wrapped: [UInt8], epoch: Int32, for device: String, user: String, on connection: PostgresConnection, log: Logger
+    ) async throws {
+        try await connection.query("""
+            INSERT INTO baton.epoch_key (user_name, epoch, device_id, wrapped)
+            VALUES (\(user), \(epoch), \(device), \(ByteBuffer(bytes: wrapped))) ON CONFLICT DO NOTHING
+            """, logger: log)
     }
 
     /// Revokes one of the user's devices: a new key epoch begins, its key wrapped to every
@@ -404,20 +423,14 @@ public final class SyncEngine: Sendable {
         }
         let newKey = SymmetricKey(size: .bits256)
         let epoch = try await connection.withTransaction(logger: log) { connection in
-            var current: Int32 = 0
-            let rows = try await connection.query("SELECT coalesce(max(epoch), 0) FROM baton.user_key WHERE user_name = \(config.user)", logger: log)
-            for try await value in rows.decode(Int32.self) { current = value }
-            let epoch = current + 1
+            let epoch = try await Self.newestEpoch(on: connection, user: config.user, log: log) + 1
             let check = try Seal.seal(Seal.checkText, key: newKey, context: Seal.checkContext(user: config.user, epoch: epoch))
             try await connection.query(
                 "INSERT INTO baton.user_key (user_name, epoch, check_value) VALUES (\(config.user), \(epoch), \(ByteBuffer(bytes: check)))",
                 logger: log)
             for device in devices where !device.revoked && device.id != revoked.id {
                 let wrapped = try DeviceKey.wrap(newKey, to: device.publicKey, user: config.user, device: device.id, epoch: epoch)
-                try await connection.query("""
-                    INSERT INTO baton.epoch_key (user_name, epoch, device_id, wrapped)
-                    VALUES (\(config.user), \(epoch), \(device.id), \(ByteBuffer(bytes: wrapped)))
-                    """, logger: log)
+                try await Self.storeWrappedKey(wrapped, epoch: epoch, for: device.id, user: config.user, on: connection, log: log)
             }
             try await connection.query(
                 "UPDATE baton.device SET revoked_at = now() WHERE user_name = \(config.user) AND device_id = \(revoked.id)", logger: log)
@@ -634,6 +647,9 @@ final class Wakeup: Sendable {
 /// Runs work that may never finish (a query on a connection that died under it) with a time
 /// limit: past it the caller goes on with `Expired`, and the work is left behind to end when it can.
 enum Deadline {
+    /// How often `run` asks `giveUpWhen`.
+    static let pollInterval: Duration = .milliseconds(100)
+
     /// The time ran out (`timeout`), or `giveUpWhen` said so (nil).
     struct Expired: Error {
         let timeout: Duration?
@@ -649,7 +665,7 @@ enum Deadline {
         }
     }
 
-    /// `giveUpWhen` is asked every 100 ms; true ends the wait early.
+    /// `giveUpWhen` is asked every `pollInterval`; true ends the wait early.
     static func run<T: Sendable>(
         _ timeout: Duration, giveUpWhen giveUp: @escaping @Sendable () -> Bool = { false }, _ work: @escaping @Sendable () async throws -> T
     ) async throws -> T {
@@ -660,7 +676,7 @@ enum Deadline {
                 let clock = ContinuousClock()
                 let deadline = clock.now + timeout
                 while !Task.isCancelled, clock.now < deadline {
-                    try? await Task.sleep(for: .milliseconds(100))
+                    try? await Task.sleep(for: pollInterval)
                     if giveUp() {
                         // A last moment for the work to finish with its own error, which says more.
                         try? await Task.sleep(for: .milliseconds(200))

@@ -18,8 +18,10 @@ import TestSupport
         let store: Store
         let engine: SyncEngine
         let loop: Task<Void, Never>
+        let name: String
 
         init(name: String) throws {
+            self.name = name
             let directory = try TemporaryDirectory.make(prefix: "baton-device-\(name)")
             let database = directory.appendingPathComponent("baton.sqlite").path
             store = try Store(path: database)
@@ -32,6 +34,16 @@ import TestSupport
 
         func close() {
             loop.cancel()
+        }
+
+        /// Sets this device up as `user`'s first, with a login of its own; returns the recovery words.
+        func initialize(on sync: SyncServer, user: String = "ana") async throws -> String {
+            try await engine.initialize(url: try await sync.addDevice(user: user).url, deviceName: name)
+        }
+
+        /// Joins this device to `user`'s others, with a login of its own.
+        func join(on sync: SyncServer, words: String, user: String = "ana") async throws {
+            try await engine.join(url: try await sync.addDevice(user: user).url, recoveryWords: words, deviceName: name)
         }
     }
 
@@ -48,14 +60,14 @@ import TestSupport
                               eligibleForSearch: true, createdAt: 1, updatedAt: 1)
         _ = try desktop.store.insert(agatha)
 
-        let words = try await desktop.engine.initialize(url: try await sync.addDevice(user: "ana").url, deviceName: "desktop")
+        let words = try await desktop.initialize(on: sync)
         // A wrong key on the laptop: a clear error, nothing joined, nothing written.
         await #expect(throws: SyncError.wrongWords("these recovery words are not ana's key; nothing was changed")) {
             try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url,
                                          recoveryWords: UserKey.generate().recoveryWords, deviceName: "laptop")
         }
         #expect(laptop.engine.settings == nil)
-        try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "laptop")
+        try await laptop.join(on: sync, words: words)
 
         // What the desktop had before it joined reaches the laptop.
         try await eventually("the laptop has Agatha") { try laptop.store.activity(id: agatha.id, now: 2) != nil }
@@ -126,8 +138,8 @@ import TestSupport
         let sync = try await SyncServer(server)
         let laptop = try TestDevice(name: "laptop"), desktop = try TestDevice(name: "desktop")
         defer { laptop.close(); desktop.close() }
-        let words = try await desktop.engine.initialize(url: try await sync.addDevice(user: "ana").url, deviceName: "desktop")
-        try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "laptop")
+        let words = try await desktop.initialize(on: sync)
+        try await laptop.join(on: sync, words: words)
 
         // A third device, written by hand: its own login, its own log, sealed with the user's key.
         let rogue = try await sync.addDevice(user: "ana")
@@ -165,8 +177,8 @@ import TestSupport
         let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop")
         defer { desktop.close(); laptop.close() }
         try desktop.store.register(type)
-        let words = try await desktop.engine.initialize(url: try await sync.addDevice(user: "ana").url, deviceName: "desktop")
-        try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "laptop")
+        let words = try await desktop.initialize(on: sync)
+        try await laptop.join(on: sync, words: words)
         try await eventually("both online") { desktop.engine.state == .online && laptop.engine.state == .online }
 
         try await server.stop()
@@ -201,9 +213,9 @@ extension SyncEngineTests {
         let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop"), stolen = try TestDevice(name: "stolen")
         defer { desktop.close(); laptop.close(); stolen.close() }
         try desktop.store.register(type)
-        let words = try await desktop.engine.initialize(url: try await sync.addDevice(user: "ana").url, deviceName: "desktop")
-        try await laptop.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "laptop")
-        try await stolen.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "stolen")
+        let words = try await desktop.initialize(on: sync)
+        try await laptop.join(on: sync, words: words)
+        try await stolen.join(on: sync, words: words)
         func note(_ title: String) -> Activity {
             Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title, payload: "{}", createdAt: 1, updatedAt: 1)
         }
@@ -237,7 +249,7 @@ extension SyncEngineTests {
         // A device that joins later gets the new key from the desktop or the laptop.
         let tablet = try TestDevice(name: "tablet")
         defer { tablet.close() }
-        try await tablet.engine.join(url: try await sync.addDevice(user: "ana").url, recoveryWords: words, deviceName: "tablet")
+        try await tablet.join(on: sync, words: words)
         try await eventually("the tablet has After", timeout: .seconds(20)) { try tablet.store.activity(id: after.id, now: 2) != nil }
         #expect(tablet.engine.settings?.currentEpoch == 1)
     }

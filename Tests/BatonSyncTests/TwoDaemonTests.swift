@@ -96,6 +96,9 @@ import TestSupport
         // Devices, and the state, from the laptop.
         let devices = try #require(try await laptop.call(Self.sync, "Devices").first?.arrayValue)
         #expect(devices.compactMap { $0.field("name")?.stringValue } == ["laptop", "desktop"])
+        // Each device tells the server when it connected (after joining, so later than that).
+        #expect(devices.last?.field("last_seen")?.uint64Value ?? 0 > 0)
+        #expect(try await server.psql("SELECT bool_and(last_seen > joined_at) FROM baton.device", database: SyncServer.database) == "t\n")
         #expect(try await laptop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("State")])
             .first?.unwrapped.stringValue == "online")
     }
