@@ -19,6 +19,7 @@ struct Columns {
 
     func optionalString(_ index: Int32) -> String? { isNull(index) ? nil : string(index) }
     func int64(_ index: Int32) -> Int64 { sqlite3_column_int64(statement, index) }
+    func optionalInt64(_ index: Int32) -> Int64? { isNull(index) ? nil : int64(index) }
     func bool(_ index: Int32) -> Bool { int64(index) != 0 }
     func double(_ index: Int32) -> Double { sqlite3_column_double(statement, index) }
     func time(_ index: Int32) -> UInt64 { Time.decode(int64(index)) }

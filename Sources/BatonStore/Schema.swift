@@ -402,6 +402,17 @@ enum Schema {
         migrator.registerMigration("v12") { db in
             try db.execute(sql: "ALTER TABLE outbox ADD COLUMN body BLOB")
         }
+        // Hybrid-logical-clock times, which settle races between machines: of each change in
+        // the outbox (stamped when it commits), of the last change of each of this machine's
+        // activities that was sent, and of this machine's request to end another machine's
+        // activity, which a later change by its writer overrides (NULL: the end is final).
+        migrator.registerMigration("v13") { db in
+            try db.execute(sql: """
+                ALTER TABLE outbox ADD COLUMN hlc INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE activity ADD COLUMN hlc INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE tombstone ADD COLUMN requested_hlc INTEGER;
+                """)
+        }
         return migrator
     }
 }

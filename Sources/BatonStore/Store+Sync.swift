@@ -40,7 +40,23 @@ extension Store {
         public let logSeq: Int64
         /// When the change was made (microseconds since the epoch).
         public let at: UInt64
+        /// When the change was made, by the store's `HybridClock`.
+        public let hlc: Int64
         public let body: [UInt8]
+    }
+
+    /// One record of another device's log, as the sync service read it.
+    public struct RemoteRecord: Sendable, Equatable {
+        public var seq: Int64
+        /// When the other device made the change, by its hybrid logical clock.
+        public var hlc: Int64
+        /// Nil for a record this version cannot read, or one meant for another device: skipped.
+        public var change: RemoteChange?
+        public init(seq: Int64, hlc: Int64, change: RemoteChange?) {
+            self.seq = seq
+            self.hlc = hlc
+            self.change = change
+        }
     }
 
     /// A change another device made, as its record says.
@@ -68,16 +84,25 @@ extension Store {
         public var pendingScenes: [String] = []
         /// This machine's activities that were continued on the device that sent them.
         public var continuedThere: [ContinuedThere] = []
+        /// Requests to end one of this machine's activities that came too late: it changed here
+        /// after they were made, and the later change wins.
+        public var overruled: [Overruled] = []
 
         public struct ContinuedThere: Sendable, Equatable {
             public var activityID: String
+            public var device: String
+        }
+
+        public struct Overruled: Sendable, Equatable {
+            public var activityID: String
+            /// The device that asked.
             public var device: String
         }
     }
 
     /// The outbox triggers, on the writer connection: every change of this machine's
     /// activities (but their scene) and types, while sync is on.
-    static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell) throws {
+    static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell, clock: HybridClock) throws {
         let synced = "title, payload, payload_type, target_content_id, persistent_id, keywords, webpage_url, "
             + "eligible_for_handoff, eligible_for_search, expires_at, updated_at"
         try writer.inDatabase { db in
@@ -85,6 +110,14 @@ extension Store {
                 bell.raise()
                 return nil
             })
+            db.add(function: DatabaseFunction("baton_hlc", argumentCount: 0, pure: false) { _ in
+                clock.stamp(wallMicroseconds: WallClock.nowMicroseconds())
+            })
+            // Never behind a time this machine stamped or saw before it restarted.
+            clock.observe(try Int64.fetchOne(db, sql: """
+                SELECT max(coalesce((SELECT max(hlc) FROM outbox), 0), coalesce((SELECT max(hlc) FROM activity), 0),
+                           coalesce((SELECT max(requested_hlc) FROM tombstone), 0))
+                """) ?? 0)
             let on = "EXISTS (SELECT 1 FROM main.sync_state)"
             for (name, event, row, kind, key) in [
                 ("outbox_activity_insert", "INSERT ON main.activity", "new", "activity", "id"),
@@ -97,7 +130,7 @@ extension Store {
                 let local = kind == "activity" ? "\(row).device_id = '' AND " : ""
                 try db.execute(sql: """
                     CREATE TEMP TRIGGER \(name) AFTER \(event) WHEN \(local)\(on) BEGIN
-                        INSERT INTO outbox (kind, key, at) VALUES ('\(kind)', \(row).\(key), baton_now());
+                        INSERT INTO outbox (kind, key, at, hlc) VALUES ('\(kind)', \(row).\(key), baton_now(), baton_hlc());
                         SELECT baton_outbox_added();
                     END
                     """)
@@ -129,9 +162,11 @@ extension Store {
             try db.execute(sql: "INSERT INTO sync_state (id, device_id, user_name) VALUES (1, ?, ?)",
                            arguments: [identity.deviceID, identity.userName])
             let now = Time.encode(WallClock.nowMicroseconds())
-            try db.execute(sql: "INSERT INTO outbox (kind, key, at) SELECT 'type', type, ? FROM activity_type ORDER BY type", arguments: [now])
-            try db.execute(sql: "INSERT INTO outbox (kind, key, at) SELECT 'activity', id, ? FROM activity WHERE device_id = '' ORDER BY seq",
+            try db.execute(sql: "INSERT INTO outbox (kind, key, at, hlc) SELECT 'type', type, ?, baton_hlc() FROM activity_type ORDER BY type",
                            arguments: [now])
+            try db.execute(sql: """
+                INSERT INTO outbox (kind, key, at, hlc) SELECT 'activity', id, ?, baton_hlc() FROM activity WHERE device_id = '' ORDER BY seq
+                """, arguments: [now])
         }
     }
 
@@ -170,14 +205,14 @@ extension Store {
     /// activity or type become one record of how it is now. `encode` makes a record's body.
     public func stageOutbox(limit: Int, encode: @escaping (SyncChange) throws -> [UInt8]) throws -> [StagedRecord] {
         try write { db in
-            let staged = try db.cachedStatement(sql: "SELECT log_seq, at, record FROM outbox WHERE log_seq IS NOT NULL ORDER BY log_seq")
-                .rows([]) { StagedRecord(logSeq: $0.int64(0), at: $0.time(1), body: $0.bytes(2)) }
+            let staged = try db.cachedStatement(sql: "SELECT log_seq, at, hlc, record FROM outbox WHERE log_seq IS NOT NULL ORDER BY log_seq")
+                .rows([]) { StagedRecord(logSeq: $0.int64(0), at: $0.time(1), hlc: $0.int64(2), body: $0.bytes(3)) }
             if !staged.isEmpty { return staged }
 
-            let rows = try db.cachedStatement(sql: "SELECT seq, kind, key, at, body FROM outbox ORDER BY seq LIMIT ?")
-                .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3), body: $0.bytes(4)) }
+            let rows = try db.cachedStatement(sql: "SELECT seq, kind, key, at, hlc, body FROM outbox ORDER BY seq LIMIT ?")
+                .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3), hlc: $0.int64(4), body: $0.bytes(5)) }
             guard let lastRow = rows.last else { return [] }
-            // The last change of each key stands for all of them.
+            // The last change of each key stands for all of them, with its time.
             var last: [String: Int64] = [:]
             for row in rows { last[row.kind + "\u{1F}" + row.key] = row.seq }
             var logSeq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT last_log_seq FROM sync_state")) ?? 0
@@ -187,7 +222,11 @@ extension Store {
                 let body = try encode(row.kind == "request" ? .request(row.body) : try Self.change(kind: row.kind, key: row.key, in: db))
                 try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?")
                     .execute(arguments: [logSeq, Data(body), row.seq])
-                batch.append(StagedRecord(logSeq: logSeq, at: row.at, body: body))
+                if row.kind == "activity" {
+                    // What a request of another device's to end it races against (`lastChange`).
+                    try db.cachedStatement(sql: "UPDATE activity SET hlc = ? WHERE id = ? AND device_id = ''").execute(arguments: [row.hlc, row.key])
+                }
+                batch.append(StagedRecord(logSeq: logSeq, at: row.at, hlc: row.hlc, body: body))
             }
             try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq <= ? AND log_seq IS NULL").execute(arguments: [lastRow.seq])
             try db.cachedStatement(sql: "UPDATE sync_state SET last_log_seq = ?").execute(arguments: [logSeq])
@@ -208,10 +247,11 @@ extension Store {
         outbox.listener.withLock { $0 }?()
     }
 
-    /// An outbox row carrying a request's record, sent as it is.
-    private static func insertRequest(_ body: [UInt8], in db: Database) throws {
-        try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, body) VALUES ('request', ?, ?, ?)")
-            .execute(arguments: [Identifier.make(), Time.encode(WallClock.nowMicroseconds()), Data(body)])
+    /// An outbox row carrying a request's record, sent as it is; returns its time.
+    @discardableResult
+    private static func insertRequest(_ body: [UInt8], in db: Database) throws -> Int64 {
+        try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', ?, ?, baton_hlc(), ?) RETURNING hlc"),
+                           arguments: [Identifier.make(), Time.encode(WallClock.nowMicroseconds()), Data(body)]) ?? 0
     }
 
     /// Invalidates another device's activity here and, in the same transaction, puts the
@@ -223,8 +263,11 @@ extension Store {
                 try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id <> '' RETURNING id"),
                                     arguments: [id])
             }
-            if !removed.isEmpty { try Self.insertRequest(body, in: db) }
-            return !removed.isEmpty
+            guard !removed.isEmpty else { return false }
+            // Until its writer says otherwise: a change it made later than this request wins.
+            try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = ? WHERE activity_id = ?")
+                .execute(arguments: [try Self.insertRequest(body, in: db), id])
+            return true
         }
         outbox.listener.withLock { $0 }?()
         return removed
@@ -261,14 +304,15 @@ extension Store {
         }
     }
 
-    /// Applies records of `device`'s log in order (nil: a record this version cannot read,
-    /// skipped) and moves its cursor to the last one's seq, in one transaction.
-    public func applyRemote(device: String, records: [(seq: Int64, change: RemoteChange?)]) throws -> Applied {
+    /// Applies records of `device`'s log in order and moves its cursor to the last one's seq,
+    /// in one transaction.
+    public func applyRemote(device: String, records: [RemoteRecord]) throws -> Applied {
         guard let lastSeq = records.last?.seq else { return Applied() }
         return try writeActivities { db in
             var applied = Applied()
-            for case let (_, change?) in records {
-                try apply(change, from: device, in: db, into: &applied)
+            for record in records {
+                clock.observe(record.hlc)
+                if let change = record.change { try apply(change, at: record.hlc, from: device, in: db, into: &applied) }
             }
             try db.cachedStatement(sql: """
                 INSERT INTO sync_cursor (device_id, seq) VALUES (?1, ?2) ON CONFLICT(device_id) DO UPDATE SET seq = ?2
@@ -277,13 +321,19 @@ extension Store {
         }
     }
 
-    private func apply(_ change: RemoteChange, from device: String, in db: Database, into applied: inout Applied) throws {
+    private func apply(_ change: RemoteChange, at hlc: Int64, from device: String, in db: Database, into applied: inout Applied) throws {
         switch change {
         case .activity(var activity):
             activity.deviceID = device
             activity.sceneID = nil  // scenes stay on their machine
-            let ended = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM tombstone WHERE activity_id = ?"), arguments: [activity.id]) ?? false
-            guard !ended else { return }
+            // An end is final, but for this machine's own request to end it: a change its
+            // writer made later than the request wins, and brings it back.
+            let ended = try db.cachedStatement(sql: "SELECT requested_hlc FROM tombstone WHERE activity_id = ?")
+                .row([activity.id]) { $0.optionalInt64(0) }
+            if let ended {
+                guard let requested = ended, hlc > requested else { return }
+                try db.cachedStatement(sql: "DELETE FROM tombstone WHERE activity_id = ?").execute(arguments: [activity.id])
+            }
             let owner = try String.fetchOne(db.cachedStatement(sql: "SELECT device_id FROM activity WHERE id = ?"), arguments: [activity.id])
             switch owner {
             case nil:
@@ -306,6 +356,8 @@ extension Store {
                                     arguments: [id, device])
             }
             applied.ended += deleted
+            // Its writer ended it: final now, whatever this machine asked.
+            try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = NULL WHERE activity_id = ?").execute(arguments: [id])
         case .type(let name, let appID):
             try db.cachedStatement(sql: """
                 INSERT INTO remote_type (device_id, type, app_id) VALUES (?1, ?2, ?3)
@@ -330,7 +382,12 @@ extension Store {
             try Self.noteOutcome(activityID, scene: scene.id, state: "pending", in: db)
             applied.pendingScenes.append(scene.id)
         case .invalidateHere(let activityID):
-            // Final, whatever changed since: no later record of the activity brings it back.
+            // The later of the request and this machine's last change of the activity wins.
+            guard hlc > (try Self.lastChange(of: activityID, in: db)) else {
+                applied.overruled.append(.init(activityID: activityID, device: device))
+                return
+            }
+            // Final then: no later record of the activity brings it back.
             applied.ended += try ending(.invalidated("invalidated on device \(device)")) {
                 try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id = '' RETURNING id"),
                                     arguments: [activityID])
@@ -339,6 +396,15 @@ extension Store {
             try Self.noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)", in: db)
             applied.continuedThere.append(.init(activityID: activityID, device: device))
         }
+    }
+
+    /// When this machine last changed its activity `id`: the time of the change waiting in
+    /// the outbox, else of the last one it sent (0 when sync never sent it).
+    private static func lastChange(of id: String, in db: Database) throws -> Int64 {
+        try Int64.fetchOne(db.cachedStatement(sql: """
+            SELECT max(coalesce((SELECT max(hlc) FROM outbox WHERE kind = 'activity' AND key = ?1), 0),
+                       coalesce((SELECT hlc FROM activity WHERE id = ?1 AND device_id = ''), 0))
+            """), arguments: [id]) ?? 0
     }
 
     /// Remembers what another device says of itself (its name, when it was last seen).

@@ -34,6 +34,8 @@ public final class Store: Sendable {
     let endings = Endings()
     /// Raised by the outbox triggers in a write, and told after its commit.
     let outbox = OutboxBell()
+    /// Stamps this machine's changes while sync is on; see `HybridClock`.
+    public let clock = HybridClock()
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
     /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
@@ -72,7 +74,7 @@ public final class Store: Sendable {
             try Schema.migrator.migrate(writer)
             try Self.noteClearedScenes(on: writer, in: self.clearedScenes)
             try Self.keepTombstones(on: writer, endings: self.endings)
-            try Self.keepOutbox(on: writer, bell: self.outbox)
+            try Self.keepOutbox(on: writer, bell: self.outbox, clock: self.clock)
 
             var readOnly = Configuration()
             readOnly.label = "baton.reader"

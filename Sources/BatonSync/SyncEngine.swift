@@ -48,7 +48,6 @@ public final class SyncEngine: Sendable {
     private let bell = Wakeup()
     /// Rounds of sending and catching up so far (for tests: an idle engine makes none).
     let rounds = Atomic(0)
-    private let clock = HybridClock()
 
     public init(store: Store, configPath: String, log: Logger, catchUpPeriod: Duration = .seconds(30), answerTimeout: Duration = .seconds(20),
                 onApplied: @escaping @Sendable (Store.Applied) -> Void, onChange: @escaping @Sendable () -> Void) throws(SyncError) {
@@ -207,7 +206,7 @@ public final class SyncEngine: Sendable {
             for record in batch {
                 let context = Seal.recordContext(user: config.user, device: config.deviceID, seq: record.logSeq, epoch: epoch)
                 seqs.append(record.logSeq)
-                hlcs.append(clock.stamp(wallMicroseconds: record.at))
+                hlcs.append(record.hlc)
                 sealed.append(ByteBuffer(bytes: try Seal.seal(record.body, key: key, context: context)))
             }
             // A batch the server committed before the reply was lost is sent again: its rows are there already.
@@ -272,7 +271,7 @@ public final class SyncEngine: Sendable {
                     for try await row in rows.decode((Int64, Int32, Int64, ByteBuffer).self) { fetched.append(row) }
                     return fetched
                 }
-                var records: [(seq: Int64, change: Store.RemoteChange?)] = []
+                var records: [Store.RemoteRecord] = []
                 for (seq, epoch, hlc, sealed) in fetched {
                     let context = Seal.recordContext(user: config.user, device: device.id, seq: seq, epoch: epoch)
                     if keys[epoch] == nil { keys[epoch] = try await epochKey(epoch, on: connection) }
@@ -285,7 +284,6 @@ public final class SyncEngine: Sendable {
                             have: it was revoked, or no other device has given it the key yet
                             """)
                     }
-                    clock.observe(hlc)
                     var change = SyncRecord.decode(body)?.change(for: config.deviceID)
                     if let checked = change {
                         do {
@@ -295,10 +293,13 @@ public final class SyncEngine: Sendable {
                             change = nil
                         }
                     }
-                    records.append((seq, change))
+                    records.append(Store.RemoteRecord(seq: seq, hlc: hlc, change: change))
                 }
                 guard let last = records.last else { break }
                 let applied = try await store.writing { [records] in try $0.applyRemote(device: device.id, records: records) }
+                for request in applied.overruled {
+                    log.info("sync: kept activity \(request.activityID): it changed here after device \(device.name) asked to invalidate it")
+                }
                 onApplied(applied)
                 cursor = last.seq
             }
@@ -574,26 +575,6 @@ public final class SyncEngine: Sendable {
             return "\(error.code)"
         }
         return "\(error)"
-    }
-}
-
-/// A hybrid logical clock (Kulkarni et al.): milliseconds << 16 | a counter, never behind
-/// the wall clock, never behind a time seen in another device's record, always increasing.
-final class HybridClock: Sendable {
-    private let last = Mutex<Int64>(0)
-
-    /// A time for a change made at `wallMicroseconds`.
-    func stamp(wallMicroseconds: UInt64) -> Int64 {
-        let physical = Int64(wallMicroseconds / 1000) << 16
-        return last.withLock { last in
-            last = max(physical, last + 1)
-            return last
-        }
-    }
-
-    /// Moves the clock past a time another device stamped.
-    func observe(_ time: Int64) {
-        last.withLock { $0 = max($0, time) }
     }
 }
 

@@ -109,7 +109,7 @@ struct SyncStoreTests {
         foreign.type = "org.example.maps.place"
         let remote = (1...3).map { activity("Lady Beatrice \($0)", device: "laptop") }
         let applied = try store.applyRemote(device: "laptop", records: (remote + [foreign]).enumerated().map {
-            (seq: Int64($0.offset + 1), change: Store.RemoteChange.activity($0.element))
+            Store.RemoteRecord(seq: Int64($0.offset + 1), hlc: Int64($0.offset + 1), change: .activity($0.element))
         })
         #expect(applied.advertised.count == 4)
         #expect(try store.syncCursors() == ["laptop": 4])
@@ -122,8 +122,8 @@ struct SyncStoreTests {
 
         // Ended there: gone here, with a tombstone, and a late copy of it is refused.
         let ended = try store.applyRemote(device: "laptop", records: [
-            (seq: 5, change: .activityEnded(id: remote[0].id, state: "invalidated", reason: "invalidated by its app")),
-            (seq: 6, change: .activity(remote[0])),
+            Store.RemoteRecord(seq: 5, hlc: 5, change: .activityEnded(id: remote[0].id, state: "invalidated", reason: "invalidated by its app")),
+            Store.RemoteRecord(seq: 6, hlc: 6, change: .activity(remote[0])),
         ])
         #expect(ended.ended == [remote[0].id] && ended.advertised.isEmpty)
         #expect(try store.activity(id: remote[0].id, now: 2) == nil)
@@ -131,13 +131,83 @@ struct SyncStoreTests {
         // A device cannot change another's activity.
         var hijacked = remote[1]
         hijacked.title = "Hijacked"
-        #expect(try store.applyRemote(device: "phone", records: [(seq: 1, change: .activity(hijacked))]) == Store.Applied())
+        #expect(try store.applyRemote(device: "phone", records: [Store.RemoteRecord(seq: 1, hlc: 1, change: .activity(hijacked))]) == Store.Applied())
         #expect(try store.activity(id: remote[1].id, now: 2)?.title == "Lady Beatrice 2")
 
         // Sync off: every other device's activity goes, this machine's stay.
         #expect(Set(try store.stopSync()) == Set([remote[1].id, remote[2].id, foreign.id]))
         #expect(try store.activities(.init(), now: 2).count == 3)
         #expect(try store.syncCursors().isEmpty)
+    }
+
+    @Test func anotherDevicesRequestToEndAnActivityLosesToAChangeItsWriterMadeLater() throws {
+        try store.register(type)
+        try store.startSync(as: me)
+        let agatha = activity("Agatha")
+        _ = try store.insert(agatha)
+        try store.sent(upTo: try stage().last?.seq ?? 0)
+        func invalidate(seq: Int64, at hlc: Int64) throws -> Store.Applied {
+            try store.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: .invalidateHere(activityID: agatha.id))])
+        }
+        // The laptop asks after Agatha was sent; she changes here before the request arrives.
+        let asked = store.clock.stamp(wallMicroseconds: 0)
+        var chapter2 = agatha
+        chapter2.title = "Agatha, chapter 2"
+        try store.update(chapter2)
+        let overruled = [Store.Applied.Overruled(activityID: agatha.id, device: "laptop")]
+        #expect(try invalidate(seq: 1, at: asked).overruled == overruled)
+        // Also once the change has left for the server.
+        try store.sent(upTo: try stage().last?.seq ?? 0)
+        #expect(try invalidate(seq: 2, at: asked).overruled == overruled)
+        #expect(try store.activity(id: agatha.id, now: 2)?.title == "Agatha, chapter 2")
+
+        // A request made after her last change wins; her end goes to every device and is final.
+        let ended = try invalidate(seq: 3, at: store.clock.stamp(wallMicroseconds: 0))
+        #expect(ended.ended == [agatha.id] && ended.overruled.isEmpty)
+        #expect(try stage().map(\.change) == ["ended \(agatha.id) invalidated: invalidated on device laptop"])
+    }
+
+    @Test func thisMachinesRequestToEndAnotherDevicesActivityLosesToItsWritersLaterChange() throws {
+        try store.register(type)
+        try store.startSync(as: me)
+        try store.sent(upTo: try stage().last?.seq ?? 0)
+        let beatrice = activity("Lady Beatrice", device: "laptop")
+        var seq: Int64 = 0
+        func fromLaptop(_ change: Store.RemoteChange, at hlc: Int64) throws -> Store.Applied {
+            seq += 1
+            return try store.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: change)])
+        }
+        func titled(_ title: String) -> Store.RemoteChange {
+            var changed = beatrice
+            changed.title = title
+            return .activity(changed)
+        }
+        _ = try fromLaptop(.activity(beatrice), at: 100)
+        #expect(try store.invalidateRemote(id: beatrice.id, request: Array("invalidate".utf8)))
+        let asked = try #require(try store.read { db in try Int64.fetchOne(db, sql: "SELECT requested_hlc FROM tombstone") })
+        #expect(asked > 100, "the request is later than every record this machine saw")
+
+        // A change the laptop made before the request does not bring her back; one made after does.
+        #expect(try fromLaptop(titled("Lady Beatrice, earlier"), at: asked - 1) == Store.Applied())
+        #expect(try store.activity(id: beatrice.id, now: 2) == nil)
+        #expect(try fromLaptop(titled("Lady Beatrice, later"), at: asked + 1).advertised == [beatrice.id])
+        #expect(try store.activity(id: beatrice.id, now: 2)?.title == "Lady Beatrice, later")
+        #expect(try store.tombstone(activityID: beatrice.id) == nil)
+
+        // Once her writer ended her, nothing brings her back, however late its clock says.
+        #expect(try store.invalidateRemote(id: beatrice.id, request: Array("invalidate".utf8)))
+        _ = try fromLaptop(.activityEnded(id: beatrice.id, state: "invalidated", reason: "invalidated on device desktop"), at: asked + 2)
+        #expect(try fromLaptop(titled("Lady Beatrice, much later"), at: Int64.max - 1) == Store.Applied())
+        #expect(try store.activity(id: beatrice.id, now: 2) == nil)
+    }
+
+    @Test func theClockNeverGoesBackAcrossARestart() throws {
+        try store.register(type)
+        try store.startSync(as: me)
+        let sent = try #require(try store.stageOutbox(limit: 10) { _ in [] }.last?.hlc)
+        try store.close()
+        let reopened = try Store(path: store.path)
+        #expect(reopened.clock.stamp(wallMicroseconds: 0) > sent)
     }
 
     @Test func upgradingAVersion10DatabaseKeepsActivitiesTheirSearchAndTheirQuota() throws {

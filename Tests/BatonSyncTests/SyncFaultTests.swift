@@ -74,4 +74,63 @@ import TestSupport
         #expect(log == "\(advertised + 2)|\(advertised + 2)|\(advertised + 2)\n")
         #expect(Int(proxy.send("count")) ?? 0 > 2, "the proxy carried the connections it cut")
     }
+
+    /// The laptop, cut off, invalidates one of the desktop's activities; the desktop changes it
+    /// afterwards. When the laptop is back the later change wins on both machines (README, "The
+    /// rules when machines disagree"); an invalidation asked after the last change wins.
+    @Test func anInvalidationMadeOfflineLosesToALaterChangeOnTheActivitysMachine() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let proxy = try TCPProxy(to: server.port)
+        defer { proxy.close() }
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+        let words = try #require(try await desktop.call("org.baton.Handoff1.Sync", "Init", [
+            .string(try await setup.addDevice(user: "ana").url), .stringMap(["device_name": "desktop"]),
+        ]).first?.stringValue)
+        _ = try await laptop.call("org.baton.Handoff1.Sync", "Join", [
+            .string(proxy.url(try await setup.addDevice(user: "ana").url)), .string(words), .stringMap(["device_name": "laptop"]),
+        ])
+        for world in [desktop, laptop] {
+            _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+                .string(Self.type), .string("com.raywenderlich.hawknotes"), .stringMap([:]),
+            ])
+        }
+        let onLaptop = try await SignalLog(laptop.client, MatchRule(interface: Self.activities, member: "Advertised"))
+        let onDesktop = try await SignalLog(desktop.client, MatchRule(interface: Self.activities, member: "Advertised"))
+        let agatha = try #require(try await desktop.call(Self.activities, "Advertise", [
+            .string(Self.type), .string("Agatha"), .string("{}"), .stringMap([:]),
+        ]).first?.stringValue)
+        try await onLaptop.wait(for: "Agatha on the laptop", timeout: .seconds(10)) { $0.body.first?.stringValue == agatha }
+
+        proxy.send("refuse")
+        proxy.send("cut")
+        let mark = onLaptop.count
+        _ = try await laptop.call(Self.activities, "Invalidate", [.string(agatha)])
+        // The clock's unit is the millisecond: the desktop's change is made in a later one.
+        let asked = Date()
+        try await eventually("a millisecond has passed", timeout: .seconds(1)) { Date().timeIntervalSince(asked) > 0.002 }
+        _ = try await desktop.call(Self.activities, "Update", [.string(agatha), .string("{}"), .stringMap(["title": "Agatha, chapter 2"])])
+        proxy.send("accept")
+
+        // The laptop gets her back as the desktop changed her, and the desktop keeps her: a note
+        // the laptop advertises after its request shows the desktop has read the request.
+        let updated = try await SignalLog(laptop.client, MatchRule(interface: Self.activities, member: "Updated"))
+        try await onLaptop.wait(for: "Agatha back on the laptop", after: mark, timeout: .seconds(30)) { $0.body.first?.stringValue == agatha }
+        let marker = try #require(try await laptop.call(Self.activities, "Advertise", [
+            .string(Self.type), .string("Marker"), .string("{}"), .stringMap([:]),
+        ]).first?.stringValue)
+        try await onDesktop.wait(for: "the laptop's marker on the desktop", timeout: .seconds(30)) { $0.body.first?.stringValue == marker }
+        for world in [desktop, laptop] {
+            let record = try #require(try await world.call(Self.activities, "Get", [.string(agatha)]).first?.stringKeyedValue)
+            #expect(record["title"]?.unwrapped.stringValue == "Agatha, chapter 2")
+        }
+        #expect(updated.all.isEmpty, "brought back, not updated: she had ended on the laptop")
+
+        // Asked after her last change, the invalidation wins everywhere.
+        let ended = try await SignalLog(desktop.client, MatchRule(interface: Self.activities, member: "Invalidated"))
+        _ = try await laptop.call(Self.activities, "Invalidate", [.string(agatha)])
+        try await ended.wait(for: "Agatha invalidated on the desktop", timeout: .seconds(10)) { $0.body.first?.stringValue == agatha }
+    }
 }
