@@ -17,12 +17,7 @@ import TestSupport
         let setup = try await SyncServer(server)
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
-        let words = try #require(try await desktop.call(
-            "org.baton.Handoff1.Sync", "Init", [.string(try await setup.addDevice(user: "ana").url), .stringMap(["device_name": "desktop"])]
-        ).first?.stringValue)
-        _ = try await laptop.call("org.baton.Handoff1.Sync", "Join", [
-            .string(try await setup.addDevice(user: "ana").url), .string(words), .stringMap(["device_name": "laptop"]),
-        ])
+        try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
         let laptopID = try #require(try await laptop.call("org.freedesktop.DBus.Properties", "Get", [
             .string("org.baton.Handoff1.Sync"), .string("DeviceId"),
         ]).first?.unwrapped.stringValue)

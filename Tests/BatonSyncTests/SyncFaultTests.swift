@@ -20,12 +20,7 @@ import TestSupport
         defer { proxy.close() }
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
-        let words = try #require(try await desktop.call("org.baton.Handoff1.Sync", "Init", [
-            .string(proxy.url(try await setup.addDevice(user: "ana").url)), .stringMap(["device_name": "desktop"]),
-        ]).first?.stringValue)
-        _ = try await laptop.call("org.baton.Handoff1.Sync", "Join", [
-            .string(proxy.url(try await setup.addDevice(user: "ana").url)), .string(words), .stringMap(["device_name": "laptop"]),
-        ])
+        try await setup.join([desktop, laptop], names: ["desktop", "laptop"]) { proxy.url($1) }
         _ = try await desktop.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
             .string(Self.type), .string("com.raywenderlich.hawknotes"), .stringMap([:]),
         ])
@@ -86,12 +81,8 @@ import TestSupport
         defer { proxy.close() }
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
-        let words = try #require(try await desktop.call("org.baton.Handoff1.Sync", "Init", [
-            .string(try await setup.addDevice(user: "ana").url), .stringMap(["device_name": "desktop"]),
-        ]).first?.stringValue)
-        _ = try await laptop.call("org.baton.Handoff1.Sync", "Join", [
-            .string(proxy.url(try await setup.addDevice(user: "ana").url)), .string(words), .stringMap(["device_name": "laptop"]),
-        ])
+        // Only the laptop goes through the proxy.
+        try await setup.join([desktop, laptop], names: ["desktop", "laptop"]) { $0 === laptop ? proxy.url($1) : $1 }
         for world in [desktop, laptop] {
             _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
                 .string(Self.type), .string("com.raywenderlich.hawknotes"), .stringMap([:]),

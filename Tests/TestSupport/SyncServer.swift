@@ -26,6 +26,22 @@ public struct SyncServer {
         guard url.hasPrefix("postgres://") else { throw TestSupportError("add-device printed \(url)") }
         return DeviceLogin(url: url)
     }
+
+    /// Sets up sync for `user` on the first daemon (`Init`, named `names[0]`) and joins each
+    /// other to it with the recovery words (`Join`), as a user does; `route` turns a device's
+    /// URL into the one its daemon is given (through a `TCPProxy`, say). Returns the words.
+    @discardableResult
+    public func join(_ worlds: [BatonWorld], names: [String], user: String = "ana", route: (BatonWorld, String) -> String = { $1 }) async throws -> String {
+        guard let first = worlds.first, names.count == worlds.count else { throw TestSupportError("one name for each daemon") }
+        let url = route(first, try await addDevice(user: user).url)
+        guard let words = try await first.call("org.baton.Handoff1.Sync", "Init", [.string(url), .stringMap(["device_name": names[0]])])
+            .first?.stringValue else { throw TestSupportError("Init gave no recovery words") }
+        for (world, name) in zip(worlds, names).dropFirst() {
+            let url = route(world, try await addDevice(user: user).url)
+            _ = try await world.call("org.baton.Handoff1.Sync", "Join", [.string(url), .string(words), .stringMap(["device_name": name])])
+        }
+        return words
+    }
 }
 
 /// `psql` logged in with a device's sync URL.
