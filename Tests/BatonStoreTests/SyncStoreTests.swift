@@ -80,6 +80,18 @@ struct SyncStoreTests {
         #expect(try store.outboxCount() == 0)
     }
 
+    @Test func theSyncServiceWokenByACommitSeesIt() throws {
+        try store.startSync(as: me)
+        let seen = Mutex<Int?>(nil)
+        store.onOutbox { seen.withLock { $0 = try? store.outboxCount() } }
+        try store.write { db in
+            try db.execute(sql: "INSERT INTO activity_type (type, app_id, title, handler_path, required_keys) VALUES ('t', 'app', 'T', '/', '')")
+            // A read on another thread while the write is under way opens a snapshot without it.
+            _ = try store.outboxCount()
+        }
+        #expect(seen.withLock { $0 } == 1)
+    }
+
     @Test func aWriteThatRollsBackLeavesNothingInTheOutbox() throws {
         try store.register(type)
         try store.startSync(as: me)
