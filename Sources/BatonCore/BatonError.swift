@@ -30,10 +30,13 @@ public struct BatonError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public let code: Code
     public let message: String
+    /// For an error over a size limit: the biggest keys, biggest first (see `SizeReport`).
+    public let biggestKeys: [KeySize]
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, biggestKeys: [KeySize] = []) {
         self.code = code
         self.message = message
+        self.biggestKeys = biggestKeys
     }
 
     public var description: String { "\(code.rawValue): \(message)" }

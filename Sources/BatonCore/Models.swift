@@ -179,7 +179,8 @@ public enum StorageValue: Equatable, Sendable {
     /// Throws when the value is over the per-value limit or holds text C programs would cut.
     public func validate(key: String, limits: Limits) throws(BatonError) {
         guard byteSize <= limits.storageValueBytes else {
-            throw .quotaExceeded("the value of '\(printable(key))' is \(byteSize) bytes; the limit is \(limits.storageValueBytes)")
+            throw SizeReport.error("the value of '\(printable(key))'", bytes: byteSize, limit: limits.storageValueBytes,
+                                   keys: [KeySize(key: key, bytes: key.utf8.count + byteSize)])
         }
         if case .string(let text) = self, containsNUL(text) {
             throw .invalidArgument("the value of '\(printable(key))' contains a NUL byte; store bytes instead")

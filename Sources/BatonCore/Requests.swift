@@ -228,7 +228,8 @@ public struct ActivityUpdate: Sendable {
             let merged = StrictJSON.merge(current, with: payloadChanges)
             let size = merged.utf8.count
             guard size <= limits.payloadBytes else {
-                throw .quotaExceeded("the merged payload would be \(size) bytes; the limit is \(limits.payloadBytes)")
+                let members = (try? StrictJSON.parseObject(merged, maxBytes: .max, maxDepth: .max)) ?? []
+                throw SizeReport.error("the merged payload", bytes: size, limit: limits.payloadBytes, keys: SizeReport.keys(of: members))
             }
             try type.checkRequiredKeys(try StrictJSON.parseObject(merged, maxBytes: .max, maxDepth: limits.payloadDepth))
             updated.payload = merged

@@ -17,7 +17,10 @@ public enum StrictJSON {
     public static func parseObject(_ text: String, maxBytes: Int, maxDepth: Int) throws(BatonError) -> [Member] {
         let size = text.utf8.count
         guard size <= maxBytes else {
-            throw .quotaExceeded("the payload is \(size) bytes; the limit is \(maxBytes)")
+            // Scanned all the same (once, linearly) to name the keys that make it big.
+            var scanner = Scanner(bytes: Array(text.utf8), maxDepth: maxDepth)
+            let members = (try? scanner.scanTopLevelObject()) ?? []
+            throw SizeReport.error("the payload", bytes: size, limit: maxBytes, keys: SizeReport.keys(of: members))
         }
         var scanner = Scanner(bytes: Array(text.utf8), maxDepth: maxDepth)
         return try scanner.scanTopLevelObject()

@@ -189,7 +189,9 @@ extension Store {
             db.cachedStatement(sql: "SELECT COALESCE(SUM(size), 0) FROM scene_storage WHERE scene_id = ?"), arguments: [sceneID]) ?? 0
         guard total <= limits.sceneStorageBytes else {
             // Throwing rolls the whole transaction back: nothing of this change is kept.
-            throw BatonError.quotaExceeded("the scene's storage would be \(total) bytes; the limit is \(limits.sceneStorageBytes)")
+            let keys = try db.cachedStatement(sql: "SELECT key, size FROM scene_storage WHERE scene_id = ? ORDER BY size DESC LIMIT ?")
+                .rows([sceneID, SizeReport.keysNamed]) { KeySize(key: $0.string(0), bytes: Int($0.int64(1))) }
+            throw SizeReport.error("the scene's storage", bytes: total, limit: limits.sceneStorageBytes, keys: keys)
         }
         return removed
     }

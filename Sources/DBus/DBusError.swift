@@ -9,10 +9,13 @@ public struct DBusError: Error, Hashable, Sendable, CustomStringConvertible {
     public var name: String
     /// What went wrong, in words a person can act on.
     public var message: String
+    /// The error reply's arguments after the message, for programs (none for most errors).
+    public var details: [DBusValue]
 
-    public init(name: String, message: String) {
+    public init(name: String, message: String, details: [DBusValue] = []) {
         self.name = name
         self.message = message
+        self.details = details
     }
 
     public var description: String { "\(name): \(message)" }

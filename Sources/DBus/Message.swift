@@ -65,7 +65,7 @@ public struct Message: Sendable {
 
     /// The error reply to this method call.
     public func makeError(_ error: DBusError) -> Message {
-        var reply = Message(kind: .error, body: [.string(error.message)])
+        var reply = Message(kind: .error, body: [.string(error.message)] + error.details)
         reply.errorName = error.name
         reply.destination = sender
         reply.replySerial = serial
@@ -78,7 +78,7 @@ public struct Message: Sendable {
     /// The error this message carries, if it is an error reply.
     public var error: DBusError? {
         guard kind == .error else { return nil }
-        return DBusError(name: errorName ?? DBusError.Name.failed, message: body.first?.stringValue ?? "")
+        return DBusError(name: errorName ?? DBusError.Name.failed, message: body.first?.stringValue ?? "", details: Array(body.dropFirst()))
     }
 
     /// Throws `InvalidArgs` when a header field or body value could not be sent.

@@ -54,8 +54,31 @@ struct StrictJSONTests {
             Issue.record("accepted an oversize payload")
         } catch {
             #expect(error.code == .quotaExceeded)
-            #expect(error.message.contains("the limit is 65536"))
+            #expect(error.message.contains("the limit is 64 KiB; biggest keys: a 64 KiB"))
         }
+    }
+
+    @Test func anOversizePayloadNamesItsBiggestKeys() {
+        let payload = #"{"id":"agatha","blob":""# + String(repeating: "x", count: 70_000) + #"","notes":""#
+            + String(repeating: "n", count: 1_100) + #"","tiny":1,"name":"Agatha"}"#
+        #expect(throws: BatonError(.quotaExceeded, """
+            the payload is 69.5 KiB (71161 bytes); the limit is 64 KiB; biggest keys: blob 68.4 KiB, notes 1.1 KiB, name 15 bytes
+            """, biggestKeys: [
+                KeySize(key: "blob", bytes: 70_009), KeySize(key: "notes", bytes: 1_110), KeySize(key: "name", bytes: 15),
+            ])) { try parse(payload) }
+        // Not JSON as well as too big: the total and the limit all the same.
+        #expect(throws: BatonError(.quotaExceeded, "the payload is 64 KiB (65537 bytes); the limit is 64 KiB")) {
+            try parse(String(repeating: "x", count: 65_537))
+        }
+    }
+
+    @Test func sizesReadAsPeopleReadThem() {
+        #expect(SizeReport.text(1) == "1 byte")
+        #expect(SizeReport.text(1023) == "1023 bytes")
+        #expect(SizeReport.text(1024) == "1 KiB")
+        #expect(SizeReport.text(1536) == "1.5 KiB")
+        #expect(SizeReport.text(64 * 1024) == "64 KiB")
+        #expect(SizeReport.text(3 * 1024 * 1024 + 104_858) == "3.1 MiB")
     }
 
     @Test func mergeReplacesInPlaceAndAppendsNewKeys() throws {

@@ -106,6 +106,33 @@ struct KitTests {
     enum Level: Int { case low = 1, high = 2 }
     struct Draft: Codable, Equatable { var text: String; var words: Int }
 
+    @Test func sizeErrorsNameTheBiggestKeysAsData() async throws {
+        let world = try await World.start()
+        defer { world.close() }
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        struct Heavy: Encodable { var id = "agatha"; var portrait = String(repeating: "p", count: 66_000); var bio = "Witch" }
+        try activity.setTypedPayload(Heavy())
+        do {
+            try await activity.becomeCurrent()
+            Issue.record("an oversize payload was accepted")
+        } catch let error as BatonError {
+            #expect(error.code == .quotaExceeded)
+            #expect(error.biggestKeys.map(\.key) == ["portrait", "bio", "id"] && error.biggestKeys.first?.bytes == 66_013)
+        }
+
+        // A scene's storage: the keys already stored count too.
+        let storage = try await world.client.openScene(appID: Self.app).storage
+        for index in 0..<17 { try await storage.set("page \(index)", String(repeating: "x", count: 60_000 + index)) }
+        do {
+            try await storage.set("cover", String(repeating: "c", count: 65_000))
+            Issue.record("storage over the scene's limit was accepted")
+        } catch let error as BatonError {
+            #expect(error.message.hasPrefix("the scene's storage is 1 MiB"), "\(error.message)")
+            #expect(error.biggestKeys.map(\.key) == ["cover", "page 16", "page 15"])
+        }
+        #expect(try await storage.string("cover") == nil)
+    }
+
     @Test func sceneStorageHoldsWhatSceneStorageHolds() async throws {
         let world = try await World.start()
         defer { world.close() }

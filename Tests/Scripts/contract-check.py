@@ -167,6 +167,19 @@ def run_checks():
           error_name(lambda: activities.Advertise(TYPE, "x", '{"id": 1,}', {})) == NAME + ".Error.InvalidPayload")
     check("an unknown id is NotFound",
           error_name(lambda: activities.Get("3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01")) == NAME + ".Error.NotFound")
+    # The message names the biggest keys; a second argument, a(st), gives them as data (read
+    # from the reply message itself: dbus-python's exceptions keep the first argument only).
+    call = dbus.lowlevel.MethodCallMessage(NAME, ROOT, ACTIVITIES, "Advertise")
+    call.append(TYPE, "x", '{"id": "big", "blob": "%s", "notes": "%s"}' % ("x" * 70000, "n" * 2000), dbus.Dictionary({}, signature="ss"),
+                signature="sssa{ss}")
+    replies = []
+    bus.send_message_with_reply(call, replies.append, require_main_loop=False).block()
+    reply = replies[0] if replies else None
+    args = reply.get_args_list() if reply is not None else []
+    check("an oversize payload is QuotaExceeded naming its biggest keys, also as data",
+          isinstance(reply, dbus.lowlevel.ErrorMessage) and reply.get_error_name() == NAME + ".Error.QuotaExceeded"
+          and "biggest keys: blob 68.4 KiB, notes 2 KiB, id 10 bytes" in args[0]
+          and [(str(key), int(size)) for key, size in args[1]] == [("blob", 70009), ("notes", 2010), ("id", 10)], args)
     check("an unknown type is refused by name",
           error_name(lambda: activities.Advertise("org.example.none", "x", "{}", {})) == NAME + ".Error.UnknownActivityType")
 
