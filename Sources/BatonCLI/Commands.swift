@@ -140,6 +140,7 @@ struct Activities: AsyncParsableCommand {
         @Option(help: "Seconds until the activity expires.") var expiresIn: UInt64?
         @Flag(inversion: .prefixedNo, help: "Whether the activity can be continued (advertise's default: yes).") var handoff: Bool?
         @Flag(inversion: .prefixedNo, help: "Whether Search finds it by title and keywords (advertise's default: no).") var searchable: Bool?
+        @Flag(inversion: .prefixedNo, help: "Whether the history keeps it once it ends (advertise's default: yes).") var history: Bool?
         @Option(help: "The payload's type name.") var payloadType: String?
 
         func options(keepDefaults: Bool) -> [String: String] {
@@ -152,6 +153,7 @@ struct Activities: AsyncParsableCommand {
             // advertise states both; update sends only what was given.
             if let handoff = handoff ?? (keepDefaults ? true : nil) { options["eligible_for_handoff"] = handoff ? "true" : "false" }
             if let searchable = searchable ?? (keepDefaults ? false : nil) { options["eligible_for_search"] = searchable ? "true" : "false" }
+            if let history { options["eligible_for_history"] = history ? "true" : "false" }
             options["payload_type"] = payloadType
             return options
         }

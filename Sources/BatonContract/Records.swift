@@ -5,7 +5,8 @@ import DBus
 ///
 /// Records are dictionaries so that fields can be added without breaking callers: a
 /// decoder takes what it knows and ignores the rest; a field a record lacks gets the
-/// contract's default (false for `eligible_for_search`, true for `eligible_for_handoff`).
+/// contract's default (false for `eligible_for_search`, true for `eligible_for_handoff` and
+/// `eligible_for_history`).
 public enum Records {
     // MARK: Activity types
 
@@ -72,6 +73,7 @@ public enum Records {
             if let name = deviceNames[activity.deviceID] { try record.field(Key.deviceName, string: name) }
         }
         try record.field(Key.eligibleForHandoff, boolean: activity.eligibleForHandoff)
+        try record.field(Key.eligibleForHistory, boolean: activity.eligibleForHistory)
         try record.field(Key.eligibleForSearch, boolean: activity.eligibleForSearch)
         if let value = activity.expiresAt { try record.field(Key.expiresAt, uint64: value) }
         try record.field(Key.id, string: activity.id)
@@ -97,7 +99,8 @@ public enum Records {
             payloadType: f[Key.payloadType]?.stringValue, targetContentID: f[Key.targetContentID]?.stringValue,
             persistentID: f[Key.persistentID]?.stringValue, keywords: f[Key.keywords].flatMap([String].init(dbusValue:)) ?? [],
             webpageURL: f[Key.webpageURL]?.stringValue, eligibleForHandoff: f[Key.eligibleForHandoff]?.boolValue ?? true,
-            eligibleForSearch: f[Key.eligibleForSearch]?.boolValue ?? false, sceneID: sceneID,
+            eligibleForSearch: f[Key.eligibleForSearch]?.boolValue ?? false,
+            eligibleForHistory: f[Key.eligibleForHistory]?.boolValue ?? true, sceneID: sceneID,
             createdAt: f[Key.createdAt]?.uint64Value ?? 0, updatedAt: f[Key.updatedAt]?.uint64Value ?? 0,
             expiresAt: f[Key.expiresAt]?.uint64Value, deviceID: f[Key.device]?.stringValue ?? "")
     }
@@ -245,6 +248,7 @@ public enum Records {
         public static let webpageURL = "webpage_url"
         public static let eligibleForHandoff = "eligible_for_handoff"
         public static let eligibleForSearch = "eligible_for_search"
+        public static let eligibleForHistory = "eligible_for_history"
         public static let scene = "scene"
         public static let createdAt = "created_at"
         /// The sync id of the device that advertised it; absent for this machine's own.

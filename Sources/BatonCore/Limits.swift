@@ -22,6 +22,11 @@ public struct Limits: Equatable, Sendable {
     public var nameBytes = 255
     /// Bytes of a webpage URL.
     public var urlBytes = 2048
+    /// How long the history keeps an activity that ended, in seconds; 0 keeps no history.
+    public var historySeconds: UInt64 = 30 * 24 * 3600
+    /// Bytes the history may take (its activities' payloads, titles and keywords, and a
+    /// little for the rest); past it the oldest go first. 0 keeps no history.
+    public var historyBytes = 64 * 1024 * 1024
 
     public init() {}
 

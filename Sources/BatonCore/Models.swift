@@ -42,6 +42,8 @@ public struct Activity: Equatable, Sendable {
     public var webpageURL: String?
     public var eligibleForHandoff: Bool
     public var eligibleForSearch: Bool
+    /// Whether it goes into the history when it ends (invalidated, expired, evicted).
+    public var eligibleForHistory: Bool
     /// The scene whose current activity this is.
     public var sceneID: String?
     /// Microseconds since the Unix epoch.
@@ -55,7 +57,7 @@ public struct Activity: Equatable, Sendable {
     public init(id: String, type: String, appID: String, title: String, payload: String, payloadType: String? = nil,
                 targetContentID: String? = nil, persistentID: String? = nil, keywords: [String] = [],
                 webpageURL: String? = nil, eligibleForHandoff: Bool = true, eligibleForSearch: Bool = false,
-                sceneID: String? = nil, createdAt: UInt64, updatedAt: UInt64, expiresAt: UInt64? = nil, deviceID: String = "") {
+                eligibleForHistory: Bool = true, sceneID: String? = nil, createdAt: UInt64, updatedAt: UInt64, expiresAt: UInt64? = nil, deviceID: String = "") {
         self.id = id
         self.type = type
         self.appID = appID
@@ -68,6 +70,7 @@ public struct Activity: Equatable, Sendable {
         self.webpageURL = webpageURL
         self.eligibleForHandoff = eligibleForHandoff
         self.eligibleForSearch = eligibleForSearch
+        self.eligibleForHistory = eligibleForHistory
         self.sceneID = sceneID
         self.createdAt = createdAt
         self.updatedAt = updatedAt

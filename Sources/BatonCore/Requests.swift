@@ -94,6 +94,7 @@ public struct Advertisement: Equatable, Sendable {
     public var expiresIn: UInt64?
     public var eligibleForHandoff: Bool
     public var eligibleForSearch: Bool
+    public var eligibleForHistory = true
     /// The advertising scene, as the caller named it (object path or id); resolved by the service.
     public var scene: String?
     /// Makes the call idempotent: repeated within a day, it returns the first call's id.
@@ -101,7 +102,7 @@ public struct Advertisement: Equatable, Sendable {
 
     static let options = [
         "target_content_id", "persistent_id", "keywords", "webpage_url", "expires_in",
-        "eligible_for_handoff", "eligible_for_search", "scene", "payload_type", "request_id",
+        "eligible_for_handoff", "eligible_for_search", "eligible_for_history", "scene", "payload_type", "request_id",
     ]
 
     /// Ten years: longer than any desktop session, short enough to stay far from overflow.
@@ -162,6 +163,7 @@ public struct Advertisement: Equatable, Sendable {
         }
         eligibleForHandoff = try reader.takeBool("eligible_for_handoff", default: eligibleForHandoff)
         eligibleForSearch = try reader.takeBool("eligible_for_search", default: eligibleForSearch)
+        eligibleForHistory = try reader.takeBool("eligible_for_history", default: eligibleForHistory)
         if let value = reader.take("payload_type") {
             try Validate.text(value, what: "payload_type", limit: limits.nameBytes)
             payloadType = value.isEmpty ? nil : value
@@ -173,7 +175,7 @@ public struct Advertisement: Equatable, Sendable {
         Activity(
             id: id, type: type.type, appID: type.appID, title: title, payload: payload, payloadType: payloadType,
             targetContentID: targetContentID, persistentID: persistentID, keywords: keywords, webpageURL: webpageURL,
-            eligibleForHandoff: eligibleForHandoff, eligibleForSearch: eligibleForSearch, sceneID: sceneID,
+            eligibleForHandoff: eligibleForHandoff, eligibleForSearch: eligibleForSearch, eligibleForHistory: eligibleForHistory, sceneID: sceneID,
             createdAt: now, updatedAt: now, expiresAt: expiresIn.map { now + $0 * 1_000_000 })
     }
 }
@@ -214,7 +216,8 @@ public struct ActivityUpdate: Sendable {
             title: activity.title, payload: activity.payload, payloadType: activity.payloadType,
             targetContentID: activity.targetContentID, persistentID: activity.persistentID,
             keywords: activity.keywords, webpageURL: activity.webpageURL, expiresIn: nil,
-            eligibleForHandoff: activity.eligibleForHandoff, eligibleForSearch: activity.eligibleForSearch)
+            eligibleForHandoff: activity.eligibleForHandoff, eligibleForSearch: activity.eligibleForSearch,
+            eligibleForHistory: activity.eligibleForHistory)
         if let title = reader.take("title") {
             try Validate.text(title, what: "the title", limit: limits.titleBytes)
             fields.title = title
@@ -242,6 +245,7 @@ public struct ActivityUpdate: Sendable {
         updated.webpageURL = fields.webpageURL
         updated.eligibleForHandoff = fields.eligibleForHandoff
         updated.eligibleForSearch = fields.eligibleForSearch
+        updated.eligibleForHistory = fields.eligibleForHistory
         if let seconds = fields.expiresIn { updated.expiresAt = now + seconds * 1_000_000 }
         updated.updatedAt = now
         return updated

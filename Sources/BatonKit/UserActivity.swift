@@ -23,6 +23,7 @@ public final class UserActivity: Sendable {
         var expirationDate: Date?
         var isEligibleForHandoff = true
         var isEligibleForSearch = false
+        var isEligibleForHistory = true
         var requiredUserInfoKeys: Set<String> = []
         var needsSave = false
         var id: String?
@@ -52,6 +53,7 @@ public final class UserActivity: Sendable {
         state.expirationDate = activity.expiresAt.map { Date(timeIntervalSince1970: Double($0) / 1_000_000) }
         state.isEligibleForHandoff = activity.eligibleForHandoff
         state.isEligibleForSearch = activity.eligibleForSearch
+        state.isEligibleForHistory = activity.eligibleForHistory
         state.id = activity.id
         self.state = Mutex(state)
     }
@@ -72,6 +74,9 @@ public final class UserActivity: Sendable {
     public var expirationDate: Date? { get { field(\.expirationDate) } set { setField(\.expirationDate, newValue) } }
     public var isEligibleForHandoff: Bool { get { field(\.isEligibleForHandoff) } set { setField(\.isEligibleForHandoff, newValue) } }
     public var isEligibleForSearch: Bool { get { field(\.isEligibleForSearch) } set { setField(\.isEligibleForSearch, newValue) } }
+    /// Whether the user's history keeps it once it ends, to continue it later (default true;
+    /// false for what should leave no trace).
+    public var isEligibleForHistory: Bool { get { field(\.isEligibleForHistory) } set { setField(\.isEligibleForHistory, newValue) } }
     public var requiredUserInfoKeys: Set<String> { get { field(\.requiredUserInfoKeys) } set { setField(\.requiredUserInfoKeys, newValue) } }
     /// True when a field changed since the activity was last sent to the daemon.
     public var needsSave: Bool { get { field(\.needsSave) } set { state.withLock { $0.needsSave = newValue } } }
@@ -224,6 +229,7 @@ public final class UserActivity: Sendable {
         var options: [String: String] = [
             "eligible_for_handoff": state.isEligibleForHandoff ? "true" : "false",
             "eligible_for_search": state.isEligibleForSearch ? "true" : "false",
+            "eligible_for_history": state.isEligibleForHistory ? "true" : "false",
             "keywords": state.keywords.sorted().joined(separator: ","),
         ]
         if let value = state.targetContentIdentifier { options["target_content_id"] = value }

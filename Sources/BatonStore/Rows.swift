@@ -62,7 +62,7 @@ struct ActivityRow {
     /// `id` comes first: `update` binds it as `?1` and every other column by its position.
     enum Column: Int32, TableColumns {
         case id, type, appID, title, payload, payloadType, targetContentID, persistentID, keywords, webpageURL
-        case eligibleForHandoff, eligibleForSearch, sceneID, createdAt, updatedAt, expiresAt, deviceID
+        case eligibleForHandoff, eligibleForSearch, sceneID, createdAt, updatedAt, expiresAt, deviceID, eligibleForHistory
 
         var name: String {
             switch self {
@@ -83,6 +83,7 @@ struct ActivityRow {
             case .updatedAt: "updated_at"
             case .expiresAt: "expires_at"
             case .deviceID: "device_id"
+            case .eligibleForHistory: "eligible_for_history"
             }
         }
     }
@@ -94,6 +95,7 @@ struct ActivityRow {
             targetContentID: row.optionalString(Column.targetContentID), persistentID: row.optionalString(Column.persistentID),
             keywords: KeywordList.split(row.string(Column.keywords)), webpageURL: row.optionalString(Column.webpageURL),
             eligibleForHandoff: row.bool(Column.eligibleForHandoff), eligibleForSearch: row.bool(Column.eligibleForSearch),
+            eligibleForHistory: row.bool(Column.eligibleForHistory),
             sceneID: row.optionalString(Column.sceneID), createdAt: row.time(Column.createdAt), updatedAt: row.time(Column.updatedAt),
             expiresAt: row.optionalTime(Column.expiresAt), deviceID: row.string(Column.deviceID))
     }
@@ -105,7 +107,7 @@ struct ActivityRow {
             activity.id, activity.type, activity.appID, activity.title, activity.payload, activity.payloadType,
             activity.targetContentID, activity.persistentID, KeywordList.join(activity.keywords), activity.webpageURL,
             activity.eligibleForHandoff, activity.eligibleForSearch, activity.sceneID, Time.encode(activity.createdAt),
-            Time.encode(activity.updatedAt), activity.expiresAt.map(Time.encode), activity.deviceID,
+            Time.encode(activity.updatedAt), activity.expiresAt.map(Time.encode), activity.deviceID, activity.eligibleForHistory,
         ]
     }
 

@@ -413,6 +413,58 @@ enum Schema {
                 ALTER TABLE tombstone ADD COLUMN requested_hlc INTEGER;
                 """)
         }
+        // The history: activities that ended, kept to be found and continued (Store+History).
+        // `size` is what a row counts against the history's size limit; `history_size` sums it.
+        migrator.registerMigration("v14") { db in
+            try db.execute(sql: """
+                ALTER TABLE activity ADD COLUMN eligible_for_history INTEGER NOT NULL DEFAULT 1;
+                CREATE TABLE history (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    id TEXT NOT NULL UNIQUE,
+                    type TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    title TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    payload_type TEXT,
+                    target_content_id TEXT,
+                    persistent_id TEXT,
+                    keywords TEXT NOT NULL,
+                    webpage_url TEXT,
+                    eligible_for_handoff INTEGER NOT NULL,
+                    eligible_for_search INTEGER NOT NULL,
+                    scene_id TEXT,                     -- always NULL: scenes stay with the live activity
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    expires_at INTEGER,
+                    device_id TEXT NOT NULL,
+                    eligible_for_history INTEGER NOT NULL,
+                    ended_at INTEGER NOT NULL,
+                    end_state TEXT NOT NULL,           -- invalidated, expired, evicted
+                    end_reason TEXT NOT NULL,          -- a sentence
+                    size INTEGER NOT NULL
+                );
+                CREATE INDEX history_ended ON history(ended_at);
+                CREATE INDEX history_app ON history(app_id, seq);
+                CREATE TABLE history_size (id INTEGER PRIMARY KEY CHECK (id = 1), bytes INTEGER NOT NULL);
+                INSERT INTO history_size VALUES (1, 0);
+                CREATE TRIGGER history_size_insert AFTER INSERT ON history BEGIN
+                    UPDATE history_size SET bytes = bytes + new.size;
+                END;
+                CREATE TRIGGER history_size_delete AFTER DELETE ON history BEGIN
+                    UPDATE history_size SET bytes = bytes - old.size;
+                END;
+                CREATE VIRTUAL TABLE history_search USING fts5(
+                    title, keywords, content='history', content_rowid='seq', tokenize='unicode61 remove_diacritics 2',
+                    prefix='2 3 4 5 6 7 8'
+                );
+                CREATE TRIGGER history_search_insert AFTER INSERT ON history WHEN new.eligible_for_search = 1 BEGIN
+                    INSERT INTO history_search(rowid, title, keywords) VALUES (new.seq, new.title, new.keywords);
+                END;
+                CREATE TRIGGER history_search_delete AFTER DELETE ON history WHEN old.eligible_for_search = 1 BEGIN
+                    INSERT INTO history_search(history_search, rowid, title, keywords) VALUES ('delete', old.seq, old.title, old.keywords);
+                END;
+                """)
+        }
         return migrator
     }
 }

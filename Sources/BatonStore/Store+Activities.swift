@@ -67,7 +67,7 @@ extension Store {
                     "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
             }
             let quota = "removed to keep \(activity.appID) under its \(limits.liveActivitiesPerApp)-activity quota"
-            try ending(.evicted(quota)) { for id in trimmed { _ = try deleteActivity(id: id, in: db) } }
+            try ending(.evicted(quota), history: true) { for id in trimmed { _ = try deleteActivity(id: id, in: db) } }
         }
         try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
         if let scene = activity.sceneID {
@@ -106,7 +106,7 @@ extension Store {
     /// Deletes activities (`Invalidate`); returns the ids that were removed.
     public func deleteActivities(ids: [String]) throws -> [String] {
         try writeActivities { db in
-            try ending(.invalidated("invalidated by its app")) { try ids.filter { try deleteActivity(id: $0, in: db) } }
+            try ending(.invalidated("invalidated by its app"), history: true) { try ids.filter { try deleteActivity(id: $0, in: db) } }
         }
     }
 
@@ -134,7 +134,7 @@ extension Store {
     /// Deletes activities that expired before `now`; returns their ids.
     public func purgeExpired(now: UInt64) throws -> [String] {
         try writeActivities { db in
-            try ending(.expired("expired")) {
+            try ending(.expired("expired"), history: true) {
             try String.fetchAll(
                 db.cachedStatement(sql: "DELETE FROM activity WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING id"),
                 arguments: [Time.encode(now)])

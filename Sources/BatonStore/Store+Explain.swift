@@ -51,10 +51,16 @@ extension Store {
         }
     }
 
-    /// Runs `work` (which deletes activities) with their tombstones saying `ending`.
-    func ending<T>(_ ending: Ending, _ work: () throws -> T) rethrows -> T {
+    /// Runs `work` (which deletes activities) with their tombstones saying `ending`; with
+    /// `history`, each that is eligible also goes into the history (`keepHistory`). Other
+    /// deletions (a type unregistered, sync turned off, DeleteSaved, ForgetApp) leave none.
+    func ending<T>(_ ending: Ending, history: Bool = false, _ work: () throws -> T) rethrows -> T {
         endings.current.withLock { $0 = ending }
-        defer { endings.current.withLock { $0 = .invalidated("invalidated") } }
+        endings.intoHistory.store(history, ordering: .relaxed)
+        defer {
+            endings.current.withLock { $0 = .invalidated("invalidated") }
+            endings.intoHistory.store(false, ordering: .relaxed)
+        }
         return try work()
     }
 

@@ -259,7 +259,7 @@ extension Store {
     /// not here (any more).
     public func invalidateRemote(id: String, request body: [UInt8]) throws -> Bool {
         let removed = try writeActivities { db in
-            let removed = try ending(.invalidated("invalidated on this machine")) {
+            let removed = try ending(.invalidated("invalidated on this machine"), history: true) {
                 try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id <> '' RETURNING id"),
                                     arguments: [id])
             }
@@ -351,7 +351,7 @@ extension Store {
             case "evicted": .evicted(reason)
             default: .invalidated(reason)
             }
-            let deleted = try ending(how) {
+            let deleted = try ending(how, history: true) {
                 try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id = ? RETURNING id"),
                                     arguments: [id, device])
             }
@@ -388,7 +388,7 @@ extension Store {
                 return
             }
             // Final then: no later record of the activity brings it back.
-            applied.ended += try ending(.invalidated("invalidated on device \(device)")) {
+            applied.ended += try ending(.invalidated("invalidated on device \(device)"), history: true) {
                 try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id = '' RETURNING id"),
                                     arguments: [activityID])
             }

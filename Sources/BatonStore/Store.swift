@@ -74,6 +74,7 @@ public final class Store: Sendable {
             try Schema.migrator.migrate(writer)
             try Self.noteClearedScenes(on: writer, in: self.clearedScenes)
             try Self.keepTombstones(on: writer, endings: self.endings)
+            try Self.keepHistory(on: writer, endings: self.endings, limits: limits)
             try Self.keepOutbox(on: writer, bell: self.outbox, clock: self.clock)
 
             var readOnly = Configuration()
@@ -305,11 +306,15 @@ public final class Store: Sendable {
                 writerThread.lockTaken()
                 do {
                     let result = try updates(db)
+                    if endings.historyAdded.exchange(false, ordering: .relaxed) {
+                        try Self.trimHistory(db, now: WallClock.nowMicroseconds(), limits: limits)
+                    }
                     try db.cachedStatement(sql: "COMMIT").execute()
                     lastCommit.store(Monotonic.now, ordering: .relaxed)
                     return result
                 } catch {
                     outbox.lower()
+                    endings.historyAdded.store(false, ordering: .relaxed)
                     // SQLite may have rolled back already (a full disk, for one).
                     if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
                     throw error
@@ -450,6 +455,10 @@ final class OutboxBell: Sendable {
 
 final class Endings: Sendable {
     let current = Mutex(Ending.invalidated("invalidated"))
+    /// Whether the activities the write under way deletes go into the history.
+    let intoHistory = Atomic(false)
+    /// Set when a write added to the history: its size and age are checked before it commits.
+    let historyAdded = Atomic(false)
 }
 
 /// How an activity ended, for its tombstone: `Explain`'s state and sentence.

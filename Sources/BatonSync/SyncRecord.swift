@@ -99,6 +99,8 @@ struct ActivityBody: Codable, Equatable {
     var payloadType, targetContentID, persistentID, webpageURL: String?
     var keywords: [String]
     var eligibleForHandoff, eligibleForSearch: Bool
+    /// Absent from the records of devices older than the history: true then.
+    var eligibleForHistory: Bool?
     var createdAt, updatedAt: UInt64
     var expiresAt: UInt64?
 
@@ -115,6 +117,7 @@ struct ActivityBody: Codable, Equatable {
         keywords = activity.keywords
         eligibleForHandoff = activity.eligibleForHandoff
         eligibleForSearch = activity.eligibleForSearch
+        eligibleForHistory = activity.eligibleForHistory
         createdAt = activity.createdAt
         updatedAt = activity.updatedAt
         expiresAt = activity.expiresAt
@@ -123,7 +126,7 @@ struct ActivityBody: Codable, Equatable {
     var activity: Activity {
         Activity(id: id, type: type, appID: appID, title: title, payload: payload, payloadType: payloadType,
                  targetContentID: targetContentID, persistentID: persistentID, keywords: keywords, webpageURL: webpageURL,
-                 eligibleForHandoff: eligibleForHandoff, eligibleForSearch: eligibleForSearch,
+                 eligibleForHandoff: eligibleForHandoff, eligibleForSearch: eligibleForSearch, eligibleForHistory: eligibleForHistory ?? true,
                  createdAt: createdAt, updatedAt: updatedAt, expiresAt: expiresAt)
     }
 }

@@ -18,13 +18,14 @@ struct DeletedDataTests {
         return stat(path, &info) == 0 ? Int(info.st_size) : -1
     }
 
+    /// (Kept out of the history, which would keep it on purpose; see HistoryTests for its clearing.)
     @Test func anInvalidatedPayloadIsGoneFromTheDatabaseAndItsWALOnceIdle() async throws {
         let world = try BatonWorld()
         defer { world.close() }
         try await world.startDaemon()
         try await world.register(requiredKeys: "")
         let marker = "MARKER-" + Identifier.make()
-        let id = try await world.advertise("Secret", payload: #"{"note":"\#(marker)"}"#, options: ["keywords": marker])
+        let id = try await world.advertise("Secret", payload: #"{"note":"\#(marker)"}"#, options: ["keywords": marker, "eligible_for_history": "false"])
         _ = try await world.advertise("Kept", payload: #"{"note":"kept"}"#)
         #expect(fileContains(world.database + "-wal", marker), "the payload is written to the WAL first")
 

@@ -40,7 +40,7 @@ struct MethodTests {
         ])
         let wire = try #require(try await world.call(Self.activities, "Get", [.string(full)]).first?.dictionaryEntries)
         #expect(wire.compactMap(\.key.stringValue) == [
-            "app_id", "created_at", "eligible_for_handoff", "eligible_for_search", "expires_at", "id", "keywords", "payload",
+            "app_id", "created_at", "eligible_for_handoff", "eligible_for_history", "eligible_for_search", "expires_at", "id", "keywords", "payload",
             "payload_type", "persistent_id", "target_content_id", "title", "type", "updated_at", "webpage_url",
         ])
         let bad = await errorName { try await world.call(Self.activities, "Update", [.string(agatha), .string(#"{"id":null,"id":1}"#), .stringMap([:])]) }

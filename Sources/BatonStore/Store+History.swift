@@ -1,0 +1,153 @@
+import BatonCore
+import Foundation
+import GRDB
+
+/// The history: this machine's and other machines' activities that ended (invalidated,
+/// expired, evicted by the quota), kept so that the user can find and continue them later.
+///
+/// A temporary trigger on the writer connection copies each activity that a write ends into
+/// `history`, when the write says it ends for good (`ending(_:history:_:)`) and the activity
+/// was advertised eligible for history. Before such a write commits, the history is trimmed
+/// to its age and size limits (`trimHistory`), so it never grows past them; housekeeping
+/// trims by age too, as time passes.
+extension Store {
+    /// An activity that ended, as the history keeps it.
+    public struct PastActivity: Sendable, Equatable {
+        public var activity: Activity
+        public var endedAt: UInt64
+        /// `invalidated`, `expired` or `evicted`.
+        public var endState: String
+        /// Why, in a sentence (as `Explain` says it).
+        public var endReason: String
+    }
+
+    /// Which past activities: every field given must match; `query` matches titles and
+    /// keywords of search-eligible ones as `Search` does.
+    public struct HistoryFilter: Sendable, Equatable {
+        public var appID: String?
+        public var type: String?
+        public var query: String?
+        /// Ended at or after this time.
+        public var since: UInt64?
+        public var limit: Int?
+        public init(appID: String? = nil, type: String? = nil, query: String? = nil, since: UInt64? = nil, limit: Int? = nil) {
+            self.appID = appID
+            self.type = type
+            self.query = query
+            self.since = since
+            self.limit = limit
+        }
+    }
+
+    static func keepHistory(on writer: DatabaseQueue, endings: Endings, limits: Limits) throws {
+        let kept = limits.historySeconds > 0 && limits.historyBytes > 0
+        try writer.inDatabase { db in
+            db.add(function: DatabaseFunction("baton_into_history", argumentCount: 0, pure: false) { _ in
+                kept && endings.intoHistory.load(ordering: .relaxed)
+            })
+            db.add(function: DatabaseFunction("baton_history_added", argumentCount: 0, pure: false) { _ in
+                endings.historyAdded.store(true, ordering: .relaxed)
+                return nil
+            })
+            let columns = ActivityRow.Column.allCases.map { $0 == .sceneID ? "NULL" : "old.\($0.name)" }.joined(separator: ", ")
+            // What a row counts against the size limit: its texts, and 256 bytes for the rest.
+            let size = "length(CAST(old.payload AS BLOB)) + length(CAST(old.title AS BLOB)) + length(CAST(old.keywords AS BLOB))"
+                + " + coalesce(length(CAST(old.webpage_url AS BLOB)), 0) + 256"
+            try db.execute(sql: """
+                CREATE TEMP TRIGGER activity_history AFTER DELETE ON main.activity
+                WHEN old.eligible_for_history = 1 AND baton_into_history() BEGIN
+                    DELETE FROM history WHERE id = old.id;
+                    INSERT INTO history (\(ActivityRow.Column.list), ended_at, end_state, end_reason, size)
+                    VALUES (\(columns),
+                            CASE WHEN baton_end_state() = 'expired' AND old.expires_at IS NOT NULL THEN old.expires_at ELSE baton_now() END,
+                            baton_end_state(), baton_end_reason(), \(size));
+                    SELECT baton_history_added();
+                END
+                """)
+        }
+    }
+
+    /// Removes what is older than the history's age limit, then the oldest until it is
+    /// within its size limit; returns how many went.
+    @discardableResult
+    static func trimHistory(_ db: Database, now: UInt64, limits: Limits) throws -> Int {
+        let oldest = now > limits.historySeconds * 1_000_000 ? now - limits.historySeconds * 1_000_000 : 0
+        try db.cachedStatement(sql: "DELETE FROM history WHERE ended_at < ?").execute(arguments: [Time.encode(oldest)])
+        var removed = db.changesCount
+        let total = try Int.fetchOne(db.cachedStatement(sql: "SELECT bytes FROM history_size")) ?? 0
+        guard total > limits.historyBytes else { return removed }
+        // Down to 90% of the limit, so that a full history is not summed again at every end;
+        // the oldest rows whose sizes add up to what is too much, in one statement.
+        try db.cachedStatement(sql: """
+            DELETE FROM history WHERE seq <= (
+                SELECT seq FROM (SELECT seq, sum(size) OVER (ORDER BY seq) AS freed FROM history) WHERE freed >= ? ORDER BY seq LIMIT 1)
+            """).execute(arguments: [total - limits.historyBytes / 10 * 9])
+        removed += db.changesCount
+        return removed
+    }
+
+    /// Trims the history to its limits as time passes (housekeeping); returns how many went.
+    @discardableResult
+    public func trimHistory(now: UInt64) throws -> Int {
+        try write { db in try Self.trimHistory(db, now: now, limits: limits) }
+    }
+
+    /// Past activities matching `filter`, the most recently ended first.
+    public func history(_ filter: HistoryFilter) throws -> [PastActivity] {
+        var conditions: [String] = []
+        var arguments: StatementArguments = []
+        for (column, value) in [("app_id", filter.appID), ("type", filter.type)] {
+            if let value {
+                conditions.append("\(column) = ?")
+                arguments += [value]
+            }
+        }
+        if let since = filter.since {
+            conditions.append("ended_at >= ?")
+            arguments += [Time.encode(since)]
+        }
+        if let query = filter.query {
+            guard let match = Self.ftsQuery(query) else { return [] }
+            conditions.append("seq IN (SELECT rowid FROM history_search WHERE history_search MATCH ?)")
+            arguments += [match]
+        }
+        var sql = Self.pastSelect + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")) + " ORDER BY ended_at DESC, seq DESC"
+        if let limit = filter.limit {
+            sql += " LIMIT ?"
+            arguments += [limit]
+        }
+        return try read { db in try db.cachedStatement(sql: sql).rows(arguments, Self.decodePast) }
+    }
+
+    /// The history's copy of activity `id`, if it has one.
+    public func pastActivity(id: String) throws -> PastActivity? {
+        try read { db in try db.cachedStatement(sql: Self.pastSelect + " WHERE id = ?").row([id], Self.decodePast) }
+    }
+
+    /// Removes past activities matching `filter` (all of them for an empty one); returns how many.
+    public func clearHistory(_ filter: HistoryFilter) throws -> Int {
+        let ids = try history(filter).map(\.activity.id)
+        return try write { db in
+            try ids.reduce(0) { count, id in
+                try db.cachedStatement(sql: "DELETE FROM history WHERE id = ?").execute(arguments: [id])
+                return count + db.changesCount
+            }
+        }
+    }
+
+    /// How much the history holds: activities and bytes (as counted against its limit).
+    public func historySize() throws -> (activities: Int, bytes: Int) {
+        try read { db in
+            (try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM history")) ?? 0,
+             try Int.fetchOne(db.cachedStatement(sql: "SELECT bytes FROM history_size")) ?? 0)
+        }
+    }
+
+    private static let pastSelect = "SELECT \(ActivityRow.Column.list), ended_at, end_state, end_reason FROM history"
+
+    private static func decodePast(_ row: Columns) -> PastActivity {
+        let after = Int32(ActivityRow.Column.allCases.count)
+        return PastActivity(activity: ActivityRow.decode(row), endedAt: row.time(after), endState: row.string(after + 1),
+                            endReason: row.string(after + 2))
+    }
+}
