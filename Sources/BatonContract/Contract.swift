@@ -23,6 +23,7 @@ public enum Contract {
         public static let scene = busName + ".Scene"
         public static let status = busName + ".Status"
         public static let sync = busName + ".Sync"
+        public static let archive = busName + ".Archive"
         /// Implemented by apps, at the path their activity type names.
         public static let handler = busName + ".Handler"
     }
@@ -154,6 +155,16 @@ extension Contract {
             public static let state = "State"
             public static let restoreReason = "RestoreReason"
         }
+    }
+
+    /// `org.baton.Handoff1.Archive` on the root object: the user's history.
+    public enum Archive {
+        public static let history = ContractMethod(
+            Contract.Interface.archive, "History", in: [Argument("filter", "a{ss}")], out: [Argument("activities", "aa{sv}")])
+        public static let clearHistory = ContractMethod(
+            Contract.Interface.archive, "ClearHistory", in: [Argument("filter", "a{ss}")], out: [Argument("removed", "u")])
+        /// The filters `History` and `ClearHistory` take.
+        public static let filters = ["app_id", "type", "query", "since", "limit"]
     }
 
     /// `org.baton.Handoff1.Status` on the root object: read-only facts for `baton status`.

@@ -62,9 +62,23 @@ public enum Records {
         }
     }
 
-    /// The fields of an activity's record, in key order.
+    /// Past activities' records (`aa{sv}`), as `History` gives them: an activity's record
+    /// with `end_detail`, `end_reason` and `ended_at`.
+    public static func encodedRecords(_ past: [PastActivity], deviceNames: [String: String] = [:]) -> EncodedBody {
+        EncodedBody { body throws(DBusError) in
+            try body.array(of: .dictionary(key: .string, value: .variant)) { records throws(DBusError) in
+                for each in past {
+                    try records.record { record throws(DBusError) in
+                        try fields(of: each.activity, deviceNames: deviceNames, ended: each, to: &record)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The fields of an activity's record, in key order; with `ended`, a past one's.
     private static func fields<Fields: RecordFields & ~Copyable>(
-        of activity: Activity, deviceNames: [String: String] = [:], to record: inout Fields
+        of activity: Activity, deviceNames: [String: String] = [:], ended: PastActivity? = nil, to record: inout Fields
     ) throws(Fields.Failure) {
         try record.field(Key.appID, string: activity.appID)
         try record.field(Key.createdAt, uint64: activity.createdAt)
@@ -75,6 +89,11 @@ public enum Records {
         try record.field(Key.eligibleForHandoff, boolean: activity.eligibleForHandoff)
         try record.field(Key.eligibleForHistory, boolean: activity.eligibleForHistory)
         try record.field(Key.eligibleForSearch, boolean: activity.eligibleForSearch)
+        if let ended {
+            try record.field(Key.endDetail, string: ended.endReason)
+            try record.field(Key.endReason, string: ended.endState)
+            try record.field(Key.endedAt, uint64: ended.endedAt)
+        }
         if let value = activity.expiresAt { try record.field(Key.expiresAt, uint64: value) }
         try record.field(Key.id, string: activity.id)
         try record.field(Key.keywords, strings: activity.keywords)
@@ -249,6 +268,10 @@ public enum Records {
         public static let eligibleForHandoff = "eligible_for_handoff"
         public static let eligibleForSearch = "eligible_for_search"
         public static let eligibleForHistory = "eligible_for_history"
+        /// A past activity's: how it ended (`invalidated`, `expired`, `evicted`), why in a sentence, when.
+        public static let endReason = "end_reason"
+        public static let endDetail = "end_detail"
+        public static let endedAt = "ended_at"
         public static let scene = "scene"
         public static let createdAt = "created_at"
         /// The sync id of the device that advertised it; absent for this machine's own.

@@ -87,6 +87,23 @@ public struct Activity: Equatable, Sendable {
     }
 }
 
+/// An activity that ended, as the history keeps it (to be found and continued later).
+public struct PastActivity: Sendable, Equatable {
+    public var activity: Activity
+    public var endedAt: UInt64
+    /// `invalidated`, `expired` or `evicted`.
+    public var endState: String
+    /// Why, in a sentence (as `Explain` says it).
+    public var endReason: String
+
+    public init(activity: Activity, endedAt: UInt64, endState: String, endReason: String) {
+        self.activity = activity
+        self.endedAt = endedAt
+        self.endState = endState
+        self.endReason = endReason
+    }
+}
+
 /// A window session of an app, with its own persisted storage.
 public struct Scene: Equatable, Sendable {
     public var id: String

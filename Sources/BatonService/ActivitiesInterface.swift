@@ -114,7 +114,7 @@ extension HandoffService {
     }
 
     /// The other devices' names, read only when one of `activities` came from another device.
-    private func deviceNames(for activities: [Activity]) throws -> [String: String] {
+    func deviceNames(for activities: [Activity]) throws -> [String: String] {
         activities.contains(where: \.isRemote) ? try store.remoteDeviceNames() : [:]
     }
 
@@ -180,6 +180,17 @@ extension HandoffService {
             throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(appID)")
         }
         return id
+    }
+
+    /// What `Continue` continues: the live activity `text` names, else the history's copy of
+    /// it; `NotFound`/`Expired` when there is neither.
+    func continuableActivity(_ text: String, now: UInt64) throws -> Activity {
+        do {
+            return try liveActivity(text, now: now)
+        } catch let error as BatonError where error.code == .notFound || error.code == .expired {
+            guard let past = try store.pastActivity(id: try Identifier.normalize(text)) else { throw error }
+            return past.activity
+        }
     }
 
     /// The activity `text` names, or `NotFound`/`Expired`.

@@ -37,7 +37,7 @@ extension HandoffService {
             // Empty: the first call asked another machine (`device`), which chose the scene.
             return [.objectPath(first.isEmpty ? "/" : SceneAddress.objectPath(forID: first))]
         }
-        let activity = try liveActivity(try call.argument(0), now: now)
+        let activity = try continuableActivity(try call.argument(0), now: now)
         guard activity.eligibleForHandoff else {
             throw BatonError.notEligible("activity \(activity.id) was advertised with eligible_for_handoff=false: it cannot be continued")
         }
@@ -161,8 +161,8 @@ extension HandoffService {
         guard let pending = try known?.0 ?? store.pendingContinuation(sceneID: sceneID) else { return }
         let path = SceneAddress.objectPath(forID: sceneID)
         do {
-            guard let activity = try known?.1 ?? store.storedActivity(id: pending.activityID),
-                  !activity.isExpired(at: WallClock.nowMicroseconds()) else {
+            guard let activity = try known?.1
+                    ?? store.continuable(id: pending.activityID, now: WallClock.nowMicroseconds(), askedAt: pending.requestedAt) else {
                 throw BatonError.notFound("activity \(pending.activityID) was invalidated or expired before its app could take it")
             }
             guard let type = try known?.2 ?? store.activityType(activity.type) else {
@@ -319,7 +319,7 @@ extension HandoffService {
         guard let waiting = try? store.pendingContinuations(appID: appID) else { return }
         for pending in waiting where !Task.isCancelled {
             // One whose activity or type went is delivered too: that abandons it.
-            let activity = try? store.storedActivity(id: pending.activityID)
+            let activity = try? store.continuable(id: pending.activityID, now: WallClock.nowMicroseconds(), askedAt: pending.requestedAt)
             let type = activity.flatMap { (try? store.activityType($0.type)) ?? nil }
             if let handler = type?.handler, !(await matches(handler)) { continue }
             do {

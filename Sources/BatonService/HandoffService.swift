@@ -81,7 +81,7 @@ public final class HandoffService: Sendable {
             try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface])
         }
         try await connection.export(
-            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface], objectManager: true)
+            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface], objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
     }
@@ -106,8 +106,8 @@ public final class HandoffService: Sendable {
     public static let expiredGrace: UInt64 = 2_000_000
 
     /// The daemon's housekeeping, every `period` until the task is cancelled: purges expired
-    /// activities shortly after they expire, and merges the search index's segments after
-    /// writes. Expired activities are hidden from every call at once; purging reclaims
+    /// activities shortly after they expire, trims the history to its age, and merges the
+    /// search index's segments after writes. Expired activities are hidden from every call at once; purging reclaims
     /// their space and announces them. With nothing written, each round is one indexed read.
     ///
     /// An earlier version raced its sleep against an AsyncStream; cancelling the losing
@@ -122,6 +122,7 @@ public final class HandoffService: Sendable {
                 try await store.writing { store in
                     try store.tidySearchIndex()
                     try store.forgetRequests(before: WallClock.nowMicroseconds() - Store.requestLifetime)
+                    try store.trimHistory(now: WallClock.nowMicroseconds())
                     try store.forgetExplanations(before: WallClock.nowMicroseconds() - Store.explanationLifetime)
                     try store.truncateWALIfIdle(after: Self.idleBeforeTruncatingWAL)
                 }

@@ -46,11 +46,12 @@ extension Store {
     ) throws {
         try checkStorage(storage)
         try write { db in
-            guard try String.fetchOne(db.cachedStatement(sql: "SELECT activity_id FROM continuation WHERE scene_id = ?"),
-                                      arguments: [sceneID]) == activityID else {
+            let waiting = try db.cachedStatement(sql: "SELECT activity_id, requested_at FROM continuation WHERE scene_id = ?")
+                .row([sceneID]) { (activity: $0.string(0), requestedAt: $0.time(1)) }
+            guard let waiting, waiting.activity == activityID else {
                 throw BatonError.notFound("no continuation of \(activityID) waits in scene \(sceneID)")
             }
-            try Self.requireActivity(activityID, in: db)
+            try Self.requireActivity(activityID, askedAt: waiting.requestedAt, in: db)
             try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ?, state = 'ready' WHERE id = ?")
                 .execute(arguments: [activityID, Time.encode(now), sceneID])
             _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])

@@ -11,16 +11,6 @@ import GRDB
 /// to its age and size limits (`trimHistory`), so it never grows past them; housekeeping
 /// trims by age too, as time passes.
 extension Store {
-    /// An activity that ended, as the history keeps it.
-    public struct PastActivity: Sendable, Equatable {
-        public var activity: Activity
-        public var endedAt: UInt64
-        /// `invalidated`, `expired` or `evicted`.
-        public var endState: String
-        /// Why, in a sentence (as `Explain` says it).
-        public var endReason: String
-    }
-
     /// Which past activities: every field given must match; `query` matches titles and
     /// keywords of search-eligible ones as `Search` does.
     public struct HistoryFilter: Sendable, Equatable {
@@ -86,10 +76,13 @@ extension Store {
         return removed
     }
 
-    /// Trims the history to its limits as time passes (housekeeping); returns how many went.
+    /// Trims the history to its age as time passes (housekeeping); returns how many went.
+    /// Reads first: a round with nothing too old writes nothing.
     @discardableResult
     public func trimHistory(now: UInt64) throws -> Int {
-        try write { db in try Self.trimHistory(db, now: now, limits: limits) }
+        let oldest = try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT min(ended_at) FROM history")) }
+        guard let oldest, Time.decode(oldest) + limits.historySeconds * 1_000_000 < now else { return 0 }
+        return try write { db in try Self.trimHistory(db, now: now, limits: limits) }
     }
 
     /// Past activities matching `filter`, the most recently ended first.
@@ -117,6 +110,15 @@ extension Store {
             arguments += [limit]
         }
         return try read { db in try db.cachedStatement(sql: sql).rows(arguments, Self.decodePast) }
+    }
+
+    /// What a continuation asked for at `askedAt` continues from: the live activity `id`, or
+    /// the history's copy of it if it had ended by then; nil when there is neither (an
+    /// activity that ends while its continuation is under way is not continued).
+    public func continuable(id: String, now: UInt64, askedAt: UInt64) throws -> Activity? {
+        if let live = try storedActivity(id: id) { return live.isExpired(at: now) ? nil : live }
+        guard let past = try pastActivity(id: id), past.endedAt < askedAt else { return nil }
+        return past.activity
     }
 
     /// The history's copy of activity `id`, if it has one.

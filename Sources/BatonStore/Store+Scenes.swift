@@ -16,7 +16,7 @@ extension Store {
     public func insert(_ scene: Scene, storage: [(String, StorageValue)], request: Request? = nil) throws -> String {
         try checkStorage(storage)
         return try write(request: request) { db in
-            if let activity = scene.activityID { try Self.requireActivity(activity, in: db) }
+            if let activity = scene.activityID { try Self.requireActivity(activity, askedAt: scene.createdAt, in: db) }
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
             if let activity = scene.activityID { try Self.noteOutcome(activity, scene: scene.id, state: "ready", in: db) }
             _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
@@ -31,7 +31,7 @@ extension Store {
     ) throws {
         try checkStorage(storage)
         _ = try write(request: request) { db in
-            try Self.requireActivity(activityID, in: db)
+            try Self.requireActivity(activityID, askedAt: now, in: db)
             try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
                 .execute(arguments: [activityID, Time.encode(now), sceneID])
             if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
@@ -81,8 +81,11 @@ extension Store {
 
     /// Throws `NotFound` unless the activity exists: a continuation waits for the app's
     /// handler, and an activity invalidated meanwhile is not continued.
-    static func requireActivity(_ id: String, in db: Database) throws {
-        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM activity WHERE id = ?"), arguments: [id]) != nil else {
+    /// A live activity, or the history's copy of one that had ended when it was asked for
+    /// (`askedAt`): Continue continues from that, but not from one that ended under way.
+    static func requireActivity(_ id: String, askedAt: UInt64, in db: Database) throws {
+        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM activity WHERE id = ?1 UNION ALL SELECT 1 FROM history WHERE id = ?1 AND ended_at < ?2"),
+                                arguments: [id, Time.encode(askedAt)]) != nil else {
             throw BatonError.notFound("activity \(id) was invalidated while it was being continued; no scene was opened or changed")
         }
     }

@@ -39,6 +39,14 @@ struct Batond: AsyncParsableCommand {
         "Calls one client may have waiting for answers; beyond, batond answers LimitsExceeded at once.", valueName: "count"))
     var maxCallsPerClient: Int = 256
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Days the history keeps activities that ended; 0 keeps no history.", valueName: "days"))
+    var historyDays: UInt64 = Limits.default.historySeconds / 86_400
+
+    @Option(name: .long, help: ArgumentHelp(
+        "MiB the history may take; past it, the activities that ended first go first. 0 keeps no history.", valueName: "MiB"))
+    var historySize: Int = Limits.default.historyBytes / (1024 * 1024)
+
     @Flag(name: .long, help: "Log each registration, continuation and purge.")
     var verbose = false
 
@@ -52,6 +60,8 @@ struct Batond: AsyncParsableCommand {
         guard maxLiveActivities >= 1, maxLiveActivities <= 1_000_000 else {
             throw ValidationError("--max-live-activities must be between 1 and 1000000")
         }
+        guard historyDays <= 3650 else { throw ValidationError("--history-days must be between 0 and 3650") }
+        guard historySize >= 0, historySize <= 1_048_576 else { throw ValidationError("--history-size must be between 0 and 1048576 MiB") }
     }
 
     func run() async throws {
@@ -60,6 +70,8 @@ struct Batond: AsyncParsableCommand {
         if let address { options.bus = .address(address) }
         options.verbose = verbose
         options.limits.liveActivitiesPerApp = maxLiveActivities
+        options.limits.historySeconds = historyDays * 86_400
+        options.limits.historyBytes = historySize * 1024 * 1024
         options.callsPerCaller = maxCallsPerClient
         options.handlerTimeout = .milliseconds(Int(handlerTimeout * 1000))
         let status = await Daemon.run(options, environment: ProcessEnvironment.current())

@@ -103,7 +103,7 @@ struct CLITests {
     @Test func helpMatchesItsSnapshot() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        for command in [[], ["activities", "advertise"], ["scenes", "set"], ["sync"]] {
+        for command in [[], ["activities", "advertise"], ["scenes", "set"], ["sync"], ["history"], ["history", "clear"]] {
             let result = try await world.baton(command + ["--help"])
             #expect(result.status == 0)
             let name = (["baton"] + command).joined(separator: "-") + ".txt"
