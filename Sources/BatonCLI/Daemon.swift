@@ -47,9 +47,10 @@ struct Daemon {
         }
     }
 
-    func call(_ method: ContractMethod, _ arguments: [DBusValue] = [], path: ObjectPath = root) async throws -> [DBusValue] {
+    func call(_ method: ContractMethod, _ arguments: [DBusValue] = [], path: ObjectPath = root,
+              timeout: Duration = .seconds(30)) async throws -> [DBusValue] {
         do {
-            return try await connection.call(method, arguments, path: path, timeout: .seconds(30))
+            return try await connection.call(method, arguments, path: path, timeout: timeout)
         } catch let error as DBusError {
             throw Self.explain(error)
         }

@@ -163,6 +163,10 @@ extension Contract {
             Contract.Interface.archive, "History", in: [Argument("filter", "a{ss}")], out: [Argument("activities", "aa{sv}")])
         public static let clearHistory = ContractMethod(
             Contract.Interface.archive, "ClearHistory", in: [Argument("filter", "a{ss}")], out: [Argument("removed", "u")])
+        public static let export = ContractMethod(
+            Contract.Interface.archive, "Export", in: [Argument("filter", "a{ss}")], out: [Argument("json", "s")])
+        public static let `import` = ContractMethod(
+            Contract.Interface.archive, "Import", in: [Argument("json", "s"), Argument("options", "a{ss}")], out: [Argument("counts", "a{su}")])
         /// The filters `History` and `ClearHistory` take.
         public static let filters = ["app_id", "type", "query", "since", "limit"]
     }

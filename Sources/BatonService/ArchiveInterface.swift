@@ -9,7 +9,40 @@ extension HandoffService {
         Interface(Contract.Interface.archive, methods: [
             Method.encoded(Contract.Archive.history, handler: history),
             Method(Contract.Archive.clearHistory, ordering: .concurrent, handler: clearHistory),
+            Method(Contract.Archive.export, ordering: .concurrent, handler: export),
+            Method(Contract.Archive.import, ordering: .concurrent, handler: importDocument),
         ])
+    }
+
+    func export(_ call: MethodCall) async throws -> [DBusValue] {
+        let filter: [String: String] = try call.argument(0)
+        if let unknown = filter.keys.first(where: { $0 != "app_id" }) {
+            throw BatonError.invalidArgument("Export has no filter '\(printable(unknown))'; its filter is app_id")
+        }
+        // Off the bus thread: a big export takes a while to write out.
+        let document = try await Task.detached { [store] in try store.exportContents(appID: filter["app_id"], now: WallClock.nowMicroseconds()) }.value
+        return [.string(document.encoded())]
+    }
+
+    func importDocument(_ call: MethodCall) async throws -> [DBusValue] {
+        let text: String = try call.argument(0)
+        let options: [String: String] = try call.argument(1)
+        if let unknown = options.keys.first { throw BatonError.invalidArgument("Import has no option '\(printable(unknown))'") }
+        let registered = try store.activityTypes()
+        let limits = self.limits
+        let document = try await Task.detached { () throws(BatonError) in try ArchiveDocument.decode(text, registered: registered, limits: limits) }.value
+        let imported = try await store.writing { try $0.importContents(document) }
+        for activity in imported.activities {
+            emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)])
+        }
+        for scene in imported.scenes { try await exportNew(scene) }
+        let counts: [String: UInt32] = [
+            "types": UInt32(clamping: imported.types), "activities": UInt32(clamping: imported.activities.count),
+            "history": UInt32(clamping: imported.history), "scenes": UInt32(clamping: imported.scenes.count),
+            "unchanged": UInt32(clamping: imported.unchanged),
+        ]
+        log.info("imported \(counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))")
+        return [.dictionary(key: .string, value: .uint32, counts.sorted { $0.key < $1.key }.map { .init(.string($0.key), .uint32($0.value)) })]
     }
 
     func history(_ call: MethodCall) async throws -> EncodedBody {

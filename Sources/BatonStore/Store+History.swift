@@ -40,9 +40,7 @@ extension Store {
                 return nil
             })
             let columns = ActivityRow.Column.allCases.map { $0 == .sceneID ? "NULL" : "old.\($0.name)" }.joined(separator: ", ")
-            // What a row counts against the size limit: its texts, and 256 bytes for the rest.
-            let size = "length(CAST(old.payload AS BLOB)) + length(CAST(old.title AS BLOB)) + length(CAST(old.keywords AS BLOB))"
-                + " + coalesce(length(CAST(old.webpage_url AS BLOB)), 0) + 256"
+            let size = historySize(of: "old.")
             try db.execute(sql: """
                 CREATE TEMP TRIGGER activity_history AFTER DELETE ON main.activity
                 WHEN old.eligible_for_history = 1 AND baton_into_history() BEGIN
@@ -55,6 +53,13 @@ extension Store {
                 END
                 """)
         }
+    }
+
+    /// What a history row counts against the size limit, in SQL over the activity's columns
+    /// (`prefix`: the trigger's `old.`): its texts, and 256 bytes for the rest.
+    static func historySize(of prefix: String) -> String {
+        "length(CAST(\(prefix)payload AS BLOB)) + length(CAST(\(prefix)title AS BLOB)) + length(CAST(\(prefix)keywords AS BLOB))"
+            + " + coalesce(length(CAST(\(prefix)webpage_url AS BLOB)), 0) + 256"
     }
 
     /// Removes what is older than the history's age limit, then the oldest until it is
@@ -145,9 +150,9 @@ extension Store {
         }
     }
 
-    private static let pastSelect = "SELECT \(ActivityRow.Column.list), ended_at, end_state, end_reason FROM history"
+    static let pastSelect = "SELECT \(ActivityRow.Column.list), ended_at, end_state, end_reason FROM history"
 
-    private static func decodePast(_ row: Columns) -> PastActivity {
+    static func decodePast(_ row: Columns) -> PastActivity {
         let after = Int32(ActivityRow.Column.allCases.count)
         return PastActivity(activity: ActivityRow.decode(row), endedAt: row.time(after), endState: row.string(after + 1),
                             endReason: row.string(after + 2))

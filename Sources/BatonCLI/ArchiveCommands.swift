@@ -1,0 +1,79 @@
+import ArgumentParser
+import BatonContract
+import BatonCore
+import DBus
+import Glibc
+
+/// `baton export`: everything Baton keeps, as one JSON document.
+struct Export: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write the types, live activities, history and scenes Baton keeps as one JSON document.",
+        discussion: """
+            The document (format org.baton.Handoff1.export, version 1; README, "Export and import") \
+            is what baton import reads back, here or on another machine. Other machines' activities \
+            (sync) are theirs to export. The file is made readable by you only: it holds what you did.
+            """)
+    @Option(help: "Only this app's.") var app: String?
+    @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write to this file instead of standard output.", valueName: "file"))
+    var output: String?
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await perform {
+            var filter: [String: String] = [:]
+            filter["app_id"] = app
+            if output != nil { progress("exporting…") }
+            let text = try await global.daemon().call(Contract.Archive.export, [.stringMap(filter)], timeout: .seconds(600))
+                .first?.stringValue ?? ""
+            guard let output else { return print(text, terminator: "") }
+            let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw CLIError(description: "cannot write \(output): \(String(cString: strerror(errno)))", status: ExitStatus.failure) }
+            defer { close(fd) }
+            let written = text.utf8.withContiguousStorageIfAvailable { write(fd, $0.baseAddress, $0.count) } ?? -1
+            guard written == text.utf8.count else {
+                throw CLIError(description: "cannot write \(output): \(String(cString: strerror(errno)))", status: ExitStatus.failure)
+            }
+            progress("exported \(SizeReport.text(text.utf8.count)) to \(output)")
+        }
+    }
+}
+
+/// `baton import`: adds what an export holds.
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Add what an export holds and this machine lacks; importing twice changes nothing.",
+        discussion: """
+            Ids are kept: what is here already (an activity, past activity or scene by id, a type by name) \
+            stays as it is. The document is checked whole, as batond checks every call; if anything in it \
+            is wrong, nothing is imported and the error says where.
+            """)
+    @ArgumentParser.Argument(help: "The export, or - for standard input.") var file: String
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await perform {
+            let text = try readPayload(file == "-" ? "-" : "@" + file)
+            progress("importing \(file == "-" ? "standard input" : file) (\(SizeReport.text(text.utf8.count)))…")
+            let reply = try await global.daemon().call(Contract.Archive.import, [.string(text), .stringMap([:])], timeout: .seconds(600))
+            let counts = Dictionary((reply.first?.dictionaryEntries ?? []).compactMap { entry in
+                entry.key.stringValue.flatMap { key in entry.value.unwrapped.uint32Value.map { (key, Int($0)) } }
+            }, uniquingKeysWith: { $1 })
+            if global.json {
+                print("{" + counts.sorted { $0.key < $1.key }.map { "\(StrictJSON.quote($0.key)):\($0.value)" }.joined(separator: ",") + "}")
+                return
+            }
+            let added = [("types", "type", "types"), ("activities", "activity", "activities"), ("history", "past activity", "past activities"),
+                         ("scenes", "scene", "scenes")]
+                .map { key, one, many in counts[key, default: 0] == 1 ? "1 \(one)" : "\(counts[key, default: 0]) \(many)" }
+            let unchanged = counts["unchanged", default: 0]
+            print("imported " + added.joined(separator: ", ") + (unchanged == 0 ? "" : "; \(unchanged) already here, left as they were"))
+        }
+    }
+}
+
+/// A line on standard error saying what a long command is doing.
+func progress(_ line: String) {
+    printError("baton: " + line)
+}
