@@ -57,19 +57,34 @@ struct Import: AsyncParsableCommand {
             let text = try readPayload(file == "-" ? "-" : "@" + file)
             progress("importing \(file == "-" ? "standard input" : file) (\(SizeReport.text(text.utf8.count)))…")
             let reply = try await global.daemon().call(Contract.Archive.import, [.string(text), .stringMap([:])], timeout: .seconds(600))
-            let counts = Dictionary((reply.first?.dictionaryEntries ?? []).compactMap { entry in
-                entry.key.stringValue.flatMap { key in entry.value.unwrapped.uint32Value.map { (key, Int($0)) } }
-            }, uniquingKeysWith: { $1 })
-            if global.json {
-                print("{" + counts.sorted { $0.key < $1.key }.map { "\(StrictJSON.quote($0.key)):\($0.value)" }.joined(separator: ",") + "}")
-                return
-            }
-            let added = [("types", "type", "types"), ("activities", "activity", "activities"), ("history", "past activity", "past activities"),
-                         ("scenes", "scene", "scenes")]
-                .map { key, one, many in counts[key, default: 0] == 1 ? "1 \(one)" : "\(counts[key, default: 0]) \(many)" }
-            let unchanged = counts["unchanged", default: 0]
+            let counts = Counts(reply)
+            if global.json { return print(counts.json) }
+            let added = [counts.text("types", "type", "types"), counts.text("activities", "activity", "activities"),
+                         counts.text("history", "past activity", "past activities"), counts.text("scenes", "scene", "scenes")]
+            let unchanged = counts.values["unchanged", default: 0]
             print("imported " + added.joined(separator: ", ") + (unchanged == 0 ? "" : "; \(unchanged) already here, left as they were"))
         }
+    }
+}
+
+/// A reply's counts (`a{su}`), for people and for scripts.
+struct Counts {
+    let values: [String: Int]
+
+    init(_ reply: [DBusValue]) {
+        values = Dictionary((reply.first?.dictionaryEntries ?? []).compactMap { entry in
+            entry.key.stringValue.flatMap { key in entry.value.unwrapped.uint32Value.map { (key, Int($0)) } }
+        }, uniquingKeysWith: { $1 })
+    }
+
+    /// `{"key":n,…}`, keys sorted.
+    var json: String {
+        "{" + values.sorted { $0.key < $1.key }.map { "\(StrictJSON.quote($0.key)):\($0.value)" }.joined(separator: ",") + "}"
+    }
+
+    /// "1 scene", "3 scenes".
+    func text(_ key: String, _ one: String, _ many: String) -> String {
+        values[key, default: 0] == 1 ? "1 \(one)" : "\(values[key, default: 0]) \(many)"
     }
 }
 

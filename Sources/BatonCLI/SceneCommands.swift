@@ -284,16 +284,21 @@ struct Status: AsyncParsableCommand {
             let path = facts.text(Contract.Status.Property.databasePath)
             let size = facts["DatabaseSize"]?.uint64Value ?? 0
             let started = facts[Contract.Status.Property.startedAt]?.uint64Value ?? 0
+            // A batond older than the Privacy interface has none: nothing blocked.
+            let privacy = (try? await daemon.properties(of: Contract.Interface.privacy)) ?? [:]
+            let blocked = privacy[Contract.Privacy.Property.blockedApps].flatMap([String].init(dbusValue:)) ?? []
             if global.json {
                 print("{\"reachable\":true,\"contract\":\(version),\"unique_name\":\(StrictJSON.quote(owner ?? "")),"
                     + "\"pid\":\(pid.map(String.init) ?? "null"),\"database\":\(StrictJSON.quote(path)),\"database_bytes\":\(size),"
-                    + "\"started_at\":\(started),\"types\":\(types),\"activities\":\(activities),\"scenes\":\(scenes)}")
+                    + "\"started_at\":\(started),\"types\":\(types),\"activities\":\(activities),\"scenes\":\(scenes),"
+                    + "\"blocked_apps\":[\(blocked.map(StrictJSON.quote).joined(separator: ","))]}")
                 return
             }
             let uptime = relativeTime(started).replacing(" ago", with: "")
             print("batond is running as \(owner ?? "?") (pid \(pid.map(String.init) ?? "?")) for \(uptime), contract org.baton.Handoff1 version \(version)")
             print("database \(path), \(size / 1024) KiB")
             print("\(types) activity types, \(activities) live activities, \(scenes) scenes")
+            if !blocked.isEmpty { print("blocked (their activities are refused): \(blocked.joined(separator: ", "))") }
         }
     }
 }

@@ -55,6 +55,8 @@ struct Watch: AsyncParsableCommand {
         case (Contract.Interface.scene, Contract.Scene.storageChanged.name) where body.count == 2:
             let changed = body[0].stringKeyedValue?.keys.sorted() ?? []
             return Event(name: "storage-changed", fields: [("scene", path), ("changed", .strings(changed)), ("removed", body[1])])
+        case ("org.freedesktop.DBus.Properties", "PropertiesChanged") where body.count == 3 && body[0].stringValue == Contract.Interface.privacy:
+            return Event(name: "privacy-changed", fields: [("properties", body[1])])
         case ("org.freedesktop.DBus.Properties", "PropertiesChanged") where body.count == 3:
             return Event(name: "scene-changed", fields: [("scene", path), ("properties", body[1])])
         default:

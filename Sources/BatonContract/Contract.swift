@@ -24,6 +24,7 @@ public enum Contract {
         public static let status = busName + ".Status"
         public static let sync = busName + ".Sync"
         public static let archive = busName + ".Archive"
+        public static let privacy = busName + ".Privacy"
         /// Implemented by apps, at the path their activity type names.
         public static let handler = busName + ".Handler"
     }
@@ -169,6 +170,18 @@ extension Contract {
             Contract.Interface.archive, "Import", in: [Argument("json", "s"), Argument("options", "a{ss}")], out: [Argument("counts", "a{su}")])
         /// The filters `History` and `ClearHistory` take.
         public static let filters = ["app_id", "type", "query", "since", "limit"]
+    }
+
+    /// `org.baton.Handoff1.Privacy` on the root object: what the user lets be kept.
+    public enum Privacy {
+        public static let blockApp = ContractMethod(Contract.Interface.privacy, "BlockApp", in: [Argument("app_id", "s")])
+        public static let unblockApp = ContractMethod(Contract.Interface.privacy, "UnblockApp", in: [Argument("app_id", "s")])
+        public static let forgetApp = ContractMethod(
+            Contract.Interface.privacy, "ForgetApp", in: [Argument("app_id", "s")], out: [Argument("counts", "a{su}")])
+
+        public enum Property {
+            public static let blockedApps = "BlockedApps"
+        }
     }
 
     /// `org.baton.Handoff1.Status` on the root object: read-only facts for `baton status`.

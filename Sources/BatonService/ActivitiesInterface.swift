@@ -36,6 +36,7 @@ extension HandoffService {
             throw BatonError.unknownActivityType(
                 "no activity type \(printable(typeName)) is registered; register it with RegisterActivityType first")
         }
+        try refuseIfBlocked(type.appID)
         let advertisement = try Advertisement.parse(
             type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
         let sceneID = try advertisement.scene.map { try scene(named: $0, ofApp: type.appID) }
@@ -67,6 +68,7 @@ extension HandoffService {
             guard let type = try store.activityType(activity.type) else {
                 throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
             }
+            try self.refuseIfBlocked(activity.appID)
             var updated = try update.apply(to: activity, type: type, now: now, limits: store.limits)
             if let named = update.scene {
                 updated.sceneID = named.isEmpty ? nil : try Self.scene(named: named, ofApp: activity.appID, in: store)
@@ -157,6 +159,12 @@ extension HandoffService {
         } else if let tombstone = try store.tombstone(activityID: id) {
             state = tombstone.state
             reasons.append("\(tombstone.reason) (\(WallClock.text(tombstone.endedAt)))")
+            if let past = try store.pastActivity(id: id) {
+                let registered = try store.activityType(past.activity.type) != nil
+                continuable = registered && past.activity.eligibleForHandoff
+                reasons.append(continuable ? "kept in the history: Continue continues from its copy"
+                               : "kept in the history, but \(registered ? "advertised with eligible_for_handoff=false" : "its type is no longer registered")")
+            }
         } else {
             state = "unknown"
             reasons.append("batond has no record of \(id): it never was here, or it ended more than 7 days ago")

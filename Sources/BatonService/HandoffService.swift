@@ -81,7 +81,7 @@ public final class HandoffService: Sendable {
             try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface])
         }
         try await connection.export(
-            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface], objectManager: true)
+            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface, privacyInterface], objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
     }

@@ -465,6 +465,15 @@ enum Schema {
                 END;
                 """)
         }
+        // Apps the user blocked: their Advertise is refused (Store+Privacy).
+        migrator.registerMigration("v15") { db in
+            try db.execute(sql: """
+                CREATE TABLE blocked_app (
+                    app_id TEXT PRIMARY KEY NOT NULL,
+                    blocked_at INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

@@ -38,7 +38,9 @@ struct HistoryTests {
         #expect(try await history(world, ["query": "raven"]).isEmpty)
         await #expect(throws: DBusError.self) { try await world.call(Self.archive, "History", [.stringMap(["colour": "red"])]) }
 
-        // Continued from the history's copy: a scene showing it opens, as for a live one.
+        // Explain says so, and Continue does it: a scene showing it opens, as for a live one.
+        let explained = try #require(try await world.call(Self.activities, "Explain", [.string(agatha)]).first?.stringKeyedValue)
+        #expect(explained["continuable"]?.unwrapped == .boolean(true) && explained["state"]?.unwrapped.stringValue == "invalidated")
         let scene = try #require(try await world.call(Self.activities, "Continue", [.string(agatha), .stringMap([:])]).first?.objectPathValue)
         let shown = try await world.call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Scene"), .string("ActivityId")], path: scene)
         #expect(shown.first?.unwrapped.stringValue == agatha)

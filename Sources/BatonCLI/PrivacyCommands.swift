@@ -1,0 +1,67 @@
+import ArgumentParser
+import BatonContract
+import BatonCore
+import DBus
+import Glibc
+
+/// `baton block`: refuse an app's activities from now on.
+struct Block: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "block",
+        abstract: "Refuse an app's activities from now on (its Advertise and Update answer Blocked).",
+        discussion: "What the app has already stays until it ends; baton forget removes it. baton status lists blocked apps.")
+    @ArgumentParser.Argument(help: "The app id, such as com.example.notes.") var app: String
+    @OptionGroup var global: GlobalOptions
+    func run() async throws {
+        try await perform {
+            _ = try await global.daemon().call(Contract.Privacy.blockApp, [.string(app)])
+            print(global.json ? "{\"blocked\":\(StrictJSON.quote(app))}" : "blocked \(app): its new activities are refused (baton unblock \(app) to allow them)")
+        }
+    }
+}
+
+/// `baton unblock`.
+struct Unblock: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "unblock", abstract: "Allow a blocked app's activities again.")
+    @ArgumentParser.Argument(help: "The app id.") var app: String
+    @OptionGroup var global: GlobalOptions
+    func run() async throws {
+        try await perform {
+            _ = try await global.daemon().call(Contract.Privacy.unblockApp, [.string(app)])
+            print(global.json ? "{\"unblocked\":\(StrictJSON.quote(app))}" : "unblocked \(app)")
+        }
+    }
+}
+
+/// `baton forget`: remove everything of an app.
+struct Forget: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "forget",
+        abstract: "Remove everything Baton keeps of an app: types, activities, history, scenes and their storage.",
+        discussion: """
+            Its live activities end on your other machines too (sync). It cannot be undone: on a terminal \
+            baton asks first; elsewhere give --yes. To keep the app from advertising again: baton block.
+            """)
+    @ArgumentParser.Argument(help: "The app id.") var app: String
+    @Flag(help: "Do not ask.") var yes = false
+    @OptionGroup var global: GlobalOptions
+    func run() async throws {
+        try await perform {
+            if !yes {
+                guard isatty(0) == 1 else {
+                    throw CLIError(description: "forgetting \(app) cannot be undone; give --yes to do it without asking", status: ExitStatus.invalidInput)
+                }
+                print("Forget everything of \(app)? This cannot be undone. [y/N] ", terminator: "")
+                guard let answer = readLine(), answer.lowercased().hasPrefix("y") else { return print("nothing forgotten") }
+            }
+            let reply = try await global.daemon().call(Contract.Privacy.forgetApp, [.string(app)])
+            let counts = Counts(reply)
+            if global.json { return print(counts.json) }
+            print("forgot \(app): " + [
+                counts.text("types", "activity type", "activity types"), counts.text("activities", "live activity", "live activities"),
+                counts.text("history", "past activity", "past activities"), counts.text("scenes", "scene", "scenes"),
+                counts.text("values", "stored value", "stored values"),
+            ].joined(separator: ", "))
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import BatonCore
+import Foundation
+import GRDB
+
+/// The user's controls over what is kept: apps blocked from advertising, and forgetting
+/// everything of an app.
+extension Store {
+    /// What `forget(appID:)` removed.
+    public struct Forgotten: Sendable, Equatable {
+        public var types = 0, history = 0, values = 0
+        /// The live activities removed (this machine's and other machines' copies).
+        public var activities: [String] = []
+        public var scenes: [String] = []
+        public init() {}
+    }
+
+    /// The apps the user blocked, by id.
+    public func blockedApps() throws -> [String] {
+        try read { db in try String.fetchAll(db.cachedStatement(sql: "SELECT app_id FROM blocked_app ORDER BY app_id")) }
+    }
+
+    /// Whether the user blocked `appID` (read on every Advertise: one lookup in a small table).
+    public func isBlocked(_ appID: String) throws -> Bool {
+        try read { db in try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM blocked_app WHERE app_id = ?"), arguments: [appID]) ?? false }
+    }
+
+    /// Blocks or unblocks `appID`; false when it already was as asked.
+    public func setBlocked(_ appID: String, _ blocked: Bool) throws -> Bool {
+        try write { db in
+            if blocked {
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO blocked_app (app_id, blocked_at) VALUES (?, ?)")
+                    .execute(arguments: [appID, Time.encode(WallClock.nowMicroseconds())])
+            } else {
+                try db.cachedStatement(sql: "DELETE FROM blocked_app WHERE app_id = ?").execute(arguments: [appID])
+            }
+            return db.changesCount > 0
+        }
+    }
+
+    /// Removes everything of `appID`, in one transaction: its types, its live activities
+    /// (ended for the other machines too, as any end is, but not into the history), its
+    /// history, its scenes with their storage, and what Explain remembers of its activities.
+    public func forget(appID: String) throws -> Forgotten {
+        try writeActivities { db in
+            var forgotten = Forgotten()
+            let activities = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE app_id = ?"), arguments: [appID])
+            let past = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM history WHERE app_id = ?"), arguments: [appID])
+            try ending(.invalidated("its app \(appID) was forgotten")) {
+                try db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ?").execute(arguments: [appID])
+            }
+            forgotten.activities = activities
+            try db.cachedStatement(sql: "DELETE FROM activity_type WHERE app_id = ?").execute(arguments: [appID])
+            forgotten.types = db.changesCount
+            try db.cachedStatement(sql: "DELETE FROM history WHERE app_id = ?").execute(arguments: [appID])
+            forgotten.history = db.changesCount
+            forgotten.values = try Int.fetchOne(db.cachedStatement(sql: """
+                SELECT count(*) FROM scene_storage WHERE scene_id IN (SELECT id FROM scene WHERE app_id = ?)
+                """), arguments: [appID]) ?? 0
+            forgotten.scenes = try String.fetchAll(db.cachedStatement(sql: "DELETE FROM scene WHERE app_id = ? RETURNING id"), arguments: [appID])
+            try db.cachedStatement(sql: "DELETE FROM app_session WHERE app_id = ?").execute(arguments: [appID])
+            try db.cachedStatement(sql: "DELETE FROM tombstone WHERE app_id = ?").execute(arguments: [appID])
+            for id in activities + past {
+                try db.cachedStatement(sql: "DELETE FROM continuation_outcome WHERE activity_id = ?").execute(arguments: [id])
+            }
+            return forgotten
+        }
+    }
+}
