@@ -19,7 +19,7 @@ public struct BatonCommand: AsyncParsableCommand {
             handler failed; 7 batond's storage is full, locked or damaged (see baton doctor); 64 wrong usage.
             """,
         version: "baton 1 (contract org.baton.Handoff1 version 1)",
-        subcommands: [Types.self, Activities.self, History.self, Scenes.self, Watch.self, Export.self, Import.self, Block.self, Unblock.self, Forget.self, Sync.self, Devices.self, Status.self, Doctor.self])
+        subcommands: [Types.self, Activities.self, History.self, Scenes.self, Watch.self, Export.self, Import.self, Pause.self, Resume.self, Block.self, Unblock.self, Forget.self, Sync.self, Devices.self, Status.self, Doctor.self])
 
     public init() {}
 }

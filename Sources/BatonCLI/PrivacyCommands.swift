@@ -20,6 +20,41 @@ struct Block: AsyncParsableCommand {
     }
 }
 
+/// `baton pause`: record nothing for a while.
+struct Pause: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pause",
+        abstract: "Stop recording: what apps advertise from now on is kept in memory only.",
+        discussion: """
+            While paused, activities can still be listed, found and continued, but nothing of them is             written to disk, to the history or to your other machines, and they are gone at baton resume             (or when the pause ends). The pause survives a restart of batond.
+            """)
+    @Option(name: .customLong("for"), help: ArgumentHelp("End the pause by itself after this long: 90s, 30m, 2h, 7d.", valueName: "duration"))
+    var duration: String?
+    @OptionGroup var global: GlobalOptions
+    func run() async throws {
+        try await perform {
+            let seconds = try duration.map { try Duration.seconds(parsing: $0, option: "--for") } ?? 0
+            _ = try await global.daemon().call(Contract.Privacy.pause, [.uint64(seconds)])
+            if global.json { return print("{\"paused\":true,\"seconds\":\(seconds)}") }
+            print(seconds == 0 ? "paused: nothing is recorded until baton resume"
+                  : "paused for \(duration ?? ""): nothing is recorded until then (or baton resume)")
+        }
+    }
+}
+
+/// `baton resume`.
+struct Resume: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resume", abstract: "Record again; what was advertised while paused is forgotten.")
+    @OptionGroup var global: GlobalOptions
+    func run() async throws {
+        try await perform {
+            _ = try await global.daemon().call(Contract.Privacy.resume)
+            print(global.json ? "{\"paused\":false}" : "recording again")
+        }
+    }
+}
+
 /// `baton unblock`.
 struct Unblock: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "unblock", abstract: "Allow a blocked app's activities again.")

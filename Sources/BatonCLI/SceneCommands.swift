@@ -287,11 +287,14 @@ struct Status: AsyncParsableCommand {
             // A batond older than the Privacy interface has none: nothing blocked.
             let privacy = (try? await daemon.properties(of: Contract.Interface.privacy)) ?? [:]
             let blocked = privacy[Contract.Privacy.Property.blockedApps].flatMap([String].init(dbusValue:)) ?? []
+            let paused = privacy[Contract.Privacy.Property.paused]?.boolValue ?? false
+            let pausedUntil = privacy[Contract.Privacy.Property.pausedUntil]?.uint64Value ?? 0
             if global.json {
                 print("{\"reachable\":true,\"contract\":\(version),\"unique_name\":\(StrictJSON.quote(owner ?? "")),"
                     + "\"pid\":\(pid.map(String.init) ?? "null"),\"database\":\(StrictJSON.quote(path)),\"database_bytes\":\(size),"
                     + "\"started_at\":\(started),\"types\":\(types),\"activities\":\(activities),\"scenes\":\(scenes),"
-                    + "\"blocked_apps\":[\(blocked.map(StrictJSON.quote).joined(separator: ","))]}")
+                    + "\"blocked_apps\":[\(blocked.map(StrictJSON.quote).joined(separator: ","))],"
+                    + "\"paused\":\(paused),\"paused_until\":\(pausedUntil)}")
                 return
             }
             let uptime = relativeTime(started).replacing(" ago", with: "")
@@ -299,6 +302,10 @@ struct Status: AsyncParsableCommand {
             print("database \(path), \(size / 1024) KiB")
             print("\(types) activity types, \(activities) live activities, \(scenes) scenes")
             if !blocked.isEmpty { print("blocked (their activities are refused): \(blocked.joined(separator: ", "))") }
+            if paused {
+                print("recording paused " + (pausedUntil == 0 ? "until baton resume" : "until \(WallClock.text(pausedUntil))")
+                      + ": what apps advertise is kept in memory only")
+            }
         }
     }
 }

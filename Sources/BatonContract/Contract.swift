@@ -178,9 +178,13 @@ extension Contract {
         public static let unblockApp = ContractMethod(Contract.Interface.privacy, "UnblockApp", in: [Argument("app_id", "s")])
         public static let forgetApp = ContractMethod(
             Contract.Interface.privacy, "ForgetApp", in: [Argument("app_id", "s")], out: [Argument("counts", "a{su}")])
+        public static let pause = ContractMethod(Contract.Interface.privacy, "Pause", in: [Argument("seconds", "t")])
+        public static let resume = ContractMethod(Contract.Interface.privacy, "Resume")
 
         public enum Property {
             public static let blockedApps = "BlockedApps"
+            public static let paused = "Paused"
+            public static let pausedUntil = "PausedUntil"
         }
     }
 

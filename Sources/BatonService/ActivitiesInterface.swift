@@ -41,6 +41,7 @@ extension HandoffService {
             type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
         let sceneID = try advertisement.scene.map { try scene(named: $0, ofApp: type.appID) }
         let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
+        if paused.isPaused { return advertiseUnrecorded(activity, requestID: advertisement.requestID) }
         let inserted = try await commits.insert(activity, request: advertisement.requestID.map { Request(id: $0, method: Contract.Activities.advertise.name) })
         // A repeated request stored nothing and announces nothing: the first call did.
         guard !inserted.repeated else { return [.string(inserted.id)] }
@@ -50,10 +51,31 @@ extension HandoffService {
         return [.string(activity.id)]
     }
 
+    /// While recording is paused: kept in memory only (`PausedActivities`); its scene is not
+    /// told (that would write its id), nor is the request id stored.
+    private func advertiseUnrecorded(_ activity: Activity, requestID: String?) -> [DBusValue] {
+        let added = paused.add(activity, requestID: requestID, quota: limits.liveActivitiesPerApp)
+        if let first = added.repeated { return [.string(first)] }
+        for id in added.removed { emit(Contract.Activities.invalidated, [.string(id)]) }
+        emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)])
+        return [.string(activity.id)]
+    }
+
     /// Read, merged and written on the writer thread, so no other write comes in between.
     func update(_ call: MethodCall) async throws -> [DBusValue] {
         let id: String = try call.argument(0)
         let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: limits)
+        if let unrecorded = paused.activity(try Identifier.normalize(id)) {
+            guard let type = try store.activityType(unrecorded.type) else {
+                throw BatonError.unknownActivityType("activity type \(unrecorded.type) is no longer registered")
+            }
+            try refuseIfBlocked(unrecorded.appID)
+            var updated = try update.apply(to: unrecorded, type: type, now: WallClock.nowMicroseconds(), limits: limits)
+            if let named = update.scene { updated.sceneID = named.isEmpty ? nil : try scene(named: named, ofApp: unrecorded.appID) }
+            paused.replace(updated)
+            emit(Contract.Activities.updated, [.string(updated.id)])
+            return []
+        }
         let request = update.requestID.map { Request(id: $0, method: Contract.Activities.update.name) }
         let changed = try await store.writing { store -> Activity? in
             // A repeat returns at once, even if the activity has changed or gone since.
@@ -85,6 +107,11 @@ extension HandoffService {
 
     func invalidate(_ call: MethodCall) async throws -> [DBusValue] {
         let id = try Identifier.normalize(try call.argument(0))
+        // Advertised while paused: forgotten, with no trace (nor history).
+        if paused.remove(id) {
+            announceRemoved([id])
+            return []
+        }
         // Another machine's: gone here now, and a request in this machine's log for its own machine.
         if let activity = try store.storedActivity(id: id), activity.isRemote, let engine = syncEngine {
             guard try await Self.syncing({ try await engine.invalidate(activity) }) else { throw BatonError.notFound("no activity \(id)") }
@@ -104,14 +131,20 @@ extension HandoffService {
     }
 
     func list(_ call: MethodCall) async throws -> EncodedBody {
-        let activities = try store.activities(try filter(try call.argument(0)), now: WallClock.nowMicroseconds())
+        let filter = try filter(try call.argument(0))
+        let now = WallClock.nowMicroseconds()
+        // Those advertised while paused are the newest.
+        let activities = Array((paused.matching(filter, now: now) + (try store.activities(filter, now: now))).prefix(filter.limit ?? .max))
         return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
     }
 
     func search(_ call: MethodCall) async throws -> EncodedBody {
         let requested: UInt32 = try call.argument(1)
         let limit = requested == 0 ? 50 : Int(min(requested, 1000))
-        let activities = try store.search(try call.argument(0), limit: limit, now: WallClock.nowMicroseconds())
+        let query: String = try call.argument(0)
+        let now = WallClock.nowMicroseconds()
+        let unrecorded = paused.search(query, now: now).prefix(limit)
+        let activities = Array(unrecorded) + (try store.search(query, limit: limit - unrecorded.count, now: now))
         return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
     }
 
@@ -143,8 +176,9 @@ extension HandoffService {
         let state: String
         var continuable = false
         var searchable = false
-        if let activity = try store.storedActivity(id: id) {
+        if let activity = try paused.activity(id) ?? store.storedActivity(id: id) {
             let expired = activity.isExpired(at: now)
+            if paused.activity(id) != nil { reasons.append("advertised while recording was paused: kept in memory only, until resumed") }
             state = expired ? "expired" : "live"
             if let expiresAt = activity.expiresAt, expired { reasons.append("expired at \(WallClock.text(expiresAt))") }
             let type = try store.activityType(activity.type)
@@ -201,9 +235,13 @@ extension HandoffService {
         }
     }
 
-    /// The activity `text` names, or `NotFound`/`Expired`.
+    /// The activity `text` names (one advertised while paused too), or `NotFound`/`Expired`.
     func liveActivity(_ text: String, now: UInt64) throws -> Activity {
-        try Self.liveActivity(text, in: store, now: now)
+        if let unrecorded = paused.activity(try Identifier.normalize(text)) {
+            guard !unrecorded.isExpired(at: now) else { throw BatonError.expired("activity \(unrecorded.id) has expired") }
+            return unrecorded
+        }
+        return try Self.liveActivity(text, in: store, now: now)
     }
 
     static func liveActivity(_ text: String, in store: Store, now: UInt64) throws -> Activity {

@@ -41,7 +41,11 @@ extension HandoffService {
         guard activity.eligibleForHandoff else {
             throw BatonError.notEligible("activity \(activity.id) was advertised with eligible_for_handoff=false: it cannot be continued")
         }
+        let unrecorded = paused.activity(activity.id) != nil
         if let device = options["device"], !device.isEmpty, device != syncEngine?.settings?.deviceID {
+            if unrecorded {
+                throw BatonError.notEligible("activity \(activity.id) was advertised while recording was paused: it stays on this machine")
+            }
             return try await continueOnDevice(activity, device: device, options: options, request: request)
         }
         guard let type = try store.activityType(activity.type) else {
@@ -55,6 +59,7 @@ extension HandoffService {
                   let showing = try store.scene(showing: content, appID: activity.appID) {
             existing = try store.scene(id: showing)
         }
+        if unrecorded { return try await continueUnrecorded(activity, type: type, into: existing, now: now) }
         // No handler: nothing to deliver, so the scene shows the activity at once, in one write.
         if type.handler == nil { return try await continueWithoutHandler(activity, into: existing, now: now, request: request) }
         let sceneID: String
@@ -106,6 +111,35 @@ extension HandoffService {
         try await Self.syncing { try await engine.requestContinuation(of: activity.id, on: device, request: request) }
         log.debug("asked \(device) to continue \(activity.id)")
         return [.objectPath("/")]
+    }
+
+    /// A continuation of an activity advertised while recording is paused: nothing of the
+    /// activity is written. A new scene opens without a title or current activity, the app's
+    /// handler fills its storage (the app's own state, as for any scene), and nothing waits
+    /// in it: an app that cannot take it now gets `HandlerFailed`, and the new scene closes.
+    private func continueUnrecorded(_ activity: Activity, type: ActivityType, into existing: Scene?, now: UInt64) async throws -> [DBusValue] {
+        let scene = existing ?? Scene(id: Identifier.make(), appID: activity.appID, title: "", createdAt: now, lastActiveAt: now)
+        if existing == nil {
+            try await store.writing { try $0.insert(scene, storage: []) }
+            try await exportNew(scene)
+        }
+        let path = SceneAddress.objectPath(forID: scene.id)
+        do {
+            if let handler = type.handler {
+                let storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
+                if !storage.isEmpty {
+                    let removed = try await store.writing { [storage] in try $0.changeStorage(sceneID: scene.id, set: storage, remove: []) }
+                    emitStorageChanged(scene.id, changed: storage, removed: removed)
+                }
+            }
+        } catch {
+            if existing == nil { try? await close(scene: scene.id) }
+            if let unreachable = error as? HandlerUnreachable { throw BatonError.handlerFailed(unreachable.reason) }
+            throw error
+        }
+        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)])
+        tellOriginator(activity, type: type, scene: path, device: thisDevice)
+        return [.objectPath(path)]
     }
 
     /// A continuation of a type without a handler: the scene (new, or the one named or

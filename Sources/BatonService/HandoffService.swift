@@ -37,6 +37,8 @@ public final class HandoffService: Sendable {
     let sceneInterfaceOnce = Mutex<Interface?>(nil)
 
     let commits: CommitQueue
+    /// What is advertised while the user has paused recording (memory only).
+    let paused: PausedActivities
     /// Sync across machines, once the daemon has made it (`attachSync`).
     let syncSlot = Mutex<SyncEngine?>(nil)
 
@@ -48,6 +50,10 @@ public final class HandoffService: Sendable {
         self.handlerTimeout = handlerTimeout
         self.callsPerCaller = callsPerCaller
         self.commits = CommitQueue(store: store, schedule: connection.afterDispatch)
+        // Unreadable, the pause is taken as on: better to record nothing than what the user paused.
+        let until: UInt64?
+        do { until = try store.pausedUntil() } catch { until = 0 }
+        self.paused = PausedActivities(until: until)
     }
 
     private let callsPerCaller: Int
@@ -117,6 +123,7 @@ public final class HandoffService: Sendable {
             if let next = try? store.nextExpiry(), next + Self.expiredGrace <= WallClock.nowMicroseconds() {
                 await purgeExpired()
             }
+            if paused.hasEnded(at: WallClock.nowMicroseconds()) { await resumeRecording() }
             await failOldContinuations()
             do {
                 try await store.writing { store in

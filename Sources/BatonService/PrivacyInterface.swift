@@ -10,8 +10,52 @@ extension HandoffService {
             Method(Contract.Privacy.blockApp, ordering: .concurrent) { call in try await self.setBlocked(call, true) },
             Method(Contract.Privacy.unblockApp, ordering: .concurrent) { call in try await self.setBlocked(call, false) },
             Method(Contract.Privacy.forgetApp, ordering: .concurrent, handler: forgetApp),
+            Method(Contract.Privacy.pause, ordering: .concurrent, handler: pauseRecording),
+            Method(Contract.Privacy.resume, ordering: .concurrent) { _ in
+                await self.resumeRecording()
+                return []
+            },
         ], properties: [
             Property(Contract.Privacy.Property.blockedApps, "as") { _ in .strings(try self.store.blockedApps()) },
+            Property(Contract.Privacy.Property.paused, "b") { _ in .boolean(self.paused.isPaused) },
+            Property(Contract.Privacy.Property.pausedUntil, "t") { _ in .uint64(self.paused.until ?? 0) },
+        ])
+    }
+
+    /// The longest pause with an end: ten years (`Pause(0)` pauses until `Resume`).
+    static let longestPause: UInt64 = 10 * 365 * 86_400
+
+    private func pauseRecording(_ call: MethodCall) async throws -> [DBusValue] {
+        let seconds: UInt64 = try call.argument(0)
+        guard seconds <= Self.longestPause else {
+            throw BatonError.invalidArgument("a pause lasts at most \(Self.longestPause) seconds; 0 pauses until Resume")
+        }
+        let until = seconds == 0 ? 0 : WallClock.nowMicroseconds() + seconds * 1_000_000
+        try await store.writing { try $0.setPaused(until: until) }
+        if paused.pause(until: until) {
+            log.info(seconds == 0 ? "recording paused until resumed" : "recording paused until \(WallClock.text(until))")
+            announcePause()
+        }
+        return []
+    }
+
+    /// Ends the pause: what was advertised meanwhile is forgotten (`Invalidated` for each).
+    func resumeRecording() async {
+        do {
+            try await store.writing { try $0.setPaused(until: nil) }
+        } catch {
+            // Still paused on disk: the next start pauses again, which records nothing it should not.
+            log.error("could not store that recording resumed: \(error)")
+        }
+        guard let forgotten = paused.resume() else { return }
+        log.info("recording resumed; \(forgotten.count) activities advertised while paused forgotten")
+        announceRemoved(forgotten)
+        announcePause()
+    }
+
+    private func announcePause() {
+        connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.privacy, changed: [
+            Contract.Privacy.Property.paused: .boolean(paused.isPaused), Contract.Privacy.Property.pausedUntil: .uint64(paused.until ?? 0),
         ])
     }
 

@@ -474,6 +474,10 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // Whether the user paused recording, and until when (0: until Resume); one row while paused.
+        migrator.registerMigration("v16") { db in
+            try db.execute(sql: "CREATE TABLE pause (id INTEGER PRIMARY KEY CHECK (id = 1), until INTEGER NOT NULL)")
+        }
         return migrator
     }
 }

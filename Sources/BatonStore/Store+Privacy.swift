@@ -37,6 +37,20 @@ extension Store {
         }
     }
 
+    /// While the user has paused recording: until when (0: until resumed); nil when not paused.
+    public func pausedUntil() throws -> UInt64? {
+        try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT until FROM pause")).map(Time.decode) }
+    }
+
+    /// Pauses recording until `until` (0: until resumed), or resumes it (nil). Only the fact
+    /// is stored, so that a restart does not resume; what is advertised meanwhile never is.
+    public func setPaused(until: UInt64?) throws {
+        try write { db in
+            try db.cachedStatement(sql: "DELETE FROM pause").execute()
+            if let until { try db.cachedStatement(sql: "INSERT INTO pause (id, until) VALUES (1, ?)").execute(arguments: [Time.encode(until)]) }
+        }
+    }
+
     /// Removes everything of `appID`, in one transaction: its types, its live activities
     /// (ended for the other machines too, as any end is, but not into the history), its
     /// history, its scenes with their storage, and what Explain remembers of its activities.

@@ -38,6 +38,78 @@ struct PrivacyTests {
         #expect(try await world.activityCount() == 2)
     }
 
+    func paused(_ world: BatonWorld) async throws -> Bool? {
+        try await world.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.privacy), .string("Paused")]).first?.unwrapped.boolValue
+    }
+
+    @Test func whileRecordingIsPausedNothingReachesTheDiskYetEverythingWorks() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        try await world.register(requiredKeys: "")
+        let before = try await world.advertise("Before the pause")
+        let paused = try await world.run("gdbus", [
+            "call", "--session", "--dest", "org.baton.Handoff1", "--object-path", "/org/baton/Handoff1", "--method", "\(Self.privacy).Pause", "@t 0",
+        ])
+        #expect(paused.status == 0, "\(paused)")
+        #expect(try await self.paused(world) == true)
+
+        let marker = "MARKER" + Identifier.make().replacingOccurrences(of: "-", with: "")
+        let signals = try await SignalLog(world.client, MatchRule(interface: Self.activities, member: "Invalidated"))
+        let secret = try await world.advertise("Reading \(marker)", payload: #"{"note":"\#(marker)"}"#,
+                                               options: ["keywords": marker, "eligible_for_search": "true"])
+        let other = try await world.advertise("Also \(marker)", payload: #"{"note":"\#(marker)"}"#)
+        // Listed (newest first), found, read, updated, explained and continued, as any activity.
+        let listed = try #require(try await world.call(Self.activities, "List", [.stringMap([:])]).first?.arrayValue)
+        #expect(listed.compactMap { $0.stringKeyedValue?["id"]?.unwrapped.stringValue } == [other, secret, before])
+        #expect(try await world.call(Self.activities, "Search", [.string(String(marker.prefix(10)).lowercased()), .uint32(5)]).first?.arrayValue?.count == 1)
+        _ = try await world.call(Self.activities, "Update", [.string(secret), .string(#"{"page":2}"#), .stringMap(["title": "Chapter 2 \(marker)"])])
+        let record = try #require(try await world.call(Self.activities, "Get", [.string(secret)]).first?.stringKeyedValue)
+        #expect(record["title"]?.unwrapped.stringValue == "Chapter 2 \(marker)")
+        let explained = try #require(try await world.call(Self.activities, "Explain", [.string(secret)]).first?.stringKeyedValue)
+        #expect("\(explained)".contains("kept in memory only"))
+        let scene = try #require(try await world.call(Self.activities, "Continue", [.string(secret), .stringMap([:])]).first?.objectPathValue)
+        #expect(try await world.call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Scene"), .string("Title")], path: scene)
+            .first?.unwrapped.stringValue == "")
+        _ = try await world.call(Self.activities, "Invalidate", [.string(other)])
+        #expect(try await world.call("org.baton.Handoff1.Archive", "History", [.stringMap([:])]).first?.arrayValue?.isEmpty == true)
+
+        // Not a byte of it on disk, once batond has checkpointed.
+        try await eventually("the WAL is truncated once batond is idle") {
+            (try? FileManager.default.attributesOfItem(atPath: world.database + "-wal")[.size] as? Int) == 0
+        }
+        for suffix in ["", "-wal"] {
+            let data = FileManager.default.contents(atPath: world.database + suffix) ?? Data()
+            #expect(data.range(of: Data(marker.utf8)) == nil, "\(suffix.isEmpty ? "the database" : suffix) holds what was advertised while paused")
+        }
+        // The pause survives a restart; what was advertised meanwhile does not.
+        #expect(await world.stopDaemon() == 0)
+        try await world.startDaemon()
+        #expect(try await self.paused(world) == true)
+        #expect(await errorName { try await world.call(Self.activities, "Get", [.string(secret)]) } == "org.baton.Handoff1.Error.NotFound")
+
+        // Resumed: what is advertised while paused is forgotten, announced.
+        let again = try await world.advertise("Paused again")
+        let resumed = try await world.baton(["resume"])
+        #expect(resumed.stdout == "recording again\n", "\(resumed)")
+        try await signals.wait(for: "Invalidated for what was paused") { $0.body.first?.stringValue == again }
+        #expect(try await self.paused(world) == false)
+        #expect(try await world.activityCount() == 1)
+        _ = try await world.advertise("Recorded")
+        #expect(try await world.activityCount() == 2)
+    }
+
+    @Test func aPauseForAWhileEndsByItself() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let paused = try await world.baton(["pause", "--for", "1s"])
+        #expect(paused.status == 0 && paused.stdout.contains("paused for 1s"), "\(paused)")
+        let status = try await world.baton(["status"])
+        #expect(status.stdout.contains("recording paused until"), "\(status)")
+        try await eventually("the pause ends", timeout: .seconds(10)) { try await self.paused(world) == false }
+        let wrong = try await world.baton(["pause", "--for", "soon"])
+        #expect(wrong.status == 3 && wrong.stderr.contains("such as 90s"), "\(wrong)")
+    }
+
     @Test func forgettingAnAppLeavesNothingOfItAndTouchesNoOtherApp() async throws {
         let world = try await BatonWorld.started()
         defer { world.close() }

@@ -1,0 +1,112 @@
+import BatonContract
+import BatonCore
+import BatonStore
+import DBus
+import Foundation
+import Synchronization
+
+/// What is advertised while the user has paused recording: kept in memory only, so that it
+/// can be listed, found and continued, but never reaches the disk, the history or the
+/// user's other machines; it is gone at `Resume` (or when the pause ends by itself) and when
+/// batond stops. The pause itself is stored (`Store.setPaused`), so a restart does not end it.
+final class PausedActivities: Sendable {
+    private struct State {
+        /// nil: not paused; 0: until resumed; else until that time (µs since the epoch).
+        var until: UInt64?
+        var activities: [String: Activity] = [:]
+        /// Advertise's `request_id`s, so that a client's retry gets the first id (in memory too).
+        var requests: [String: String] = [:]
+    }
+    private let state = Mutex(State())
+
+    init(until: UInt64?) {
+        state.withLock { $0.until = until }
+    }
+
+    var until: UInt64? { state.withLock { $0.until } }
+    var isPaused: Bool { until != nil }
+
+    /// Starts (or changes) the pause; returns false when it was already so.
+    func pause(until: UInt64) -> Bool {
+        state.withLock { state in
+            defer { state.until = until }
+            return state.until != until
+        }
+    }
+
+    /// Ends the pause; returns the ids of the activities it forgets (nil: it was not paused).
+    func resume() -> [String]? {
+        state.withLock { state in
+            guard state.until != nil else { return nil }
+            defer { state = State() }
+            return state.activities.values.sorted { $0.createdAt < $1.createdAt }.map(\.id)
+        }
+    }
+
+    /// True once a pause with an end has reached it.
+    func hasEnded(at now: UInt64) -> Bool {
+        guard let until, until != 0 else { return false }
+        return until <= now
+    }
+
+    func activity(_ id: String) -> Activity? { state.withLock { $0.activities[id] } }
+
+    /// Keeps `activity`, within the app's quota (its oldest go first); returns the id a repeated
+    /// `request_id` had, or nil when `activity` was added, with the ids it pushed out.
+    func add(_ activity: Activity, requestID: String?, quota: Int) -> (repeated: String?, removed: [String]) {
+        state.withLock { state in
+            if let requestID, let first = state.requests[requestID] { return (first, []) }
+            var removed: [String] = []
+            let same = state.activities.values.filter { $0.appID == activity.appID }.sorted { $0.createdAt < $1.createdAt }
+            for old in same.prefix(max(0, same.count - quota + 1)) {
+                state.activities[old.id] = nil
+                removed.append(old.id)
+            }
+            state.activities[activity.id] = activity
+            if let requestID { state.requests[requestID] = activity.id }
+            return (nil, removed)
+        }
+    }
+
+    func replace(_ activity: Activity) {
+        state.withLock { state in
+            if state.activities[activity.id] != nil { state.activities[activity.id] = activity }
+        }
+    }
+
+    func remove(_ id: String) -> Bool {
+        state.withLock { $0.activities.removeValue(forKey: id) != nil }
+    }
+
+    /// Those `filter` matches (they are all this machine's), newest first.
+    func matching(_ filter: Store.ActivityFilter, now: UInt64) -> [Activity] {
+        guard filter.device == nil || filter.device == .local else { return [] }
+        return state.withLock { Array($0.activities.values) }
+            .filter { activity in
+                !activity.isExpired(at: now)
+                    && filter.type.map { $0 == activity.type } ?? true && filter.appID.map { $0 == activity.appID } ?? true
+                    && filter.sceneID.map { $0 == activity.sceneID } ?? true
+                    && filter.persistentID.map { $0 == activity.persistentID } ?? true
+                    && filter.targetContentID.map { $0 == activity.targetContentID } ?? true
+            }
+            .sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }
+    }
+
+    /// Search-eligible ones whose title or keywords have a word starting with each word of
+    /// `query` (ignoring case and accents), as `Search` matches: title matches first, newest first.
+    func search(_ query: String, now: UInt64) -> [Activity] {
+        func words(_ text: String) -> [String] {
+            text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
+                .split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).map(String.init)
+        }
+        let wanted = words(query)
+        guard !wanted.isEmpty else { return [] }
+        func matches(_ text: [String]) -> Bool { wanted.allSatisfy { word in text.contains { $0.hasPrefix(word) } } }
+        let found = matching(.init(), now: now).filter(\.eligibleForSearch).compactMap { activity -> (Activity, Bool)? in
+            let title = words(activity.title)
+            if matches(title) { return (activity, true) }
+            return matches(title + activity.keywords.flatMap(words)) ? (activity, false) : nil
+        }
+        return found.filter(\.1).map(\.0) + found.filter { !$0.1 }.map(\.0)
+    }
+}
