@@ -72,9 +72,7 @@ struct Counts {
     let values: [String: Int]
 
     init(_ reply: [DBusValue]) {
-        values = Dictionary((reply.first?.dictionaryEntries ?? []).compactMap { entry in
-            entry.key.stringValue.flatMap { key in entry.value.unwrapped.uint32Value.map { (key, Int($0)) } }
-        }, uniquingKeysWith: { $1 })
+        values = Records.counts(reply)
     }
 
     /// `{"key":n,…}`, keys sorted.

@@ -124,6 +124,20 @@ public enum Records {
             expiresAt: f[Key.expiresAt]?.uint64Value, deviceID: f[Key.device]?.stringValue ?? "")
     }
 
+    /// Counts as `Import` and `ForgetApp` reply them (`a{su}`), by name.
+    public static func counts(_ reply: [DBusValue]) -> [String: Int] {
+        Dictionary((reply.first?.dictionaryEntries ?? []).compactMap { entry in
+            entry.key.stringValue.flatMap { key in entry.value.unwrapped.uint32Value.map { (key, Int($0)) } }
+        }, uniquingKeysWith: { $1 })
+    }
+
+    /// The past activity a `History` record describes; nil when it lacks an activity's keys or `ended_at`.
+    public static func pastActivity(_ record: DBusValue) -> PastActivity? {
+        guard let activity = activity(record), let f = fields(record), let endedAt = f[Key.endedAt]?.uint64Value else { return nil }
+        return PastActivity(activity: activity, endedAt: endedAt, endState: f[Key.endReason]?.stringValue ?? "invalidated",
+                            endReason: f[Key.endDetail]?.stringValue ?? "")
+    }
+
     /// The record's fields with their variants unwrapped; nil when it is not an `a{sv}`.
     public static func fields(_ record: DBusValue) -> [String: DBusValue]? {
         record.stringKeyedValue?.mapValues(\.unwrapped)

@@ -103,7 +103,8 @@ struct CLITests {
     @Test func helpMatchesItsSnapshot() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        for command in [[], ["activities", "advertise"], ["scenes", "set"], ["sync"], ["history"], ["history", "clear"]] {
+        for command in [[], ["activities", "advertise"], ["scenes", "set"], ["sync"], ["history"], ["history", "clear"], ["export"], ["import"],
+                        ["pause"], ["forget"]] {
             let result = try await world.baton(command + ["--help"])
             #expect(result.status == 0)
             let name = (["baton"] + command).joined(separator: "-") + ".txt"
@@ -140,13 +141,16 @@ extension CLITests {
         _ = try await world.baton(["scenes", "set", scene, "k", "v"])
         _ = try await world.baton(["scenes", "close", scene])
         _ = try await world.baton(["activities", "invalidate", id])
+        _ = try await world.baton(["block", "com.example.app"])
+        _ = try await world.baton(["pause"])
 
-        try await eventually("the invalidation was printed") { read(out).contains("\"event\":\"invalidated\"") }
+        try await eventually("the pause was printed") { read(out).contains("\"Paused\":true") }
         let events = try read(out).split(separator: "\n").map {
             try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
         }
         #expect(events.map { $0["event"] as? String ?? "" }
-            == ["advertised", "scene-opened", "continued", "storage-changed", "scene-closed", "invalidated"])
+            == ["advertised", "scene-opened", "continued", "storage-changed", "scene-closed", "invalidated", "privacy-changed", "privacy-changed"])
+        #expect((events[6]["properties"] as? [String: Any])?["BlockedApps"] as? [String] == ["com.example.app"])
         #expect(events[0]["title"] as? String == "Watched" && events[2]["scene"] as? String == scene)
         #expect(events[2]["created"] as? Bool == true)
         #expect(events[3]["changed"] as? [String] == ["k"])

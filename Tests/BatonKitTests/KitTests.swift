@@ -381,3 +381,35 @@ extension KitTests {
         #expect(heard.withLock { $0.map(\.1) } == ["", "later"])
     }
 }
+
+extension KitTests {
+    @Test func theUsersDataAndControlsThroughBatonKit() async throws {
+        let world = try await World.start()
+        defer { world.close() }
+        let activity = UserActivity(activityType: Self.type, client: world.client)
+        activity.title = "Agatha"
+        activity.keywords = ["witch"]
+        activity.isEligibleForSearch = true
+        try activity.setTypedPayload(Character(id: UUID(), name: "Agatha", book: 1))
+        try await activity.becomeCurrent()
+        let id = try #require(activity.id)
+        try await activity.invalidate()
+        let past = try await world.client.history(filter: ["query": "witch"])
+        #expect(past.map(\.activity.id) == [id] && past.first?.endState == "invalidated")
+        #expect(try await world.client.continueActivity(id: id).path.text.hasPrefix("/org/baton/Handoff1/scene/"))
+
+        let document = try await world.client.exportData()
+        #expect(try await world.client.importData(document)["unchanged"] ?? 0 > 0)
+        #expect(try await world.client.clearHistory() == 1)
+
+        try await world.client.pauseRecording()
+        #expect(try await world.client.pause().paused)
+        try await world.client.resumeRecording()
+        try await world.client.block(appID: Self.app)
+        let blocked = UserActivity(activityType: Self.type, client: world.client)
+        try blocked.setTypedPayload(Character(id: UUID(), name: "Jamie", book: 1))
+        await #expect(throws: BatonError.self) { try await blocked.becomeCurrent() }
+        try await world.client.unblock(appID: Self.app)
+        #expect(try await world.client.forget(appID: Self.app)["types"] == 1)
+    }
+}
