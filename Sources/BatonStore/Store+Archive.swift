@@ -48,7 +48,8 @@ extension Store {
     /// id, or a type by name) stays as it is. One transaction: over a limit (an app's live
     /// activities, say), nothing is written.
     public func importContents(_ document: ArchiveDocument) throws -> Imported {
-        try writeActivities { db in
+        defer { forgetTypes() }
+        return try writeActivities { db in
             var counts = Imported()
             for type in document.types {
                 if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM activity_type WHERE type = ?"), arguments: [type.type]) != nil {

@@ -19,14 +19,19 @@ extension Store {
         try read { db in try String.fetchAll(db.cachedStatement(sql: "SELECT app_id FROM blocked_app ORDER BY app_id")) }
     }
 
-    /// Whether the user blocked `appID` (read on every Advertise: one lookup in a small table).
+    /// Whether the user blocked `appID`, from memory: Advertise asks on every call.
     public func isBlocked(_ appID: String) throws -> Bool {
-        try read { db in try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM blocked_app WHERE app_id = ?"), arguments: [appID]) ?? false }
+        try blocked.withLock { blocked throws in
+            // Read with the lock held, as `activityType` reads the types.
+            if blocked == nil { blocked = Set(try blockedApps()) }
+            return blocked?.contains(appID) ?? false
+        }
     }
 
     /// Blocks or unblocks `appID`; false when it already was as asked.
     public func setBlocked(_ appID: String, _ blocked: Bool) throws -> Bool {
-        try write { db in
+        defer { self.blocked.withLock { $0 = nil } }
+        return try write { db in
             if blocked {
                 try db.cachedStatement(sql: "INSERT OR IGNORE INTO blocked_app (app_id, blocked_at) VALUES (?, ?)")
                     .execute(arguments: [appID, Time.encode(WallClock.nowMicroseconds())])
@@ -55,7 +60,8 @@ extension Store {
     /// (ended for the other machines too, as any end is, but not into the history), its
     /// history, its scenes with their storage, and what Explain remembers of its activities.
     public func forget(appID: String) throws -> Forgotten {
-        try writeActivities { db in
+        defer { forgetTypes() }
+        return try writeActivities { db in
             var forgotten = Forgotten()
             let activities = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE app_id = ?"), arguments: [appID])
             let past = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM history WHERE app_id = ?"), arguments: [appID])

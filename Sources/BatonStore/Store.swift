@@ -27,6 +27,8 @@ public final class Store: Sendable {
     /// The registrations by type, read once and forgotten by `register` and `unregister`
     /// after each commit (only this store writes them); nil until first needed.
     private let types = Mutex<[String: ActivityType]?>(nil)
+    /// The apps the user blocked, read once and forgotten after each change (`isBlocked`).
+    let blocked = Mutex<Set<String>?>(nil)
     /// Set once SQLite has reported the file damaged: no further write goes into it.
     /// Scenes whose current activity a write cleared, not yet taken (`takeScenesWithClearedActivity`).
     private let clearedScenes = ClearedScenes()
@@ -392,7 +394,7 @@ public final class Store: Sendable {
     }
 
     /// Every registration, read again at the next `activityType` (after each change).
-    private func forgetTypes() {
+    func forgetTypes() {
         types.withLock { $0 = nil }
     }
 

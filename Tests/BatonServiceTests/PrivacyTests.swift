@@ -138,6 +138,8 @@ struct PrivacyTests {
         #expect(forgot.stdout == "forgot \(BatonWorld.app): 1 activity type, 1 live activity, 1 past activity, 1 scene, 2 stored values\n", "\(forgot)")
 
         #expect(try await world.call("org.baton.Handoff1.Registry", "ListActivityTypes").first?.arrayValue?.count == 1)
+        #expect(await errorName { try await world.advertise("Again") } == "org.baton.Handoff1.Error.UnknownActivityType",
+                "its type is gone for Advertise too")
         #expect(try await world.call(Self.activities, "List", [.stringMap([:])]).first?.arrayValue?.count == 1)
         #expect(try await world.call("org.baton.Handoff1.Archive", "History", [.stringMap([:])]).first?.arrayValue?.isEmpty == true)
         #expect(try await world.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("")]).first?.arrayValue?.isEmpty == true)
