@@ -133,8 +133,9 @@ extension HandoffService {
     func list(_ call: MethodCall) async throws -> EncodedBody {
         let filter = try filter(try call.argument(0))
         let now = WallClock.nowMicroseconds()
+        var activities = try store.activities(filter, now: now)
         // Those advertised while paused are the newest.
-        let activities = Array((paused.matching(filter, now: now) + (try store.activities(filter, now: now))).prefix(filter.limit ?? .max))
+        if paused.isPaused { activities = Array((paused.matching(filter, now: now) + activities).prefix(filter.limit ?? .max)) }
         return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
     }
 
@@ -143,7 +144,7 @@ extension HandoffService {
         let limit = requested == 0 ? 50 : Int(min(requested, 1000))
         let query: String = try call.argument(0)
         let now = WallClock.nowMicroseconds()
-        let unrecorded = paused.search(query, now: now).prefix(limit)
+        let unrecorded = paused.isPaused ? paused.search(query, now: now).prefix(limit) : []
         let activities = Array(unrecorded) + (try store.search(query, limit: limit - unrecorded.count, now: now))
         return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
     }
@@ -237,7 +238,8 @@ extension HandoffService {
 
     /// The activity `text` names (one advertised while paused too), or `NotFound`/`Expired`.
     func liveActivity(_ text: String, now: UInt64) throws -> Activity {
-        if let unrecorded = paused.activity(try Identifier.normalize(text)) {
+        // (Only while paused: the id is not normalized twice on every Get.)
+        if paused.isPaused, let unrecorded = paused.activity(try Identifier.normalize(text)) {
             guard !unrecorded.isExpired(at: now) else { throw BatonError.expired("activity \(unrecorded.id) has expired") }
             return unrecorded
         }

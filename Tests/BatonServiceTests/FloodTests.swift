@@ -95,6 +95,7 @@ struct FloodTests {
         let flooder = try world.bus.connect()
         defer { flooder.close() }
         let answers = Answers()
+        let floodStart = ContinuousClock().now
         let flood = Task {
             await withTaskGroup(of: Void.self) { group in
                 for index in 0..<10_000 {
@@ -117,12 +118,15 @@ struct FloodTests {
             slowest = max(slowest, clock.now - start)
         }
         await flood.value
+        let floodTook = ContinuousClock().now - floodStart
         let counts = answers.all
         #expect(counts.values.reduce(0, +) == 10_000)
         #expect(Set(counts.keys).isSubset(of: ["success", Self.limitsExceeded]), "\(counts)")
-        // Generous: other suites run beside this one; alone, the slowest took 0.29-0.51 s here
-        // (it waits behind what the bus already queued from the flood).
-        #expect(slowest < .seconds(5), "another client's slowest call took \(slowest)")
+        // Not kept waiting until the flood is over: a call waits behind what the bus already
+        // queued from the flood, a part of it. Measured against the flood, as both slow down
+        // together when other suites run beside this one: alone, 0.43-0.62 s of 2.1-2.3 s here;
+        // in the whole suite 2.8 of 11.2 s (an absolute 5 s bound failed once in CI, at 5.3 s).
+        #expect(slowest < max(.seconds(1), floodTook / 2), "another client's slowest call took \(slowest) of the flood's \(floodTook)")
         #expect(rss() - before < 8_000, "RSS \(before) -> \(rss()) KiB")
     }
 }
