@@ -55,6 +55,9 @@ extension Store {
         }
     }
 
+    /// The share of its size limit a history over it is trimmed to.
+    static let trimmedTo = 0.9
+
     /// What a history row counts against the size limit, in SQL over the activity's columns
     /// (`prefix`: the trigger's `old.`): its texts, and 256 bytes for the rest.
     static func historySize(of prefix: String) -> String {
@@ -71,12 +74,12 @@ extension Store {
         var removed = db.changesCount
         let total = try Int.fetchOne(db.cachedStatement(sql: "SELECT bytes FROM history_size")) ?? 0
         guard total > limits.historyBytes else { return removed }
-        // Down to 90% of the limit, so that a full history is not summed again at every end;
-        // the oldest rows whose sizes add up to what is too much, in one statement.
+        // Down to `trimmedTo` of the limit, so that a full history is not summed again at every
+        // end: the oldest rows whose sizes add up to what is too much, in one statement.
         try db.cachedStatement(sql: """
             DELETE FROM history WHERE seq <= (
                 SELECT seq FROM (SELECT seq, sum(size) OVER (ORDER BY seq) AS freed FROM history) WHERE freed >= ? ORDER BY seq LIMIT 1)
-            """).execute(arguments: [total - limits.historyBytes / 10 * 9])
+            """).execute(arguments: [total - Int(Double(limits.historyBytes) * trimmedTo)])
         removed += db.changesCount
         return removed
     }

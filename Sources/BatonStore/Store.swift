@@ -289,8 +289,7 @@ public final class Store: Sendable {
         endSnapshot()
         let result = try committed(updates)
         // Only after the snapshot ended: a reader the bell wakes must not find one older than
-        // the commit (the sync service did, about once in 3 000 changes, and left the change in
-        // the outbox until the next one).
+        // the commit, or the sync service reads the outbox as empty and leaves the change there.
         outbox.ringIfRaised()
         return result
     }
