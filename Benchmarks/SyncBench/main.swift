@@ -9,6 +9,7 @@ import Synchronization
 import TestSupport
 
 // Sync's benchmark (issue #23), run by scripts/bench-sync on loopback, in one run:
+//   0. the store alone inserting with sync off and on: the outbox row's own cost, the floor of 2.;
 //   1. advertise on A → Advertised on B, one at a time: p50, p99;
 //   2. Advertise's round trip on A with sync on against a daemon with sync off, interleaved;
 //   3. catch-up of 10 000 activities after a partition (the proxy refuses B, A advertises, the proxy lets B back);
@@ -58,6 +59,34 @@ func serverCPU(_ server: PostgresServer) -> Double {
         if fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) { total += (user + system) / ticks * 1000 }
     }
     return total
+}
+
+// 0. The floor of the outbox's cost: the store alone (no bus, no sync engine), inserting one
+// activity per transaction with sync off and with it on (the outbox row and its trigger),
+// interleaved; the outbox is emptied between rounds, untimed, as the engine would.
+say("0/4 the store alone, sync on and off …")
+let floorType = ActivityType(type: type, appID: "com.raywenderlich.hawknotes", title: "Character")
+var storeOff: [Double] = [], storeOn: [Double] = []
+do {
+    let directory = try TemporaryDirectory.make(prefix: "baton-floor")
+    let stores = try ["off", "on"].map { try Store(path: directory.appendingPathComponent("\($0).sqlite").path) }
+    for store in stores { try store.register(floorType) }
+    try stores[1].startSync(as: Store.SyncIdentity(deviceID: "floor", userName: "floor"))
+    for round in 0..<5 {
+        for (index, store) in stores.enumerated() {
+            for n in 0..<300 {
+                let now = WallClock.nowMicroseconds()
+                let activity = Activity(id: Identifier.make(), type: type, appID: floorType.appID, title: "floor \(round) \(n)",
+                                        payload: #"{"id":"bench"}"#, createdAt: now, updatedAt: now)
+                let start = clock.now
+                _ = try store.insert(activity)
+                let elapsed = milliseconds(clock.now - start) * 1000
+                if index == 0 { storeOff.append(elapsed) } else { storeOn.append(elapsed) }
+            }
+            if index == 1 { try store.sent(upTo: try store.stageOutbox(limit: 1000) { _ in [] }.last?.logSeq ?? 0) }
+        }
+    }
+    for store in stores { try store.close() }
 }
 
 let server = try await PostgresServer()
@@ -229,6 +258,7 @@ let received = fleetLatencies.withLock { $0 }
 // Report.
 let p50 = percentile(latencies, 0.5), p99 = percentile(latencies, 0.99)
 let onP50 = percentile(withSync, 0.5), offP50 = percentile(withoutSync, 0.5), outboxP50 = percentile(outboxOnly, 0.5)
+let storeOnP50 = percentile(storeOn, 0.5), storeOffP50 = percentile(storeOff, 0.5)
 let fleetP50 = percentile(received, 0.5), fleetP99 = percentile(received, 0.99)
 let cpuPerAdvertise = (cpuAfter - cpuBefore) / Double(max(1, fleetAdvertised))
 func mark(_ met: Bool) -> String { met ? "met" : "MISSED" }
@@ -238,7 +268,10 @@ print("""
     — target p50 ≤ 20, p99 ≤ 100: \(mark(p50 <= 20 && p99 <= 100))
     Advertise on A, sync on / sync off (5 × 300 each, interleaved): p50 \(String(format: "%.0f", onP50)) µs / \(String(format: "%.0f", offP50)) µs \
     = \(String(format: "%.2f", onP50 / offP50))× — target ≤ 1.1×: \(mark(onP50 / offP50 <= 1.1)); \
-    with the server out of reach (the outbox row alone): \(String(format: "%.0f", outboxP50)) µs = \(String(format: "%.2f", outboxP50 / offP50))×
+    with the server out of reach (the outbox row alone): \(String(format: "%.0f", outboxP50)) µs = \(String(format: "%.2f", outboxP50 / offP50))×; \
+    the store alone (5 × 300 inserts each, interleaved): \(String(format: "%.0f", storeOnP50)) µs / \(String(format: "%.0f", storeOffP50)) µs \
+    = \(String(format: "%.2f", storeOnP50 / storeOffP50))× — its \(String(format: "%.0f", storeOnP50 - storeOffP50)) µs more \
+    would make Advertise \(String(format: "%.2f", (offP50 + storeOnP50 - storeOffP50) / offP50))× alone
     catch-up of 10 000 after a partition: \(String(format: "%.0f", catchUpFromOnline)) ms from B online again \
     (\(String(format: "%.0f", catchUpFromReopen)) ms from the server reachable, with B's reconnect wait) — target ≤ 2 000 ms: \(mark(catchUpFromOnline <= 2000))
     fleet, \(fleetUsers * 2) devices × 1 advertise/s, \(fleetSeconds) rounds in \(String(format: "%.0f", fleetElapsed)) s: \(fleetAdvertised) advertised, \(received.count) seen by the partner; \
@@ -247,6 +280,7 @@ print("""
     """)
 let json = """
     {"latency_p50_ms":\(p50),"latency_p99_ms":\(p99),"advertise_sync_on_p50_us":\(onP50),"advertise_sync_off_p50_us":\(offP50),"advertise_outbox_only_p50_us":\(outboxP50),\
+    "store_insert_sync_on_p50_us":\(storeOnP50),"store_insert_sync_off_p50_us":\(storeOffP50),\
     "catch_up_10000_ms":\(catchUpFromOnline),"catch_up_10000_from_reachable_ms":\(catchUpFromReopen),"fleet_devices":\(fleetUsers * 2),\
     "fleet_seconds":\(fleetElapsed),"fleet_advertised":\(fleetAdvertised),"fleet_seen":\(received.count),"fleet_p50_ms":\(fleetP50),\
     "fleet_p99_ms":\(fleetP99),"server_cpu_ms_per_advertise":\(cpuPerAdvertise),"server_idle_cpu_ms_per_s":\(idleCPU)}
