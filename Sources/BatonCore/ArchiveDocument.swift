@@ -82,8 +82,9 @@ public struct ArchiveDocument: Equatable, Sendable {
         for (index, type) in wire.types.enumerated() {
             document.types.append(try at("types[\(index)]") { () throws(BatonError) in try type.checked(limits: limits) })
         }
-        var known = Dictionary(registered.map { ($0.type, $0) }, uniquingKeysWith: { $1 })
-        for type in document.types { known[type.type] = type }
+        // A type registered here stays as it is (Import keeps what is here): its activities must fit it.
+        var known = Dictionary(document.types.map { ($0.type, $0) }, uniquingKeysWith: { $1 })
+        for type in registered { known[type.type] = type }
         for (index, activity) in wire.activities.enumerated() {
             document.activities.append(try at("activities[\(index)]") { () throws(BatonError) in try activity.checked(types: known, limits: limits) })
         }
