@@ -192,7 +192,10 @@ extension HandoffService {
     }
 
     private func deliverOnce(sceneID: String, known: (PendingContinuation, Activity, ActivityType)?) async throws {
-        guard let pending = try known?.0 ?? store.pendingContinuation(sceneID: sceneID) else { return }
+        // Read even when `known`: a delivery that ran just before this one (a redelivery when
+        // the app appeared) may have delivered this continuation already, and nothing waits.
+        guard let pending = try store.pendingContinuation(sceneID: sceneID) else { return }
+        let known = known.flatMap { $0.0.activityID == pending.activityID ? $0 : nil }
         let path = SceneAddress.objectPath(forID: sceneID)
         do {
             guard let activity = try known?.1

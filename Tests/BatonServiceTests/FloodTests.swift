@@ -95,7 +95,6 @@ struct FloodTests {
         let flooder = try world.bus.connect()
         defer { flooder.close() }
         let answers = Answers()
-        let floodStart = ContinuousClock().now
         let flood = Task {
             await withTaskGroup(of: Void.self) { group in
                 for index in 0..<10_000 {
@@ -110,22 +109,20 @@ struct FloodTests {
                 }
             }
         }
-        let clock = ContinuousClock()
-        var slowest = Duration.zero
+        // Another client's calls are answered while the flood is: the first of them before the
+        // flood's last answer (a daemon serving one connection until it is drained fails this,
+        // however fast or loaded the machine; a time bound was load-sensitive).
+        try await eventually("the flood is under way", timeout: .seconds(60)) { answers.all.values.reduce(0, +) >= 200 }
+        var floodAnsweredByThen: [Int] = []
         for _ in 0..<20 {
-            let start = clock.now
             #expect(try await world.call(Self.activities, "Get", [.string(id)]).count == 1)
-            slowest = max(slowest, clock.now - start)
+            floodAnsweredByThen.append(answers.all.values.reduce(0, +))
         }
         await flood.value
-        let floodTook = ContinuousClock().now - floodStart
         let counts = answers.all
         #expect(counts.values.reduce(0, +) == 10_000)
         #expect(Set(counts.keys).isSubset(of: ["success", Self.limitsExceeded]), "\(counts)")
-        // Not kept waiting until the flood is over: a call waits behind the part of the flood
-        // the bus already queued. Bounded by the flood's own time, as both slow down together
-        // when other suites run beside this one.
-        #expect(slowest < max(.seconds(1), floodTook / 2), "another client's slowest call took \(slowest) of the flood's \(floodTook)")
+        #expect(floodAnsweredByThen.first ?? 10_000 < 10_000, "the other client was answered only after the flood: \(floodAnsweredByThen)")
         #expect(rss() - before < 8_000, "RSS \(before) -> \(rss()) KiB")
     }
 }
