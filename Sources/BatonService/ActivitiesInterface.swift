@@ -177,9 +177,10 @@ extension HandoffService {
         let state: String
         var continuable = false
         var searchable = false
-        if let activity = try paused.activity(id) ?? store.storedActivity(id: id) {
+        let unrecorded = paused.activity(id)
+        if let activity = try unrecorded ?? store.storedActivity(id: id) {
             let expired = activity.isExpired(at: now)
-            if paused.activity(id) != nil { reasons.append("advertised while recording was paused: kept in memory only, until resumed") }
+            if unrecorded != nil { reasons.append("advertised while recording was paused: kept in memory only, until resumed") }
             state = expired ? "expired" : "live"
             if let expiresAt = activity.expiresAt, expired { reasons.append("expired at \(WallClock.text(expiresAt))") }
             let type = try store.activityType(activity.type)

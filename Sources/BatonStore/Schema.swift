@@ -478,6 +478,10 @@ enum Schema {
         migrator.registerMigration("v16") { db in
             try db.execute(sql: "CREATE TABLE pause (id INTEGER PRIMARY KEY CHECK (id = 1), until INTEGER NOT NULL)")
         }
+        // The newest hybrid-logical-clock time this device sent, for its clock at the next start.
+        migrator.registerMigration("v17") { db in
+            try db.execute(sql: "ALTER TABLE sync_state ADD COLUMN last_hlc INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

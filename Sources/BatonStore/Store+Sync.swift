@@ -113,10 +113,10 @@ extension Store {
             db.add(function: DatabaseFunction("baton_hlc", argumentCount: 0, pure: false) { _ in
                 clock.stamp(wallMicroseconds: WallClock.nowMicroseconds())
             })
-            // Never behind a time this machine stamped or saw before it restarted.
+            // Never behind a time this machine stamped before it restarted: those waiting in the
+            // outbox, and the newest sent (kept in one row, so opening reads no whole table).
             clock.observe(try Int64.fetchOne(db, sql: """
-                SELECT max(coalesce((SELECT max(hlc) FROM outbox), 0), coalesce((SELECT max(hlc) FROM activity), 0),
-                           coalesce((SELECT max(requested_hlc) FROM tombstone), 0))
+                SELECT max(coalesce((SELECT max(hlc) FROM outbox), 0), coalesce((SELECT last_hlc FROM sync_state), 0))
                 """) ?? 0)
             let on = "EXISTS (SELECT 1 FROM main.sync_state)"
             for (name, event, row, kind, key) in [
@@ -229,7 +229,8 @@ extension Store {
                 batch.append(StagedRecord(logSeq: logSeq, at: row.at, hlc: row.hlc, body: body))
             }
             try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq <= ? AND log_seq IS NULL").execute(arguments: [lastRow.seq])
-            try db.cachedStatement(sql: "UPDATE sync_state SET last_log_seq = ?").execute(arguments: [logSeq])
+            try db.cachedStatement(sql: "UPDATE sync_state SET last_log_seq = ?, last_hlc = max(last_hlc, ?)")
+                .execute(arguments: [logSeq, batch.map(\.hlc).max() ?? 0])
             return batch
         }
     }

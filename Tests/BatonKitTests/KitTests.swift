@@ -218,6 +218,17 @@ extension KitTests {
             #expect(error.message.contains("org.baton.Handoff1.Error.InvalidPayload"), "\(error.message)")
         }
         #expect(try await world.client.scenes().count == before)
+
+        // While recording is paused the handler fills the scene all the same, which names no activity.
+        try await world.client.pauseRecording()
+        let sigrid = Character(id: UUID(), name: "Sigrid", book: 2)
+        let unrecorded = UserActivity(activityType: Self.type, client: world.client)
+        try unrecorded.setTypedPayload(sigrid)
+        try await unrecorded.becomeCurrent()
+        let pausedScene = try await world.client.continueActivity(id: try #require(unrecorded.id))
+        #expect(try await pausedScene.storage.string("ContentView.CurrentTab") == "b2")
+        #expect(try await pausedScene.activityID() == nil)
+        try await world.client.resumeRecording()
     }
 }
 

@@ -216,10 +216,15 @@ struct SyncStoreTests {
     @Test func theClockNeverGoesBackAcrossARestart() throws {
         try store.register(type)
         try store.startSync(as: me)
-        let sent = try #require(try store.stageOutbox(limit: 10) { _ in [] }.last?.hlc)
+        let staged = try #require(try store.stageOutbox(limit: 10) { _ in [] }.last)
         try store.close()
+        // Staged, in the outbox still; then sent, out of it.
         let reopened = try Store(path: store.path)
-        #expect(reopened.clock.stamp(wallMicroseconds: 0) > sent)
+        #expect(reopened.clock.stamp(wallMicroseconds: 0) > staged.hlc)
+        try reopened.sent(upTo: staged.logSeq)
+        #expect(try reopened.outboxCount() == 0)
+        try reopened.close()
+        #expect(try Store(path: store.path).clock.stamp(wallMicroseconds: 0) > staged.hlc)
     }
 
     @Test func upgradingAVersion10DatabaseKeepsActivitiesTheirSearchAndTheirQuota() throws {
