@@ -47,6 +47,8 @@ public enum Quarantine {
         guard info.st_size >= 100, hasSQLiteHeader(path) else { return "it is not an SQLite database" }
         var configuration = Configuration()
         configuration.readonly = true
+        // Another program holding the file's lock is not damage: wait for it as a write would.
+        configuration.busyMode = .timeout(Store.lockTimeout)
         do {
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
@@ -62,6 +64,8 @@ public enum Quarantine {
             return "SQLite could not read it: \(error.message ?? "damaged")"
         } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
             return nil
+        } catch let error as DatabaseError {
+            throw StorageFailure.named(error, path: path)
         }
     }
 

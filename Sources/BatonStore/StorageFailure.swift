@@ -12,7 +12,7 @@ enum StorageFailure {
             return BatonError.storageFull("the disk holding \(path) is full; free some space and try again")
         case .SQLITE_BUSY, .SQLITE_LOCKED:
             return BatonError.storageUnavailable(
-                "the database \(path) is locked by another program (waited \(Int(Store.lockTimeout)) s); try again")
+                "the database \(path) is locked by another program (waited \(Int(Store.lockTimeout)) s; `fuser \(path)` names it); try again")
         case .SQLITE_IOERR, .SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PROTOCOL, .SQLITE_NOLFS, .SQLITE_AUTH:
             return BatonError.storageUnavailable(
                 "the database \(path) cannot be written now (\(error.message ?? "I/O error")); check the disk and its permissions, then try again")

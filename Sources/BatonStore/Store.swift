@@ -71,6 +71,8 @@ public final class Store: Sendable {
             try db.execute(sql: "PRAGMA cache_size = -\(Self.cacheKiB)")
             if let handle = db.sqliteConnection { checkpointer.attach(to: handle) }
         }
+        // Opening waits for a lock another program holds as a queued write does, then gives up.
+        writerThread.lockDeadline.store(Monotonic.now + writerThread.lockTimeout, ordering: .relaxed)
         do {
             writer = try DatabaseQueue(path: path, configuration: configuration)
             try Schema.migrator.migrate(writer)

@@ -16,20 +16,27 @@ struct StorageFaultTests {
     static let scene = "org.baton.Handoff1.Scene"
     static let unavailable = "org.baton.Handoff1.Error.StorageUnavailable"
 
-    /// Another process holding `BEGIN IMMEDIATE` on the database until it is killed.
+    /// Another process holding a lock on the database until it is killed: `BEGIN IMMEDIATE`
+    /// (writers wait, readers do not), or with `exclusive` SQLite's exclusive locking mode,
+    /// which shuts readers out too and can be taken only while nobody else has the file open.
     final class LockHolder {
         let process: Subprocess
 
-        init(database: String, directory: URL) async throws {
+        init(database: String, directory: URL, exclusive: Bool = false) async throws {
             let ready = directory.appendingPathComponent("locked").path
             let python = try Executables.require("/usr/bin/python3", package: "python3")
             process = try Subprocess(python, ["-c", """
                 import sqlite3, sys, time
                 connection = sqlite3.connect(sys.argv[1], isolation_level=None)
-                connection.execute("BEGIN IMMEDIATE")
+                if sys.argv[3] == "exclusive":
+                    connection.execute("PRAGMA locking_mode=EXCLUSIVE")
+                    connection.execute("BEGIN EXCLUSIVE")
+                    connection.execute("SELECT count(*) FROM sqlite_master").fetchall()
+                else:
+                    connection.execute("BEGIN IMMEDIATE")
                 open(sys.argv[2], "w").close()
                 time.sleep(120)
-                """, database, ready])
+                """, database, ready, exclusive ? "exclusive" : "immediate"])
             try await eventually("the lock holder holds the lock") { access(ready, F_OK) == 0 }
         }
 
@@ -162,6 +169,34 @@ struct StorageFaultTests {
         _ = try await world.advertise("large again", payload: payload)
         #expect(try await world.activityCount() == stored.count + 1)
         #expect(!world.daemonLog.contains("failed to handle"), "\(world.daemonLog)")
+    }
+
+    /// A database another program holds exclusively when batond starts is not damage: batond
+    /// waits for it, then exits with an error naming the lock (systemd starts it again), moves
+    /// nothing aside, and serves the same data once the lock is gone.
+    @Test func aDatabaseLockedAtStartIsNamedNotQuarantined() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        try await world.startDaemon()
+        try await world.register(requiredKeys: "")
+        let agatha = try await world.advertise("Agatha")
+        #expect(await world.stopDaemon() == 0)
+
+        let holder = try await LockHolder(database: world.database, directory: world.bus.directory, exclusive: true)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let result = try await world.run(try Executables.built("batond"), ["--database", world.database])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("StorageUnavailable") && result.stderr.contains("locked by another program")
+            && result.stderr.contains("fuser"), "\(result)")
+        #expect(clock.now - started < .seconds(15), "batond gave up after \(clock.now - started)")
+        let directory = (world.database as NSString).deletingLastPathComponent
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains(".corrupt-") }.isEmpty)
+
+        await holder.release()
+        try await world.startDaemon()
+        #expect(try await world.call(Self.activities, "Get", [.string(agatha)]).count == 1)
+        #expect(!world.daemonLog.contains("moved to"), "\(world.daemonLog)")
     }
 
     /// SQLite's exclusive locking mode would shut batond's readers out too, but another program
