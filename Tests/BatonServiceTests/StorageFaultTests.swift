@@ -171,6 +171,47 @@ struct StorageFaultTests {
         #expect(!world.daemonLog.contains("failed to handle"), "\(world.daemonLog)")
     }
 
+    /// The disk failing under a running batond, injected into its system calls by strace (a
+    /// file system cannot be made to fail while batond holds it open): writes answer the named
+    /// error, reads keep working, and once the fault goes the next write succeeds with none of
+    /// the refused ones stored.
+    @Test(arguments: [
+        ("pwrite64", "EIO", Self.unavailable),
+        ("pwrite64", "ENOSPC", "org.baton.Handoff1.Error.StorageFull"),
+    ])
+    func aDiskFailingWhileServingGetsNamedAnswersAndRecovers(call: String, error: String, expected: String) async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let daemon = try #require(world.daemon).process.pid
+        try await world.register(requiredKeys: "")
+        let agatha = try await world.advertise("Agatha")
+
+        let strace = try Subprocess(try Executables.require("strace", package: "strace"), [
+            "-f", "-qq", "-o", "/dev/null", "-e", "trace=\(call)", "-e", "inject=\(call):error=\(error)", "-p", String(daemon),
+        ])
+        defer { strace.kill(SIGKILL) }
+        try await eventually("strace traces every thread of batond") { Self.everyThreadTraced(daemon) }
+
+        for index in 0..<3 {
+            #expect(await errorName { try await world.advertise("refused \(index)") } == expected)
+            #expect(try await world.call(Self.activities, "Get", [.string(agatha)]).count == 1)
+        }
+        strace.kill(SIGINT)
+        _ = await strace.wait()
+        _ = try await world.advertise("after the fault")
+        #expect(try await world.activityCount() == 2)
+        #expect(!world.daemonLog.contains("failed to handle"), "\(world.daemonLog)")
+    }
+
+    /// True when every thread of `pid` has a tracer.
+    static func everyThreadTraced(_ pid: pid_t) -> Bool {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return !tasks.isEmpty && tasks.allSatisfy { task in
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+            return status.split(separator: "\n").contains { $0.hasPrefix("TracerPid:") && !$0.hasSuffix("\t0") }
+        }
+    }
+
     /// A database another program holds exclusively when batond starts is not damage: batond
     /// waits for it, then exits with an error naming the lock (systemd starts it again), moves
     /// nothing aside, and serves the same data once the lock is gone.
