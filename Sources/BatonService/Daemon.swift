@@ -23,6 +23,9 @@ public struct DaemonOptions: Sendable {
     public var callsPerCaller = 256
     /// How often sync catches up with the other devices' logs when nothing woke it.
     public var syncCatchUpPeriod: Duration = .seconds(30)
+    /// Where installed apps declare their activity types (`DeclaredTypes`); nil for the XDG
+    /// data directories of the environment.
+    public var typeDirectories: [String]?
 
     public init() {}
 }
@@ -83,7 +86,9 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
     }
     let service = HandoffService(
         connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller)
-    let bus = BusService(service: service, connection: connection, systemd: SystemdNotifier(environment: environment), logger: logger)
+    let bus = BusService(
+        service: service, connection: connection, systemd: SystemdNotifier(environment: environment),
+        typeDirectories: options.typeDirectories ?? DeclaredTypes.directories(environment: environment), logger: logger)
     let housekeeping = HousekeepingService(service: service, period: options.purgePeriod)
     let sync: SyncEngine
     do {
@@ -112,9 +117,11 @@ struct BusService: Service {
     let service: HandoffService
     let connection: Connection
     let systemd: SystemdNotifier
+    let typeDirectories: [String]
     let logger: Logger
 
     func run() async throws {
+        try await service.registerDeclaredTypes(from: typeDirectories)
         try await service.start()
         // Continuations that wait for their app are delivered when it appears; not while draining.
         let redelivery = Task { await service.runRedelivery() }

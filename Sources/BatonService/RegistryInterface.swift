@@ -17,12 +17,7 @@ extension HandoffService {
     func registerActivityType(_ call: MethodCall) async throws -> [DBusValue] {
         let type = try ActivityType.registration(
             type: try call.argument(0), appID: try call.argument(1), options: try call.argument(2), limits: limits)
-        if let handler = type.handler, !DBusNames.isValid(handler, as: .busName) {
-            throw BatonError.invalidArgument("handler '\(printable(handler))' is not a bus name, like com.example.App")
-        }
-        guard DBusNames.isValid(type.handlerPath, as: .objectPath) else {
-            throw BatonError.invalidArgument("handler_path '\(printable(type.handlerPath))' is not an object path")
-        }
+        try Self.checkHandlerAddress(type)
         let replace = try (try call.argument(2) as [String: String])["replace"].map { text throws(BatonError) in
             try Validate.boolean(text, option: "replace")
         } ?? false
@@ -36,6 +31,16 @@ extension HandoffService {
         }
         log.debug("registered \(type.type) for \(type.appID)")
         return []
+    }
+
+    /// A handler must be a bus name and an object path: batond calls it there.
+    static func checkHandlerAddress(_ type: ActivityType) throws(BatonError) {
+        if let handler = type.handler, !DBusNames.isValid(handler, as: .busName) {
+            throw BatonError.invalidArgument("handler '\(printable(handler))' is not a bus name, like com.example.App")
+        }
+        guard DBusNames.isValid(type.handlerPath, as: .objectPath) else {
+            throw BatonError.invalidArgument("handler_path '\(printable(type.handlerPath))' is not an object path")
+        }
     }
 
     func unregisterActivityType(_ call: MethodCall) async throws -> [DBusValue] {

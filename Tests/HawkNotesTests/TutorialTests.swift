@@ -139,6 +139,54 @@ struct TutorialTests {
         client.close()
     }
 
+    /// Installed as `scripts/install` installs it (its declared types and its activation file),
+    /// Hawk Notes never having run: an activity of its type can be advertised, and continuing
+    /// it starts Hawk Notes through the bus, which opens Agatha's tab.
+    @Test func installedHawkNotesIsContinuedBeforeItEverRan() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        try Self.installDeclaration(on: world.bus)
+        try world.bus.installService(name: HawkNotesApp.busName, exec: "\(try Executables.built("hawk-notes")) serve")
+        try await world.startDaemon()
+        let client = try BatonClient(.address(world.bus.address))
+        defer { client.close() }
+
+        let agatha = try await client.advertise(
+            type: HawkNotesApp.characterDetail, title: "Agatha", payload: #"{"id": "\#(Catalog.agatha.id.uuidString.lowercased())"}"#)
+        let scene = try await client.continueActivity(id: agatha)
+        #expect(try await scene.storage.string(HawkNotesApp.Key.currentTab) == Catalog.goodHawk.id.uuidString.lowercased())
+    }
+
+    /// The declaration says what Hawk Notes registers when it runs, to the last option.
+    @Test func theDeclarationIsWhatHawkNotesRegisters() async throws {
+        let declaredWorld = try BatonWorld()
+        defer { declaredWorld.close() }
+        try Self.installDeclaration(on: declaredWorld.bus)
+        try await declaredWorld.startDaemon()
+        let declared = try await Self.characterDetail(on: declaredWorld.bus)
+
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let app = try await HawkNotesProcess(bus: world.bus)
+        defer { app.process.kill(SIGKILL) }
+        try await eventually("hawk-notes registered its type") { (try? await Self.characterDetail(on: world.bus)) != nil }
+        #expect(try await Self.characterDetail(on: world.bus) == declared)
+    }
+
+    static func installDeclaration(on bus: PrivateBus) throws {
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let types = URL(fileURLWithPath: bus.dataHome).appendingPathComponent("baton/types")
+        try FileManager.default.createDirectory(at: types, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: repository.appendingPathComponent("share/baton/types/com.raywenderlich.hawknotes.json"),
+                                         to: types.appendingPathComponent("com.raywenderlich.hawknotes.json"))
+    }
+
+    static func characterDetail(on bus: PrivateBus) async throws -> ActivityType {
+        let client = try BatonClient(.address(bus.address))
+        defer { client.close() }
+        return try #require(try await client.activityTypes().first { $0.type == HawkNotesApp.characterDetail })
+    }
+
     @Test func libraryListsTheBooksOverTheBus() async throws {
         let world = try await BatonWorld.started()
         defer { world.close() }

@@ -76,8 +76,14 @@ public final class PrivateBus: @unchecked Sendable {
     public var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = address
+        // Apps' declared activity types: only what a test puts there, never the machine's installed ones.
+        environment["XDG_DATA_HOME"] = dataHome
+        environment["XDG_DATA_DIRS"] = "/usr/local/share:/usr/share"
         return environment
     }
+
+    /// The `XDG_DATA_HOME` of programs started on this bus (created on first use by whoever writes there).
+    public var dataHome: String { directory.appendingPathComponent("data").path }
 
     /// A new connection of our own to this bus.
     public func connect() throws -> Connection {
