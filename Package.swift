@@ -18,7 +18,7 @@ let packedRelocations: [LinkerSetting] = [
 // `swift build`.
 let swiftSettings: [SwiftSetting] = [.enableUpcomingFeature("NonisolatedNonsendingByDefault"), .treatAllWarnings(as: .error)]
 
-// The layers are described in shared/DESIGN.md; each target owns one of them.
+// The layers are described in docs/DESIGN.md; each target owns one of them.
 let package = Package(
     name: "Baton",
     platforms: [.macOS(.v15)],

@@ -1,4 +1,4 @@
-/// The limits every request is checked against (shared/DESIGN.md, "Storage and
+/// The limits every request is checked against (docs/DESIGN.md, "Storage and
 /// limits"). Anything over a limit is refused with `QuotaExceeded` or
 /// `InvalidArgument`, never truncated.
 public struct Limits: Equatable, Sendable {

@@ -13,8 +13,7 @@ struct DeclaredTypesTests {
 
     /// The repository's own declaration for Hawk Notes (what `scripts/install` installs).
     static var hawkNotesDeclaration: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("share/baton/types/com.raywenderlich.hawknotes.json")
+        Repository.root.appendingPathComponent("share/baton/types/com.raywenderlich.hawknotes.json")
     }
 
     func declare(_ files: [String: String], in world: BatonWorld) throws {
