@@ -80,5 +80,25 @@ struct InstallTests {
         #expect(service.contains("Exec=\(home.path)/.local/bin/batond\n"))
         var info = stat()
         #expect(stat(home.appendingPathComponent(".local/state/baton").path, &info) == 0 && info.st_mode & 0o777 == 0o700)
+        // Stripped: smaller than what was built, and still runs.
+        let installedSize = try #require(try fm.attributesOfItem(atPath: home.appendingPathComponent(".local/bin/batond").path)[.size] as? Int)
+        let builtSize = try #require(try fm.attributesOfItem(atPath: binary)[.size] as? Int)
+        #expect(installedSize < builtSize, "installed \(installedSize) bytes, built \(builtSize)")
+        #expect(try await Executables.run(home.appendingPathComponent(".local/bin/baton").path, ["--version"]).status == 0)
+        // Where code generators and batond look.
+        #expect(try Data(contentsOf: home.appendingPathComponent(".local/share/dbus-1/interfaces/org.baton.Handoff1.xml"))
+            == Data(contentsOf: Self.repository.appendingPathComponent("dbus/org.baton.Handoff1.xml")))
+        #expect(fm.fileExists(atPath: home.appendingPathComponent(".local/share/baton/types/com.raywenderlich.hawknotes.json").path))
+        #expect(result.stdout.contains("install: programs to"), "progress on every step: \(result.stdout)")
+
+        // Uninstalled: every file gone, the data kept and said so.
+        let uninstall = try await Executables.run(Self.repository.appendingPathComponent("scripts/uninstall").path, [], environment: environment)
+        #expect(uninstall.status == 0, "\(uninstall)")
+        #expect(uninstall.stdout.contains("stay in \(home.path)/.local/state/baton"), "\(uninstall)")
+        let left = fm.enumerator(atPath: home.path)?.compactMap { $0 as? String }.filter { path in
+            var isDirectory: ObjCBool = false
+            return fm.fileExists(atPath: home.appendingPathComponent(path).path, isDirectory: &isDirectory) && !isDirectory.boolValue
+        } ?? []
+        #expect(left.isEmpty, "left after uninstall: \(left)")
     }
 }
