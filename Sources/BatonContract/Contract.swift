@@ -169,7 +169,7 @@ extension Contract {
         public static let `import` = ContractMethod(
             Contract.Interface.archive, "Import", in: [Argument("json", "s"), Argument("options", "a{ss}")], out: [Argument("counts", "a{su}")])
         /// The filters `History` and `ClearHistory` take.
-        public static let filters = ["app_id", "type", "query", "since", "limit"]
+        public static let filters = ["app_id", "type", "query", "id_prefix", "since", "limit"]
     }
 
     /// `org.baton.Handoff1.Privacy` on the root object: what the user lets be kept.

@@ -36,6 +36,25 @@ public enum Identifier {
         }
     }
 
+    /// The lowercase form of the beginning of an identifier (1 to 36 of its characters),
+    /// as a person types it to name one id among others.
+    public static func normalizePrefix(_ text: String) throws(BatonError) -> String {
+        let lowered = text.lowercased()
+        guard (1...36).contains(lowered.utf8.count),
+              lowered.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) || $0 == UInt8(ascii: "-") })
+        else {
+            throw .invalidArgument("id_prefix '\(printable(text))' is not the beginning of an id: 1 to 36 of 0-9, a-f and -")
+        }
+        return lowered
+    }
+
+    /// SQL that keeps the rows whose `column` begins with a normalized prefix, and its two
+    /// arguments: a range, so that the column's index is used. Every character of an id
+    /// sorts before "g", so the ids with the prefix are exactly those from it to it + "g".
+    public static func prefixRange(_ column: String, _ prefix: String) -> (sql: String, arguments: [String]) {
+        ("\(column) >= ? AND \(column) < ?", [prefix, prefix + "g"])
+    }
+
     /// The canonical (lowercase) form of an identifier that came from outside.
     public static func normalize(_ text: String, what: String = "id") throws(BatonError) -> String {
         let bytes = Array(text.utf8)

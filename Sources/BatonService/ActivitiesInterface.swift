@@ -264,6 +264,7 @@ extension HandoffService {
             case "scene": filter.sceneID = try SceneAddress.id(from: value)
             case "persistent_id": filter.persistentID = value
             case "target_content_id": filter.targetContentID = value
+            case "id_prefix": filter.idPrefix = try Identifier.normalizePrefix(value)
             case "device":
                 // local, remote, this machine's or another's id, or another's name.
                 let names = try store.remoteDeviceNames()
@@ -282,7 +283,7 @@ extension HandoffService {
                 filter.limit = limit
             default:
                 throw BatonError.invalidArgument(
-                    "List has no filter '\(printable(key))'; its filters are type, app_id, scene, persistent_id, target_content_id, device, limit")
+                    "List has no filter '\(printable(key))'; its filters are type, app_id, scene, persistent_id, target_content_id, id_prefix, device, limit")
             }
         }
         return filter

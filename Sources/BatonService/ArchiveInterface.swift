@@ -63,6 +63,7 @@ extension HandoffService {
             case "app_id": filter.appID = value
             case "type": filter.type = value
             case "query": filter.query = value
+            case "id_prefix": filter.idPrefix = try Identifier.normalizePrefix(value)
             case "since":
                 guard let since = UInt64(value) else {
                     throw .invalidArgument("since must be a time in microseconds since the epoch, not '\(printable(value))'")

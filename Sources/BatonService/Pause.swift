@@ -88,6 +88,7 @@ final class PausedActivities: Sendable {
                     && filter.sceneID.map { $0 == activity.sceneID } ?? true
                     && filter.persistentID.map { $0 == activity.persistentID } ?? true
                     && filter.targetContentID.map { $0 == activity.targetContentID } ?? true
+                    && filter.idPrefix.map { activity.id.hasPrefix($0) } ?? true
             }
             .sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }
     }

@@ -173,6 +173,8 @@ extension Store {
         public var sceneID: String?
         public var persistentID: String?
         public var targetContentID: String?
+        /// The beginning of their id (`Identifier.normalizePrefix`).
+        public var idPrefix: String?
         /// Whose activities: this machine's, other devices', or one device's.
         public var device: Device?
         public var limit: Int?
@@ -203,6 +205,11 @@ extension Store {
                 conditions.append("\(column.name) = ?")
                 arguments += [value]
             }
+        }
+        if let prefix = filter.idPrefix {
+            let range = Identifier.prefixRange("id", prefix)
+            conditions.append(range.sql)
+            arguments += StatementArguments(range.arguments)
         }
         switch filter.device {
         case nil: break

@@ -17,6 +17,8 @@ extension Store {
         public var appID: String?
         public var type: String?
         public var query: String?
+        /// The beginning of their id (`Identifier.normalizePrefix`).
+        public var idPrefix: String?
         /// Ended at or after this time.
         public var since: UInt64?
         public var limit: Int?
@@ -102,6 +104,11 @@ extension Store {
                 conditions.append("\(column) = ?")
                 arguments += [value]
             }
+        }
+        if let prefix = filter.idPrefix {
+            let range = Identifier.prefixRange("id", prefix)
+            conditions.append(range.sql)
+            arguments += StatementArguments(range.arguments)
         }
         if let since = filter.since {
             conditions.append("ended_at >= ?")

@@ -17,6 +17,40 @@ struct MethodTests {
         try #require(try await world.call(Self.activities, "Get", [.string(id)]).first?.stringKeyedValue).mapValues(\.unwrapped)
     }
 
+    /// `id_prefix`, for clients that let people type the beginning of an id: List finds live
+    /// activities by it (those kept in memory while paused too), History past ones.
+    @Test func listAndHistoryFindIdsByTheirBeginning() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        try await world.register(requiredKeys: "")
+        let first = try await world.advertise("first")
+        let second = try await world.advertise("second")
+        func listed(_ prefix: String, _ method: String = "List", interface: String = Self.activities) async throws -> [String] {
+            try await world.call(interface, method, [.stringMap(["id_prefix": prefix])]).first?.arrayValue?
+                .compactMap { $0.stringKeyedValue?["id"]?.unwrapped.stringValue } ?? []
+        }
+        let shared = String(zip(first, second).prefix { $0 == $1 }.map(\.0))
+        #expect(try await listed(String(first.prefix(shared.count + 1)).uppercased()) == [first])
+        #expect(Set(try await listed(shared)) == [first, second])
+        #expect(try await listed(first) == [first])
+        #expect(try await listed("ffff").isEmpty)
+        for bad in ["", "xyz", first + "0", "0%"] {
+            #expect(await errorName { try await listed(bad) } == "org.baton.Handoff1.Error.InvalidArgument", "\(bad)")
+        }
+        // From a client we did not write.
+        let gdbus = try await world.run(try Executables.require("gdbus", package: "libglib2.0-bin"), [
+            "call", "--session", "--dest", "org.baton.Handoff1", "--object-path", "/org/baton/Handoff1",
+            "--method", "\(Self.activities).List", "{'id_prefix': '\(second.prefix(shared.count + 1))'}",
+        ])
+        #expect(gdbus.status == 0 && gdbus.stdout.contains(second) && !gdbus.stdout.contains(first), "\(gdbus)")
+
+        _ = try await world.call(Self.activities, "Invalidate", [.string(first)])
+        #expect(try await listed(shared, "History", interface: "org.baton.Handoff1.Archive") == [first])
+        _ = try await world.call("org.baton.Handoff1.Privacy", "Pause", [.uint64(0)])
+        let unrecorded = try await world.advertise("while paused")
+        #expect(try await listed(unrecorded) == [unrecorded])
+    }
+
     @Test func updateMergesAndSearchRanks() async throws {
         let world = try BatonWorld()
         defer { world.close() }
