@@ -122,8 +122,6 @@ let package = Package(
     swiftLanguageModes: [.v6]
 )
 
-// `baton` without the upcoming feature: swift-frontend 6.3 crashes (signal 11) compiling its
-// `@main extension` of an AsyncParsableCommand with it on; it serves no calls.
 for target in package.targets where target.type != .system {
-    target.swiftSettings = (target.swiftSettings ?? []) + (target.name == "baton" ? [.treatAllWarnings(as: .error)] : swiftSettings)
+    target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

@@ -14,7 +14,7 @@ struct Export: AsyncParsableCommand {
             is what baton import reads back, here or on another machine. Other machines' activities \
             (sync) are theirs to export. The file is made readable by you only: it holds what you did.
             """)
-    @Option(help: "Only this app's.") var app: String?
+    @Option(help: "Only this app's.", completion: .custom(Completions.apps)) var app: String?
     @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write to this file instead of standard output.", valueName: "file"))
     var output: String?
     @OptionGroup var global: GlobalOptions
@@ -82,7 +82,7 @@ struct Counts {
 
     /// "1 scene", "3 scenes".
     func text(_ key: String, _ one: String, _ many: String) -> String {
-        values[key, default: 0] == 1 ? "1 \(one)" : "\(values[key, default: 0]) \(many)"
+        counted(values[key, default: 0], one, many)
     }
 }
 

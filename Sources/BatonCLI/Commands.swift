@@ -14,12 +14,22 @@ public struct BatonCommand: AsyncParsableCommand {
             installed. Tables are for people; add --json for scripts. Payloads are JSON objects, given \
             inline, as @FILE, or as - for standard input.
 
+            The everyday commands list, search, show and continue are short for baton activities list, … \
+            Ids can be shortened to any beginning that names one (baton show 01a2f). Options such as --json \
+            may come before or after the command.
+
             Exit status: 0 success; 1 other failure; 2 not found or expired; 3 invalid input (bad \
             payload, unknown type, over a limit); 4 batond unreachable; 5 access denied; 6 the app's \
             handler failed; 7 batond's storage is full, locked or damaged (see baton doctor); 64 wrong usage.
             """,
         version: "baton 1 (contract org.baton.Handoff1 version 1)",
-        subcommands: [Types.self, Activities.self, History.self, Scenes.self, Watch.self, Export.self, Import.self, Pause.self, Resume.self, Block.self, Unblock.self, Forget.self, Sync.self, Devices.self, Status.self, Doctor.self])
+        subcommands: [Types.self, Activities.self, History.self, Scenes.self, Watch.self, Export.self, Import.self, Pause.self, Resume.self,
+                      Block.self, Unblock.self, Forget.self, Sync.self, Devices.self, Status.self, Doctor.self],
+        groupedSubcommands: [
+            // The everyday verbs at the top, as git's are: the same commands as under activities.
+            CommandGroup(name: "everyday",
+                         subcommands: [Activities.List.self, Activities.Search.self, Activities.Show.self, Activities.Continue.self]),
+        ])
 
     public init() {}
 }
@@ -108,7 +118,7 @@ struct Types: AsyncParsableCommand {
 
     struct Unregister: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "unregister", abstract: "Unregister a type; its activities are removed too.")
-        @ArgumentParser.Argument(help: "The type to remove.") var type: String
+        @ArgumentParser.Argument(help: "The type to remove.", completion: .custom(Completions.types)) var type: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
@@ -161,8 +171,8 @@ struct Activities: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List live activities, newest first.")
-        @Option(help: "Only this type.") var type: String?
-        @Option(help: "Only this app's.") var app: String?
+        @Option(help: "Only this type.", completion: .custom(Completions.types)) var type: String?
+        @Option(help: "Only this app's.", completion: .custom(Completions.apps)) var app: String?
         @Option(help: "Only the current activity of this scene (path or id).") var scene: String?
         @Option(help: "Only those with this persistent id.") var persistentId: String?
         @Option(help: "Only those showing this content (target_content_id).") var targetContentId: String?
@@ -171,15 +181,16 @@ struct Activities: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
+                let daemon = try global.daemon()
                 var filter: [String: String] = [:]
                 filter["type"] = type
                 filter["app_id"] = app
-                filter["scene"] = try scene.map { try Daemon.scenePath($0).text }
+                if let scene { filter["scene"] = try await daemon.scenePath(scene).text }
                 filter["persistent_id"] = persistentId
                 filter["target_content_id"] = targetContentId
                 filter["device"] = device
                 filter["limit"] = limit.map(String.init)
-                let records = try await global.daemon().call(Contract.Activities.list, [.stringMap(filter)]).first?.arrayValue ?? []
+                let records = try await daemon.call(Contract.Activities.list, [.stringMap(filter)]).first?.arrayValue ?? []
                 // Where each came from, once another machine's are among them.
                 guard records.contains(where: { $0.stringKeyedValue?[Key.device] != nil }) else {
                     return printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
@@ -193,11 +204,13 @@ struct Activities: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one activity with its payload.")
-        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @ArgumentParser.Argument(help: "The activity id, or enough of its beginning to name one.", completion: .custom(Completions.activityIDs))
+        var id: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                guard let record = try await global.daemon().call(Contract.Activities.get, [.string(id)]).first else { return }
+                let daemon = try global.daemon()
+                guard let record = try await daemon.call(Contract.Activities.get, [.string(try await daemon.activityID(id))]).first else { return }
                 if global.json { return print(JSONText.value(record)) }
                 guard let activity = Records.activity(record) else {
                     throw CLIError(description: "batond sent a record without an id, type or app id", status: ExitStatus.failure)
@@ -229,7 +242,7 @@ struct Activities: AsyncParsableCommand {
             commandName: "advertise",
             abstract: "Advertise an activity of a registered type; prints its id.",
             discussion: #"Example: baton activities advertise com.example.notes.document "Chapter 3" '{"id": "c3"}' --keyword draft --searchable"#)
-        @ArgumentParser.Argument(help: "The registered type.") var type: String
+        @ArgumentParser.Argument(help: "The registered type.", completion: .custom(Completions.types)) var type: String
         @ArgumentParser.Argument(help: "The title people see.") var title: String
         @ArgumentParser.Argument(help: "The JSON object payload, @FILE, or - for standard input.") var payload: String = "{}"
         @Option(help: "The advertising scene (path or id): the activity becomes its current one.") var scene: String?
@@ -237,10 +250,11 @@ struct Activities: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
+                let daemon = try global.daemon()
                 var options = fields.options(keepDefaults: false)
-                options["scene"] = try scene.map { try Daemon.scenePath($0).text }
+                if let scene { options["scene"] = try await daemon.scenePath(scene).text }
                 let payload = try readPayload(payload)
-                let id = try await global.daemon().write(Contract.Activities.advertise, options: options) {
+                let id = try await daemon.write(Contract.Activities.advertise, options: options) {
                     [.string(type), .string(title), .string(payload), .stringMap($0)]
                 }.first?.stringValue ?? ""
                 print(global.json ? "{\"id\":\(StrictJSON.quote(id))}" : id)
@@ -257,7 +271,8 @@ struct Activities: AsyncParsableCommand {
                 payload whole); omit it to change fields only. Only the options given change. --scene makes the activity \
                 that scene's current one (and no other scene's); --resign makes it no scene's.
                 """)
-        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @ArgumentParser.Argument(help: "The activity id, or enough of its beginning to name one.", completion: .custom(Completions.activityIDs))
+        var id: String
         @ArgumentParser.Argument(help: "JSON object with the keys to merge, @FILE, or -.") var payload: String = ""
         @Option(help: "A new title.") var title: String?
         @Flag(help: "Replace the payload with the one given instead of merging into it.") var replacePayload = false
@@ -272,13 +287,15 @@ struct Activities: AsyncParsableCommand {
 
         func run() async throws {
             try await perform {
+                let daemon = try global.daemon()
                 var options = fields.options(keepDefaults: false)
                 options["title"] = title
                 if replacePayload { options["replace_payload"] = "true" }
-                if let scene { options["scene"] = try Daemon.scenePath(scene).text }
+                if let scene { options["scene"] = try await daemon.scenePath(scene).text }
                 if resign { options["scene"] = "" }
                 let payload = try readPayload(payload)
-                _ = try await global.daemon().write(Contract.Activities.update, options: options) { [.string(id), .string(payload), .stringMap($0)] }
+                let id = try await daemon.activityID(id)
+                _ = try await daemon.write(Contract.Activities.update, options: options) { [.string(id), .string(payload), .stringMap($0)] }
                 print(global.json ? "{\"updated\":\(StrictJSON.quote(id))}" : "updated \(id)")
             }
         }
@@ -286,11 +303,13 @@ struct Activities: AsyncParsableCommand {
 
     struct Invalidate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "invalidate", abstract: "Remove an activity.")
-        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @ArgumentParser.Argument(help: "The activity id, or enough of its beginning to name one.", completion: .custom(Completions.activityIDs))
+        var id: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                _ = try await global.daemon().call(Contract.Activities.invalidate, [.string(id)])
+                let daemon = try global.daemon()
+                _ = try await daemon.call(Contract.Activities.invalidate, [.string(try await daemon.activityID(id))])
                 print(global.json ? "{\"invalidated\":\(StrictJSON.quote(id))}" : "invalidated \(id)")
             }
         }
@@ -299,11 +318,11 @@ struct Activities: AsyncParsableCommand {
     struct Search: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "search", abstract: "Find searchable activities by title and keywords: title matches first, newest first.")
         @ArgumentParser.Argument(help: "Words to find (each matches as a word prefix).") var query: String
-        @Option(help: "At most this many (default 50).") var limit: UInt32 = 0
+        @Option(help: "At most this many; without it, batond's default (50).") var limit: UInt32?
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                let records = try await global.daemon().call(Contract.Activities.search, [.string(query), .uint32(limit)]).first?.arrayValue ?? []
+                let records = try await global.daemon().call(Contract.Activities.search, [.string(query), .uint32(limit ?? 0)]).first?.arrayValue ?? []
                 printRecords(records, global.output, headers: Activities.headers, row: Activities.row)
             }
         }
@@ -322,7 +341,8 @@ struct Activities: AsyncParsableCommand {
                 With --device (a machine's name or id, from baton devices), the activity opens on that machine \
                 instead, in its app there; the request is sent when the sync server can be reached.
                 """)
-        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @ArgumentParser.Argument(help: "The activity id (live or in the history), or enough of its beginning to name one.", completion: .custom(Completions.continuableIDs))
+        var id: String
         @Option(help: "Continue into this existing scene (path or id).") var scene: String?
         @Flag(help: "Always open a new scene.") var newScene = false
         @Flag(help: "Print the scene at once, before the app has it (its State is pending until then).") var noWait = false
@@ -338,11 +358,14 @@ struct Activities: AsyncParsableCommand {
 
         func run() async throws {
             try await perform {
-                var options = try scene.map { ["scene": try Daemon.scenePath($0).text] } ?? [:]
+                let daemon = try global.daemon()
+                var options: [String: String] = [:]
+                if let scene { options["scene"] = try await daemon.scenePath(scene).text }
                 if newScene { options["new_scene"] = "true" }
                 if noWait { options["wait"] = "false" }
                 options["device"] = device
-                let path = try await global.daemon().write(Contract.Activities.continue, options: options) { [.string(id), .stringMap($0)] }
+                let id = try await daemon.activityID(id, includingHistory: true)
+                let path = try await daemon.write(Contract.Activities.continue, options: options) { [.string(id), .stringMap($0)] }
                     .first?.stringValue ?? ""
                 if let device {
                     return print(global.json ? "{\"device\":\(StrictJSON.quote(device))}" : "asked \(device) to continue it")
@@ -356,11 +379,14 @@ struct Activities: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "explain", abstract: "Say why an activity can or cannot be continued or found, and how its last continuation went.",
             discussion: "Works for activities that ended within the last 7 days too.")
-        @ArgumentParser.Argument(help: "The activity id.") var id: String
+        @ArgumentParser.Argument(help: "The activity id (live or in the history), or enough of its beginning to name one.", completion: .custom(Completions.continuableIDs))
+        var id: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                guard let record = try await global.daemon().call(Contract.Activities.explain, [.string(id)]).first else { return }
+                let daemon = try global.daemon()
+                guard let record = try await daemon.call(Contract.Activities.explain, [.string(try await daemon.activityID(id, includingHistory: true))]).first
+                else { return }
                 if global.json { return print(JSONText.value(record)) }
                 guard let explained = Records.Explanation(record: record) else {
                     throw CLIError(description: "batond sent an explanation without an id or a state", status: ExitStatus.failure)
@@ -393,7 +419,7 @@ struct Activities: AsyncParsableCommand {
                 let count = try await (app != nil
                     ? daemon.call(Contract.Activities.deleteAllSaved, [.string(app ?? "")])
                     : daemon.call(Contract.Activities.deleteSaved, [.strings(persistentIds)])).first?.uint32Value ?? 0
-                print(global.json ? "{\"deleted\":\(count)}" : "deleted \(count)")
+                print(global.json ? "{\"deleted\":\(count)}" : "deleted \(counted(count, "activity", "activities"))")
             }
         }
     }

@@ -77,8 +77,31 @@ struct Daemon {
         }
     }
 
+    /// The methods batond's sentences name, as the baton commands that call them: a person at
+    /// a shell is told what to type, not what to send.
+    static let commandsForMethods = [
+        ("RegisterActivityType", "baton types register"), ("DeleteSaved", "baton activities delete-saved"),
+        ("ClearHistory", "baton history clear"), ("OpenScene", "baton scenes open"),
+        ("RestoreScenes", "baton scenes restore"), ("Resume", "baton resume"),
+    ]
+
+    /// `message` with the methods it names replaced by their commands (whole words only).
+    static func inCommands(_ message: String) -> String {
+        var words: [Substring] = []
+        var rest = message[...]
+        while let start = rest.firstIndex(where: \.isLetter) {
+            words.append(rest[..<start])
+            let end = rest[start...].firstIndex { !$0.isLetter } ?? rest.endIndex
+            let word = rest[start..<end]
+            words.append(commandsForMethods.first { $0.0 == word }.map { Substring($0.1) } ?? word)
+            rest = rest[end...]
+        }
+        return (words + [rest]).joined()
+    }
+
     /// Turns a D-Bus error into a sentence and an exit status.
     static func explain(_ error: DBusError) -> CLIError {
+        let error = DBusError(name: error.name, message: inCommands(error.message), details: error.details)
         guard let code = BatonError(error)?.code else {
             switch error.name {
             case DBusError.Name.serviceUnknown, DBusError.Name.nameHasNoOwner:

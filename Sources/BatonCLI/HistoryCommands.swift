@@ -31,8 +31,8 @@ struct History: AsyncParsableCommand {
 
     /// The filters list and clear share.
     struct Filter: ParsableArguments {
-        @Option(help: "Only this app's.") var app: String?
-        @Option(help: "Only this type.") var type: String?
+        @Option(help: "Only this app's.", completion: .custom(Completions.apps)) var app: String?
+        @Option(help: "Only this type.", completion: .custom(Completions.types)) var type: String?
         @Option(help: ArgumentHelp("Only those that ended within this long: 90s, 30m, 2h, 7d.", valueName: "duration")) var since: String?
 
         func options() throws -> [String: String] {
@@ -86,7 +86,7 @@ struct History: AsyncParsableCommand {
                                    status: ExitStatus.invalidInput)
                 }
                 let removed = try await global.daemon().call(Contract.Archive.clearHistory, [.stringMap(options)]).first?.uint32Value ?? 0
-                print(global.json ? "{\"removed\":\(removed)}" : "removed \(removed) \(removed == 1 ? "activity" : "activities") from the history")
+                print(global.json ? "{\"removed\":\(removed)}" : "removed \(counted(removed, "activity", "activities")) from the history")
             }
         }
     }

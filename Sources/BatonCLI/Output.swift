@@ -2,6 +2,11 @@ import BatonCore
 import DBus
 import Glibc
 
+/// "1 scene", "3 scenes", "0 scenes".
+func counted(_ count: some BinaryInteger, _ one: String, _ many: String) -> String {
+    count == 1 ? "1 \(one)" : "\(count) \(many)"
+}
+
 /// How results are printed: tables for people, JSON for scripts.
 struct Output {
     let json: Bool

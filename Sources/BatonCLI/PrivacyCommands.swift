@@ -10,7 +10,7 @@ struct Block: AsyncParsableCommand {
         commandName: "block",
         abstract: "Refuse an app's activities from now on (its Advertise and Update answer Blocked).",
         discussion: "What the app has already stays until it ends; baton forget removes it. baton status lists blocked apps.")
-    @ArgumentParser.Argument(help: "The app id, such as com.example.notes.") var app: String
+    @ArgumentParser.Argument(help: "The app id, such as com.example.notes.", completion: .custom(Completions.apps)) var app: String
     @OptionGroup var global: GlobalOptions
     func run() async throws {
         try await perform {
@@ -58,7 +58,7 @@ struct Resume: AsyncParsableCommand {
 /// `baton unblock`.
 struct Unblock: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "unblock", abstract: "Allow a blocked app's activities again.")
-    @ArgumentParser.Argument(help: "The app id.") var app: String
+    @ArgumentParser.Argument(help: "The app id.", completion: .custom(Completions.apps)) var app: String
     @OptionGroup var global: GlobalOptions
     func run() async throws {
         try await perform {
@@ -77,7 +77,7 @@ struct Forget: AsyncParsableCommand {
             Its live activities end on your other machines too (sync). It cannot be undone: on a terminal \
             baton asks first; elsewhere give --yes. To keep the app from advertising again: baton block.
             """)
-    @ArgumentParser.Argument(help: "The app id.") var app: String
+    @ArgumentParser.Argument(help: "The app id.", completion: .custom(Completions.apps)) var app: String
     @Flag(help: "Do not ask.") var yes = false
     @OptionGroup var global: GlobalOptions
     func run() async throws {

@@ -45,7 +45,7 @@ struct Scenes: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List scenes, oldest first.")
-        @Option(help: "Only this app's.") var app: String?
+        @Option(help: "Only this app's.", completion: .custom(Completions.apps)) var app: String?
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
@@ -84,12 +84,13 @@ struct Scenes: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "show", abstract: "Show a scene's properties and storage.")
-        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "The scene's path, its id, or enough of the id's beginning to name one.", completion: .custom(Completions.scenes))
+        var scene: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
                 let daemon = try global.daemon()
-                let path = try Daemon.scenePath(scene)
+                let path = try await daemon.scenePath(scene)
                 let properties = try await daemon.properties(of: Contract.Interface.scene, at: path)
                 let storage = try await daemon.call(Contract.Scene.getAll, path: path).first ?? .record([:])
                 if global.json {
@@ -115,12 +116,14 @@ struct Scenes: AsyncParsableCommand {
 
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "get", abstract: "Print one stored value.")
-        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "The scene's path, its id, or enough of the id's beginning to name one.", completion: .custom(Completions.scenes))
+        var scene: String
         @ArgumentParser.Argument(help: "The key.") var key: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                let value = try await global.daemon().call(Contract.Scene.get, [.string(key)], path: try Daemon.scenePath(scene)).first ?? .string("")
+                let daemon = try global.daemon()
+                let value = try await daemon.call(Contract.Scene.get, [.string(key)], path: try await daemon.scenePath(scene)).first ?? .string("")
                 print(global.json ? JSONText.value(value, rawJSONKeys: []) : Scenes.describe(value).text)
             }
         }
@@ -135,17 +138,26 @@ struct Scenes: AsyncParsableCommand {
             commandName: "set",
             abstract: "Store a value in a scene.",
             discussion: """
-                With --type auto (the default), true and false are booleans, whole numbers are integers, \
-                numbers with a point or an exponent are doubles, and everything else is a string. Use \
-                --type string to store "42" as text, --type bytes for hex (00ff…).
+                The value is stored as text ("007" stays "007"), unless --type says otherwise or the key \
+                already holds a value of another kind, which it keeps (a count stored as an int stays \
+                one). --type bytes takes hex (00ff…); --type auto guesses from the text: true and false \
+                are booleans, whole numbers integers, numbers with a point or an exponent doubles. \
+                Negative numbers need no --: baton scenes set SCENE offset -3 --type int.
                 """)
-        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "The scene's path, its id, or enough of the id's beginning to name one.", completion: .custom(Completions.scenes))
+        var scene: String
         @ArgumentParser.Argument(help: "The key, like ContentView.CurrentTab.") var key: String
         @ArgumentParser.Argument(help: "The value.") var value: String
-        @Option(help: "How to read the value (see above).") var type: ValueType = .auto
+        @Option(help: "How to read the value (see above); without it, as text or as the key's kind.") var type: ValueType?
         @OptionGroup var global: GlobalOptions
 
-        func typed() throws -> DBusValue {
+        /// The kind of value `key` holds in the scene now, if it holds one.
+        func existingKind(_ daemon: Daemon, at path: ObjectPath) async throws -> ValueType? {
+            let storage = try await daemon.call(Contract.Scene.getAll, path: path).first?.stringKeyedValue ?? [:]
+            return storage[key].flatMap { ValueType(rawValue: Scenes.describe($0).type) }
+        }
+
+        func typed(as type: ValueType) throws -> DBusValue {
             func fail(_ expected: String) -> CLIError {
                 CLIError(description: "'\(printable(value))' is not \(expected)", status: ExitStatus.invalidInput)
             }
@@ -183,8 +195,12 @@ struct Scenes: AsyncParsableCommand {
 
         func run() async throws {
             try await perform {
-                let typed = try typed()
-                _ = try await global.daemon().call(Contract.Scene.set, [.string(key), .variant(typed)], path: try Daemon.scenePath(scene))
+                let daemon = try global.daemon()
+                let path = try await daemon.scenePath(scene)
+                var kind = type
+                if kind == nil { kind = try await existingKind(daemon, at: path) }
+                let typed = try typed(as: kind ?? .string)
+                _ = try await daemon.call(Contract.Scene.set, [.string(key), .variant(typed)], path: path)
                 let described = Scenes.describe(typed)
                 print(global.json
                     ? "{\"key\":\(StrictJSON.quote(key)),\"type\":\(StrictJSON.quote(described.type)),\"value\":\(JSONText.value(typed, rawJSONKeys: []))}"
@@ -195,12 +211,14 @@ struct Scenes: AsyncParsableCommand {
 
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove a stored value.")
-        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "The scene's path, its id, or enough of the id's beginning to name one.", completion: .custom(Completions.scenes))
+        var scene: String
         @ArgumentParser.Argument(help: "The key.") var key: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                _ = try await global.daemon().call(Contract.Scene.remove, [.string(key)], path: try Daemon.scenePath(scene))
+                let daemon = try global.daemon()
+                _ = try await daemon.call(Contract.Scene.remove, [.string(key)], path: try await daemon.scenePath(scene))
                 print(global.json ? "{\"removed\":\(StrictJSON.quote(key))}" : "removed \(key)")
             }
         }
@@ -210,12 +228,14 @@ struct Scenes: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "handles", abstract: "Set the content ids a scene shows: continuing one of them comes into it.",
             discussion: "Replaces the scene's list (SwiftUI's handlesExternalEvents); give no ids to clear it.")
-        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "The scene's path, its id, or enough of the id's beginning to name one.", completion: .custom(Completions.scenes))
+        var scene: String
         @ArgumentParser.Argument(help: "Content ids, as activities give them in target_content_id.") var ids: [String] = []
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                _ = try await global.daemon().call(Contract.Scene.setHandlesContent, [.strings(ids)], path: try Daemon.scenePath(scene))
+                let daemon = try global.daemon()
+                _ = try await daemon.call(Contract.Scene.setHandlesContent, [.strings(ids)], path: try await daemon.scenePath(scene))
                 let list = ids.map(StrictJSON.quote).joined(separator: ",")
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(scene)),\"handles\":[\(list)]}"
                       : ids.isEmpty ? "\(scene) handles no content" : "\(scene) handles \(ids.joined(separator: ", "))")
@@ -231,7 +251,7 @@ struct Scenes: AsyncParsableCommand {
                 clean exit; recover, after a crash), which also delivers continuations waiting for the app; then Detach, \
                 since baton exits at once (the run counts as a clean one).
                 """)
-        @ArgumentParser.Argument(help: "The app id.") var app: String
+        @ArgumentParser.Argument(help: "The app id.", completion: .custom(Completions.apps)) var app: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
@@ -251,11 +271,13 @@ struct Scenes: AsyncParsableCommand {
 
     struct Close: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "close", abstract: "Close a scene, discarding its storage.")
-        @ArgumentParser.Argument(help: "The scene's path or id.") var scene: String
+        @ArgumentParser.Argument(help: "The scene's path, its id, or enough of the id's beginning to name one.", completion: .custom(Completions.scenes))
+        var scene: String
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                _ = try await global.daemon().call(Contract.Scene.close, path: try Daemon.scenePath(scene))
+                let daemon = try global.daemon()
+                _ = try await daemon.call(Contract.Scene.close, path: try await daemon.scenePath(scene))
                 print(global.json ? "{\"closed\":\(StrictJSON.quote(scene))}" : "closed \(scene)")
             }
         }
@@ -300,7 +322,8 @@ struct Status: AsyncParsableCommand {
             let uptime = relativeTime(started).replacing(" ago", with: "")
             print("batond is running as \(owner ?? "?") (pid \(pid.map(String.init) ?? "?")) for \(uptime), contract org.baton.Handoff1 version \(version)")
             print("database \(path), \(size / 1024) KiB")
-            print("\(types) activity types, \(activities) live activities, \(scenes) scenes")
+            print([counted(types, "activity type", "activity types"), counted(activities, "live activity", "live activities"),
+                   counted(scenes, "scene", "scenes")].joined(separator: ", "))
             if !blocked.isEmpty { print("blocked (their activities are refused): \(blocked.joined(separator: ", "))") }
             if paused {
                 print("recording paused " + (pausedUntil == 0 ? "until baton resume" : "until \(WallClock.text(pausedUntil))")

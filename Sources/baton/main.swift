@@ -1,7 +1,5 @@
-// `baton`: the command line. Everything lives in BatonCLI, which the tests drive too;
-// this only makes its root command the program's entry point (and so async).
-import ArgumentParser
+// `baton`: the command line. Everything lives in BatonCLI, which the tests drive too; this
+// only runs its root command with the command line shaped as people type it.
 import BatonCLI
 
-@main
-extension BatonCommand {}
+await BatonCommand.runFromCommandLine()

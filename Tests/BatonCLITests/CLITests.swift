@@ -42,20 +42,23 @@ struct CLITests {
         #expect(shown["title"] as? String == "Chapter 3, revised")
         #expect((shown["payload"] as? [String: Any])?["words"] as? Int == 1300)
 
-        // Continue, then scene storage with the inference rule and explicit types.
+        // Continue, then scene storage: text unless --type or the key's kind says otherwise.
         let continued = try #require(try await world.json(["activities", "continue", id]) as? [String: Any])
         let scene = try #require(continued["scene"] as? String)
         for (key, value, extra, expected) in [
-            ("tab", "b3", [String](), "tab = b3 (string)"), ("count", "42", [], "count = 42 (int)"),
-            ("ratio", "0.5", [], "ratio = 0.5 (double)"), ("flag", "true", [], "flag = true (bool)"),
-            ("raw", "42", ["--type", "string"], "raw = 42 (string)"), ("blob", "00ff", ["--type", "bytes"], "blob = 00ff (bytes)"),
+            ("tab", "b3", [String](), "tab = b3 (string)"), ("count", "42", ["--type", "int"], "count = 42 (int)"),
+            ("count", "43", [], "count = 43 (int)"), ("ratio", "0.5", ["--type", "auto"], "ratio = 0.5 (double)"),
+            ("flag", "true", ["--type", "bool"], "flag = true (bool)"), ("raw", "42", [], "raw = 42 (string)"),
+            ("draft", "007", [], "draft = 007 (string)"), ("offset", "-3", ["--type", "int"], "offset = -3 (int)"),
+            ("blob", "00ff", ["--type", "bytes"], "blob = 00ff (bytes)"),
         ] {
             let set = try await world.baton(["scenes", "set", scene, key, value] + extra)
             #expect(set.status == 0 && set.stdout == expected + "\n", "\(set)")
         }
         let storage = try #require(try await world.json(["scenes", "show", scene]) as? [String: Any])
         let values = try #require(storage["storage"] as? [String: Any])
-        #expect(values["count"] as? Int == 42 && values["raw"] as? String == "42" && values["flag"] as? Bool == true)
+        #expect(values["count"] as? Int == 43 && values["raw"] as? String == "42" && values["flag"] as? Bool == true)
+        #expect(values["draft"] as? String == "007" && values["offset"] as? Int == -3)
         #expect((storage["properties"] as? [String: Any])?["ActivityId"] as? String == id)
         #expect(try await world.baton(["scenes", "get", scene, "tab"]).stdout == "b3\n")
         #expect(try await world.json(["scenes", "remove", scene, "tab"]) as? [String: String] == ["removed": "tab"])
@@ -77,10 +80,10 @@ struct CLITests {
         _ = try await world.baton(["types", "register", "com.example.t", "--app", "com.example.app", "--required-keys", "id"])
         let cases: [([String], Int32, String)] = [
             (["activities", "show", "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01"], 2, "no activity 3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01. See what exists with"),
-            (["activities", "show", "not-an-id"], 3, "is not an id"),
+            (["activities", "show", "not-an-id"], 3, "'not-an-id' is not an activity id nor the beginning of one"),
             (["activities", "advertise", "com.example.t", "x", #"{"no": "id"}"#], 3, "the payload was refused"),
             (["activities", "advertise", "com.example.t", "x", #"{"id": NaN}"#], 3, "NaN and Infinity"),
-            (["activities", "advertise", "com.example.unknown", "x", "{}"], 3, "register it with RegisterActivityType first"),
+            (["activities", "advertise", "com.example.unknown", "x", "{}"], 3, "register it with baton types register first"),
             (["activities", "advertise", "com.example.t", "x", "@/no/such/file"], 3, "cannot read /no/such/file"),
             (["scenes", "set", "/org/baton/Handoff1/scene/3c9ad3b5_2f1f_4b0e_9a51_3f1d2a6b8c01", "k", "v"], 2, "no such scene"),
             (["scenes", "set", "3c9ad3b5-2f1f-4b0e-9a51-3f1d2a6b8c01", "k", "x", "--type", "int"], 3, "'x' is not a whole number"),
