@@ -14,6 +14,14 @@ struct CatalogTests {
         #expect(Catalog.books.allSatisfy { !$0.tagline.isEmpty && !$0.synopsis.isEmpty })
     }
 
+    /// The GTK Hawk Notes reads the catalog from share/hawk-notes/catalog.json: the same books.
+    @Test func theSharedCatalogFileIsThisCatalog() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("share/hawk-notes/catalog.json")
+        let decoder = JSONDecoder()
+        #expect(try decoder.decode([Book].self, from: Data(contentsOf: file)) == Catalog.books)
+    }
+
     @Test func eachCharacterIsIntroducedByTheirFirstBook() {
         #expect(Catalog.book(introducing: Catalog.agatha) == Catalog.goodHawk)
         #expect(Catalog.book(introducing: Catalog.sigrid) == Catalog.brokenRaven)
