@@ -55,12 +55,20 @@ CREATE TABLE IF NOT EXISTS baton.device (
     PRIMARY KEY (user_name, device_id)
 );
 
--- Revocation is final, and only a device itself says when it was last seen.
+-- The key epoch `sealed_name` is sealed with: each device seals its name again with the
+-- newest key once it has it, so a revoked device cannot read the names of later epochs.
+ALTER TABLE baton.device ADD COLUMN IF NOT EXISTS name_epoch integer NOT NULL DEFAULT 0;
+
+-- Revocation is final, and only a device itself says when it was last seen, and its name.
 CREATE OR REPLACE FUNCTION baton.guard_device() RETURNS trigger
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
     AS $$ BEGIN
         IF OLD.revoked_at IS NOT NULL THEN NEW.revoked_at := OLD.revoked_at; END IF;
-        IF OLD.role <> current_user THEN NEW.last_seen := OLD.last_seen; END IF;
+        IF OLD.role <> current_user THEN
+            NEW.last_seen := OLD.last_seen;
+            NEW.sealed_name := OLD.sealed_name;
+            NEW.name_epoch := OLD.name_epoch;
+        END IF;
         RETURN NEW;
     END $$;
 DROP TRIGGER IF EXISTS device_guard ON baton.device;
@@ -131,7 +139,7 @@ ALTER TABLE baton.log_head ENABLE ROW LEVEL SECURITY;
 GRANT SELECT ON baton.member TO baton_device;
 GRANT SELECT, INSERT ON baton.user_key TO baton_device;
 GRANT SELECT, INSERT ON baton.device TO baton_device;
-GRANT UPDATE (last_seen, revoked_at) ON baton.device TO baton_device;
+GRANT UPDATE (last_seen, revoked_at, sealed_name, name_epoch) ON baton.device TO baton_device;
 GRANT SELECT, INSERT ON baton.epoch_key TO baton_device;
 GRANT SELECT, INSERT ON baton.record TO baton_device;
 GRANT SELECT ON baton.log_head TO baton_device;

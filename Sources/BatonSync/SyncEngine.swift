@@ -29,7 +29,12 @@ public final class SyncEngine: Sendable {
         public var isThisDevice: Bool
         /// Its X25519 public key, for wrapping epoch keys to it (empty when not read).
         var publicKey: [UInt8] = []
+        /// The key epoch its name is sealed with on the server.
+        var nameEpoch: Int32 = 0
     }
+
+    /// A device's name this device has no key for (sealed with an epoch it never learned).
+    static let unreadableName = "(unknown)"
 
     let store: Store
     let configPath: String
@@ -43,6 +48,8 @@ public final class SyncEngine: Sendable {
     let answerTimeout: Duration
 
     private let config: Mutex<SyncConfig?>
+    /// The key epoch this device's name is sealed with on the server, as last read or written.
+    private let nameEpoch = Mutex<Int32?>(nil)
     private let stateValue = Mutex(State.off)
     private let lastSync = Atomic<UInt64>(0)
     private let bell = Wakeup()
@@ -138,6 +145,7 @@ public final class SyncEngine: Sendable {
                 try await send(on: connection, current)
                 log.trace("sync: catching up")
                 try await catchUp(on: connection, current, refreshDevices: firstRound)
+                try await resealName(on: connection, settings ?? current)
                 firstRound = false
                 log.trace("sync: waiting")
                 lastSync.store(WallClock.nowMicroseconds(), ordering: .relaxed)
@@ -247,9 +255,12 @@ public final class SyncEngine: Sendable {
             }
             let devices = try await answered(connection) { [log] in try await Self.devices(on: connection, config, log: log) }
             for device in devices where !device.isThisDevice {
-                try await store.writing { try $0.noteRemoteDevice(id: device.id, name: device.name, lastSeen: device.lastSeen, revoked: device.revoked) }
-                names[device.id] = device.name
+                // A name sealed with a key this device does not have yet keeps the one it knew.
+                let name = device.name == Self.unreadableName ? names[device.id] ?? device.name : device.name
+                try await store.writing { try $0.noteRemoteDevice(id: device.id, name: name, lastSeen: device.lastSeen, revoked: device.revoked) }
+                names[device.id] = name
             }
+            if let me = devices.first(where: \.isThisDevice) { nameEpoch.withLock { $0 = me.nameEpoch } }
             // A revocation made elsewhere begins an epoch this device seals with from now on.
             let newest = try await answered(connection) { [log] in try await Self.newestEpoch(on: connection, user: config.user, log: log) }
             if newest > config.currentEpoch { _ = try await epochKey(newest, on: connection) }
@@ -319,20 +330,44 @@ public final class SyncEngine: Sendable {
         }
     }
 
+    /// The user's devices on the server, their names opened with the key of the epoch each
+    /// was sealed with (`unreadableName` when this device does not have that key).
     static func devices(on connection: PostgresConnection, _ config: SyncConfig, log: Logger) async throws -> [Device] {
-        guard let key = config.key(epoch: 0) else { throw SyncError.state("the user's key in sync.json is damaged") }
         let rows = try await connection.query("""
-            SELECT device_id, sealed_name, (extract(epoch FROM last_seen) * 1000000)::bigint, revoked_at IS NOT NULL, public_key
+            SELECT device_id, sealed_name, name_epoch, (extract(epoch FROM last_seen) * 1000000)::bigint, revoked_at IS NOT NULL, public_key
             FROM baton.device WHERE user_name = \(config.user) ORDER BY joined_at
             """, logger: log)
         var devices: [Device] = []
-        for try await (id, sealedName, lastSeen, revoked, publicKey) in rows.decode((String, ByteBuffer, Int64, Bool, ByteBuffer).self) {
-            let name = Seal.open(Array(sealedName.readableBytesView), key: key, context: Seal.nameContext(user: config.user, device: id))
-                .map { String(decoding: $0, as: UTF8.self) } ?? "(unknown)"
+        for try await (id, sealedName, nameEpoch, lastSeen, revoked, publicKey) in rows.decode((String, ByteBuffer, Int32, Int64, Bool, ByteBuffer).self) {
+            let name = config.key(epoch: nameEpoch).flatMap { key in
+                Seal.open(Array(sealedName.readableBytesView), key: key, context: Seal.nameContext(user: config.user, device: id))
+            }.map { String(decoding: $0, as: UTF8.self) } ?? Self.unreadableName
             devices.append(Device(id: id, name: name, lastSeen: UInt64(max(0, lastSeen)), revoked: revoked, isThisDevice: id == config.deviceID,
-                                  publicKey: Array(publicKey.readableBytesView)))
+                                  publicKey: Array(publicKey.readableBytesView), nameEpoch: nameEpoch))
         }
         return devices
+    }
+
+    /// Seals this device's name again with the current epoch's key once it has that key, so
+    /// that a device revoked since (which keeps epoch 0's) cannot read it. A device that joins
+    /// after a revocation seals its name with epoch 0's key until another device gives it the
+    /// current one, and reseals it then.
+    private func resealName(on connection: PostgresConnection, _ config: SyncConfig) async throws {
+        guard let sealedWith = nameEpoch.withLock({ $0 }), sealedWith < config.currentEpoch,
+              let key = config.key(epoch: config.currentEpoch) else { return }
+        try await Self.storeName(config, sealedWith: key, epoch: config.currentEpoch, on: connection, log: log)
+        nameEpoch.withLock { $0 = config.currentEpoch }
+        log.info("sync: this device's name is sealed with the key of epoch \(config.currentEpoch) now")
+    }
+
+    private static func storeName(
+        _ config: SyncConfig, sealedWith key: SymmetricKey, epoch: Int32, on connection: PostgresConnection, log: Logger
+    ) async throws {
+        let sealed = try Seal.seal(Array(config.deviceName.utf8), key: key, context: Seal.nameContext(user: config.user, device: config.deviceID))
+        try await connection.query("""
+            UPDATE baton.device SET sealed_name = \(ByteBuffer(bytes: sealed)), name_epoch = \(epoch)
+            WHERE user_name = \(config.user) AND device_id = \(config.deviceID)
+            """, logger: log)
     }
 
     // MARK: Key epochs
@@ -435,8 +470,10 @@ public final class SyncEngine: Sendable {
             }
             try await connection.query(
                 "UPDATE baton.device SET revoked_at = now() WHERE user_name = \(config.user) AND device_id = \(revoked.id)", logger: log)
+            try await Self.storeName(config, sealedWith: newKey, epoch: epoch, on: connection, log: log)
             return epoch
         }
+        nameEpoch.withLock { $0 = epoch }
         try remember(newKey, epoch: epoch)
         try await store.writing { try $0.noteRemoteDevice(id: revoked.id, name: revoked.name, lastSeen: revoked.lastSeen, revoked: true) }
         log.info("sync: revoked \(revoked.name); records are sealed with the key of epoch \(epoch) from now on")

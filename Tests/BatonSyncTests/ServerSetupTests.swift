@@ -48,6 +48,11 @@ import TestSupport
         await #expect(throws: (any Error).self) { try await ana2.run(Self.append(user: "ana", device: "d2", seq: 2)) }
         try await ana2.run("UPDATE baton.device SET revoked_at = NULL WHERE device_id = 'd2'")
         #expect(try await ana1.run("SELECT revoked_at IS NOT NULL FROM baton.device WHERE device_id = 'd2'") == "t")
+        // A device's name is its own: another device of the user cannot replace it.
+        try await ana2.run("UPDATE baton.device SET sealed_name = '\\x99', name_epoch = 7 WHERE device_id = 'd1'")
+        #expect(try await ana1.run("SELECT name_epoch || ':' || (sealed_name = '\\x99') FROM baton.device WHERE device_id = 'd1'") == "0:false")
+        try await ana1.run("UPDATE baton.device SET sealed_name = '\\x98', name_epoch = 1 WHERE device_id = 'd1'")
+        #expect(try await ana2.run("SELECT name_epoch || ':' || encode(sealed_name, 'hex') FROM baton.device WHERE device_id = 'd1'") == "1:98")
 
         #expect(try await server.psql("SELECT count(*) FROM baton.record", database: SyncServer.database) == "3\n")
     }

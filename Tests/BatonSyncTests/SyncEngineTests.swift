@@ -253,5 +253,23 @@ extension SyncEngineTests {
         try await tablet.join(on: sync, words: words)
         try await eventually("the tablet has After", timeout: .seconds(20)) { try tablet.store.activity(id: after.id, now: 2) != nil }
         #expect(tablet.engine.settings?.currentEpoch == 1)
+
+        // Names: each device that has the new key seals its name with it, and the stolen
+        // device's key (epoch 0's) opens none of them; the others still read every name.
+        let user = try #require(desktop.engine.settings?.user)
+        let stolenKey = try #require(stolen.engine.settings?.key(epoch: 0))
+        var resealed: [String] = []
+        for device in [desktop, laptop, tablet] {
+            let id = try #require(device.engine.settings?.deviceID)
+            try await eventually("\(device.name) reseals its name", timeout: .seconds(20)) {
+                try await server.psql("SELECT name_epoch FROM baton.device WHERE device_id = '\(id)'", database: SyncServer.database) == "1\n"
+            }
+            let hex = try await server.psql("SELECT encode(sealed_name, 'hex') FROM baton.device WHERE device_id = '\(id)'", database: SyncServer.database)
+            let sealed = try #require(Hex.decode(hex.trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(Seal.open(sealed, key: stolenKey, context: Seal.nameContext(user: user, device: id)) == nil, "\(device.name)")
+            resealed.append(id)
+        }
+        #expect(resealed.count == 3)
+        try await eventually("the laptop knows the tablet by name") { try laptop.engine.knownDevices().contains { $0.name == "tablet" } }
     }
 }
