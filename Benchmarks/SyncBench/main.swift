@@ -61,6 +61,17 @@ func serverCPU(_ server: PostgresServer) -> Double {
     return total
 }
 
+/// CPU time (µs) of process `pid` so far, over its threads (schedstat: nanoseconds on a CPU).
+func processCPU(_ pid: pid_t?) -> Double {
+    guard let pid else { return .nan }
+    var total = 0.0
+    for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+        if let line = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8),
+           let nanoseconds = line.split(separator: " ").first.flatMap({ Double($0) }) { total += nanoseconds / 1000 }
+    }
+    return total
+}
+
 // 0. The floor of the outbox's cost: the store alone (no bus, no sync engine), inserting one
 // activity per transaction with sync off and with it on (the outbox row and its trigger),
 // interleaved; the outbox is emptied between rounds, untimed, as the engine would.
@@ -138,11 +149,22 @@ for index in 0..<300 {
 say("2/4 Advertise with sync on and off …")
 // Also B with its server out of reach (the proxy refuses it): the outbox row alone, no sending.
 var withSync: [Double] = [], withoutSync: [Double] = [], outboxOnly: [Double] = []
+// CPU spent during each kind of batch (µs): the daemon called, and during A's, B (applying
+// A's records) and the server; where Advertise's time goes when it is not the daemon's own.
+var cpuCalled = [0.0, 0.0, 0.0], cpuBWhileA = 0.0, cpuServerWhileA = 0.0
 for round in 0..<5 {
     for (world, into) in [(a, 0), (off, 1), (b, 2)] {
         if into == 2 {
             proxy.send("refuse")
             proxy.send("cut")
+        }
+        let calledBefore = processCPU(world.daemon?.process.pid), bBefore = processCPU(b.daemon?.process.pid), serverBefore = serverCPU(server)
+        defer {
+            cpuCalled[into] += processCPU(world.daemon?.process.pid) - calledBefore
+            if into == 0 {
+                cpuBWhileA += processCPU(b.daemon?.process.pid) - bBefore
+                cpuServerWhileA += (serverCPU(server) - serverBefore) * 1000
+            }
         }
         for index in 0..<300 {
             let start = clock.now
@@ -272,6 +294,9 @@ print("""
     the store alone (5 × 300 inserts each, interleaved): \(String(format: "%.0f", storeOnP50)) µs / \(String(format: "%.0f", storeOffP50)) µs \
     = \(String(format: "%.2f", storeOnP50 / storeOffP50))× — its \(String(format: "%.0f", storeOnP50 - storeOffP50)) µs more \
     would make Advertise \(String(format: "%.2f", (offP50 + storeOnP50 - storeOffP50) / offP50))× alone
+    CPU per Advertise (µs): the daemon called, sync on \(String(format: "%.0f", cpuCalled[0] / 1500)), \
+    sync off \(String(format: "%.0f", cpuCalled[1] / 1500)), outbox only \(String(format: "%.0f", cpuCalled[2] / 1500)); \
+    while A's ran, B applying them \(String(format: "%.0f", cpuBWhileA / 1500)) and the server \(String(format: "%.0f", cpuServerWhileA / 1500))
     catch-up of 10 000 after a partition: \(String(format: "%.0f", catchUpFromOnline)) ms from B online again \
     (\(String(format: "%.0f", catchUpFromReopen)) ms from the server reachable, with B's reconnect wait) — target ≤ 2 000 ms: \(mark(catchUpFromOnline <= 2000))
     fleet, \(fleetUsers * 2) devices × 1 advertise/s, \(fleetSeconds) rounds in \(String(format: "%.0f", fleetElapsed)) s: \(fleetAdvertised) advertised, \(received.count) seen by the partner; \
@@ -281,6 +306,8 @@ print("""
 let json = """
     {"latency_p50_ms":\(p50),"latency_p99_ms":\(p99),"advertise_sync_on_p50_us":\(onP50),"advertise_sync_off_p50_us":\(offP50),"advertise_outbox_only_p50_us":\(outboxP50),\
     "store_insert_sync_on_p50_us":\(storeOnP50),"store_insert_sync_off_p50_us":\(storeOffP50),\
+    "cpu_per_advertise_sync_on_us":\(cpuCalled[0] / 1500),"cpu_per_advertise_sync_off_us":\(cpuCalled[1] / 1500),\
+    "cpu_per_advertise_outbox_only_us":\(cpuCalled[2] / 1500),"cpu_b_while_a_us":\(cpuBWhileA / 1500),"cpu_server_while_a_us":\(cpuServerWhileA / 1500),\
     "catch_up_10000_ms":\(catchUpFromOnline),"catch_up_10000_from_reachable_ms":\(catchUpFromReopen),"fleet_devices":\(fleetUsers * 2),\
     "fleet_seconds":\(fleetElapsed),"fleet_advertised":\(fleetAdvertised),"fleet_seen":\(received.count),"fleet_p50_ms":\(fleetP50),\
     "fleet_p99_ms":\(fleetP99),"server_cpu_ms_per_advertise":\(cpuPerAdvertise),"server_idle_cpu_ms_per_s":\(idleCPU)}
