@@ -24,6 +24,12 @@ enum CommandLineShape {
     static let globalFlags: Set<String> = ["--json", "--no-color"]
     static let globalOptions: Set<String> = ["--address"]
 
+    /// How many words a global option takes at `word` (itself, and its value if separate); 0 for any other word.
+    static func globalWidth(_ word: String) -> Int {
+        if globalFlags.contains(word) || globalOptions.contains(where: { word.hasPrefix($0 + "=") }) { return 1 }
+        return globalOptions.contains(word) ? 2 : 0
+    }
+
     static func normalized(_ arguments: [String]) -> [String] {
         let end = arguments.firstIndex(of: "--") ?? arguments.endIndex
         var kept: [String] = []
@@ -32,11 +38,11 @@ enum CommandLineShape {
         var index = 0
         while index < end {
             let argument = arguments[index]
-            if globalFlags.contains(argument) || globalOptions.contains(where: { argument.hasPrefix($0 + "=") }) {
-                global.append(argument)
-            } else if globalOptions.contains(argument), index + 1 < end {
-                global += [argument, arguments[index + 1]]
-                index += 1
+            let width = globalWidth(argument)
+            if width > 0, index + width <= end {
+                global += arguments[index..<index + width]
+                index += width
+                continue
             } else if isNegativeNumber(argument) {
                 negatives.append(argument)
             } else {
@@ -66,11 +72,11 @@ enum CommandLineShape {
             let word = arguments[index]
             if word == "--" { return nil }
             if word.hasPrefix("-") {
-                // --help, --version, --generate-completion-script SHELL and the like: ArgumentParser's.
-                guard globalFlags.contains(word) || globalOptions.contains(word) || globalOptions.contains(where: { word.hasPrefix($0 + "=") })
-                else { return nil }
+                // --help, --version, --generate-completion-script SHELL and the like are ArgumentParser's.
+                let width = globalWidth(word)
+                guard width > 0 else { return nil }
                 // A global option's value is not a word of the command line.
-                index += globalOptions.contains(word) ? 2 : 1
+                index += width
                 continue
             }
             let subcommands = command.configuration.subcommands

@@ -48,13 +48,6 @@ public enum Identifier {
         return lowered
     }
 
-    /// SQL that keeps the rows whose `column` begins with a normalized prefix, and its two
-    /// arguments: a range, so that the column's index is used. Every character of an id
-    /// sorts before "g", so the ids with the prefix are exactly those from it to it + "g".
-    public static func prefixRange(_ column: String, _ prefix: String) -> (sql: String, arguments: [String]) {
-        ("\(column) >= ? AND \(column) < ?", [prefix, prefix + "g"])
-    }
-
     /// The canonical (lowercase) form of an identifier that came from outside.
     public static func normalize(_ text: String, what: String = "id") throws(BatonError) -> String {
         let bytes = Array(text.utf8)

@@ -194,6 +194,12 @@ extension Store {
         }
     }
 
+    /// The ids that begin with a normalized prefix (`Identifier.normalizePrefix`), as a range,
+    /// so that the id index is used: every character of an id sorts before "g", so those ids
+    /// are exactly the ones from the prefix to the prefix + "g".
+    static let idPrefixCondition = "id >= ? AND id < ?"
+    static func idPrefixArguments(_ prefix: String) -> StatementArguments { [prefix, prefix + "g"] }
+
     /// Live activities matching `filter`, newest first.
     public func activities(_ filter: ActivityFilter, now: UInt64) throws -> [Activity] {
         // One statement per combination of filter fields (at most 256), each prepared once.
@@ -207,9 +213,8 @@ extension Store {
             }
         }
         if let prefix = filter.idPrefix {
-            let range = Identifier.prefixRange("id", prefix)
-            conditions.append(range.sql)
-            arguments += StatementArguments(range.arguments)
+            conditions.append(Self.idPrefixCondition)
+            arguments += Self.idPrefixArguments(prefix)
         }
         switch filter.device {
         case nil: break

@@ -106,9 +106,8 @@ extension Store {
             }
         }
         if let prefix = filter.idPrefix {
-            let range = Identifier.prefixRange("id", prefix)
-            conditions.append(range.sql)
-            arguments += StatementArguments(range.arguments)
+            conditions.append(Self.idPrefixCondition)
+            arguments += Self.idPrefixArguments(prefix)
         }
         if let since = filter.since {
             conditions.append("ended_at >= ?")
