@@ -140,7 +140,8 @@ extension Store {
 
     /// Calls `body` after each commit that added outbox rows (the sync service wakes to send them).
     public func onOutbox(_ body: @escaping @Sendable () -> Void) {
-        outbox.listener.withLock { $0 = body }
+        let listener = OutboxBell.Listener(body)
+        outbox.listener.withLock { $0 = listener }
     }
 
     // MARK: Turning sync on and off
@@ -245,7 +246,7 @@ extension Store {
             try Self.insertRequest(body, in: db)
             return ""
         }
-        outbox.listener.withLock { $0 }?()
+        outbox.ring()
     }
 
     /// An outbox row carrying a request's record, sent as it is; returns its time.
@@ -270,7 +271,7 @@ extension Store {
                 .execute(arguments: [try Self.insertRequest(body, in: db), id])
             return true
         }
-        outbox.listener.withLock { $0 }?()
+        outbox.ring()
         return removed
     }
 

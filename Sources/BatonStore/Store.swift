@@ -444,7 +444,17 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
 /// Tells the sync service, after a commit, that the write added outbox rows.
 final class OutboxBell: Sendable {
     private let raised = Atomic(false)
-    let listener = Mutex<(@Sendable () -> Void)?>(nil)
+    /// In a class, not as a closure: a function type stored in a Mutex is wrapped in two more
+    /// reabstraction thunks at every `withLock` (its inout value is converted in and out), so
+    /// each ring would walk a longer chain of them, without bound.
+    final class Listener: Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    let listener = Mutex<Listener?>(nil)
+
+    /// Calls the listener, if there is one.
+    func ring() { listener.withLock { $0 }?.body() }
 
     /// Called by the outbox triggers, inside the transaction.
     func raise() { raised.store(true, ordering: .relaxed) }
@@ -452,7 +462,7 @@ final class OutboxBell: Sendable {
     func lower() { raised.store(false, ordering: .relaxed) }
     /// After a commit.
     func ringIfRaised() {
-        if raised.exchange(false, ordering: .relaxed) { listener.withLock { $0 }?() }
+        if raised.exchange(false, ordering: .relaxed) { ring() }
     }
 }
 

@@ -92,6 +92,20 @@ struct SyncStoreTests {
         #expect(seen.withLock { $0 } == 1)
     }
 
+    /// The sync service is woken through the same call however many commits rang before: a
+    /// closure kept in a Mutex used to gain two reabstraction thunks at every ring, so each
+    /// ring walked a longer chain (the stack grew by two frames per commit).
+    @Test func ringingTheOutboxBellDoesNotGetDeeper() throws {
+        try store.register(type)
+        try store.startSync(as: me)
+        let depths = Mutex<[Int]>([])
+        store.onOutbox { depths.withLock { $0.append(Thread.callStackSymbols.count) } }
+        for index in 0..<300 { _ = try store.insert(activity("Ring \(index)")) }
+        let seen = depths.withLock { $0 }
+        #expect(seen.count == 300)
+        #expect(seen.last == seen.first, "stack depth at the first ring \(seen.first ?? 0), at the last \(seen.last ?? 0)")
+    }
+
     @Test func aWriteThatRollsBackLeavesNothingInTheOutbox() throws {
         try store.register(type)
         try store.startSync(as: me)
