@@ -101,11 +101,12 @@ struct PrivacyTests {
     @Test func aPauseForAWhileEndsByItself() async throws {
         let world = try await BatonWorld.started()
         defer { world.close() }
-        let paused = try await world.baton(["pause", "--for", "1s"])
-        #expect(paused.status == 0 && paused.stdout.contains("paused for 1s"), "\(paused)")
+        // Long enough that `status` runs before it ends even on a loaded machine (1 s was not, in CI).
+        let paused = try await world.baton(["pause", "--for", "4s"])
+        #expect(paused.status == 0 && paused.stdout.contains("paused for 4s"), "\(paused)")
         let status = try await world.baton(["status"])
         #expect(status.stdout.contains("recording paused until"), "\(status)")
-        try await eventually("the pause ends", timeout: .seconds(10)) { try await self.paused(world) == false }
+        try await eventually("the pause ends", timeout: .seconds(15)) { try await self.paused(world) == false }
         let wrong = try await world.baton(["pause", "--for", "soon"])
         #expect(wrong.status == 3 && wrong.stderr.contains("such as 90s"), "\(wrong)")
     }
