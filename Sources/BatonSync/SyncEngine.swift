@@ -53,6 +53,8 @@ public final class SyncEngine: Sendable {
     private let stateValue = Mutex(State.off)
     private let lastSync = Atomic<UInt64>(0)
     private let bell = Wakeup()
+    /// Rung by Init, Join and Leave only: what ends a wait before connecting again.
+    private let deviceChanged = Wakeup()
     /// Rounds of sending and catching up so far (for tests: an idle engine makes none).
     let rounds = Atomic(0)
 
@@ -110,13 +112,14 @@ public final class SyncEngine: Sendable {
     }
 
     /// Waits before connecting again: 0.25 s, 0.5 s, 1 s … at most `maximumBackoff`. Only a
-    /// change of device (Init, Join, Leave) cuts it short: outbox commits and the end of the
-    /// failed connection ring the bell too, and each would otherwise count as a failure.
+    /// change of device (Init, Join, Leave) cuts it short, with a bell of its own: outbox
+    /// commits ring the sync bell, and waking for each while offline cost every commit a
+    /// thread switch; their ring is kept for the session that follows.
     private func pause(afterFailures failures: Int, settings before: SyncConfig) async {
         let clock = ContinuousClock()
         let deadline = clock.now + min(Self.maximumBackoff, .milliseconds(250 << min(failures - 1, 10)))
         while !Task.isCancelled, clock.now < deadline, settings?.isSameDevice(as: before) == true {
-            await bell.wait(timeout: deadline - clock.now)
+            await deviceChanged.wait(timeout: deadline - clock.now)
         }
     }
 
@@ -568,6 +571,7 @@ public final class SyncEngine: Sendable {
         log.info("sync: this device (\(deviceName), \(deviceID)) joined \(user)'s devices")
         onChange()
         bell.ring()
+        deviceChanged.ring()
     }
 
     /// Stops syncing this device: forgets the settings, the outbox and the other devices' activities
@@ -579,6 +583,7 @@ public final class SyncEngine: Sendable {
         let removed = try await store.writing { try $0.stopSync() }
         onChange()
         bell.ring()
+        deviceChanged.ring()
         return removed
     }
 
