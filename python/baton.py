@@ -93,6 +93,11 @@ def variant(value):
     raise TypeError("scene storage holds bool, int, float, str or bytes, not %s" % type(value).__name__)
 
 
+def _storage(values):
+    """Storage values as the contract's a{sv}."""
+    return {key: variant(value) for key, value in values.items()}
+
+
 def _plain(value):
     """A GLib.Variant as Python values: variants opened, byte arrays as bytes (unpack()
     would give lists of ints), dictionaries as dicts."""
@@ -302,7 +307,7 @@ class Scene:
         self._call("Set", "sv", (key, variant(value)))
 
     def set_many(self, values):
-        self.client.call("Scene", "SetMany", "a{sv}", ({key: variant(value) for key, value in values.items()},), "", path=self.path)
+        self.client.call("Scene", "SetMany", "a{sv}", (_storage(values),), "", path=self.path)
 
     def remove(self, key):
         self._call("Remove", "s", (key,))
@@ -386,6 +391,6 @@ class Handler:
                 invocation.return_dbus_error(PREFIX + "Error.HandlerFailed", "%s does not continue %s" % (self.app_id, activity.get("type")))
                 return
             storage = function(activity, Scene(self.client, scene_path)) or {}
-            invocation.return_value(GLib.Variant("(a{sv})", ({key: variant(value) for key, value in storage.items()},)))
+            invocation.return_value(GLib.Variant("(a{sv})", (_storage(storage),)))
         except Exception as error:  # the app refused: batond gets the reason, the caller HandlerFailed
             invocation.return_dbus_error(PREFIX + "Error.HandlerFailed", str(error) or type(error).__name__)

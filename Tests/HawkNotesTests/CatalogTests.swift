@@ -1,6 +1,7 @@
 import Foundation
 @testable import HawkNotes
 import Testing
+import TestSupport
 
 struct CatalogTests {
     @Test func theTrilogyWithFixedIDs() {
@@ -16,8 +17,7 @@ struct CatalogTests {
 
     /// The GTK Hawk Notes reads the catalog from share/hawk-notes/catalog.json: the same books.
     @Test func theSharedCatalogFileIsThisCatalog() throws {
-        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("share/hawk-notes/catalog.json")
+        let file = Repository.root.appendingPathComponent("share/hawk-notes/catalog.json")
         let decoder = JSONDecoder()
         #expect(try decoder.decode([Book].self, from: Data(contentsOf: file)) == Catalog.books)
     }
