@@ -11,7 +11,8 @@ import TestSupport
 // Sync's benchmark (issue #23), run by scripts/bench-sync on loopback, in one run:
 //   0. the store alone inserting with sync off and on: the outbox row's own cost, the floor of 2.;
 //   1. advertise on A → Advertised on B, one at a time: p50, p99;
-//   2. Advertise's round trip on A with sync on against a daemon with sync off, interleaved;
+//   2. Advertise's round trip on A with sync on against a daemon with sync off, interleaved; and a
+//      control: sync off while B and the server take as many records of another device (Ghost.swift);
 //   3. catch-up of 10 000 activities after a partition (the proxy refuses B, A advertises, the proxy lets B back);
 //   4. a fleet: 100 users × 2 devices, each advertising once a second against one server, in this
 //      process (a store and a sync engine per device): the partner's latency, and the server's CPU.
@@ -147,13 +148,40 @@ for index in 0..<300 {
 
 // 2. Advertise on A (sync on) against a daemon with sync off, interleaved.
 say("2/4 Advertise with sync on and off …")
+// A control for 2.: `off` timed while B and the server do for records of another device what
+// they do for A's, with nothing of A's sync work: what their share costs on these shared cores. That device is a ghost: an engine
+// in this process writes 1 500 real records (sealed with ana's key) while B is cut off; they
+// are moved aside on the server, and put back by one `psql` session as the timed calls go, in
+// batches of the size A's engine sent in the same round; B applies them as it would A's.
+let ghost = try await Ghost.made(user: "ana", words: words, type: type, setup: setup, hiding: proxy, count: 1500)
+defer { ghost.close() }
+let aDevice = try await syncProperty(a, "DeviceId")?.stringValue ?? ""
+/// The last seq of `device`'s log on the server.
+func logHead(of device: String) async throws -> Int {
+    Int(try await server.psql("SELECT coalesce(max(seq), 0) FROM baton.record WHERE device_id = '\(device)'",
+                              database: SyncServer.database).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+}
+/// Records `device` appended after seq `after`, and in how many statements (each its own
+/// transaction, so its own `committed_at`).
+func appended(by device: String, after: Int) async throws -> (records: Int, batches: Int) {
+    let counts = try await server.psql("""
+        SELECT count(*) || ' ' || count(DISTINCT committed_at) FROM baton.record WHERE device_id = '\(device)' AND seq > \(after)
+        """, database: SyncServer.database).split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    guard counts.count == 2 else { throw TestSupportError("counting A's batches printed \(counts)") }
+    return (counts[0], counts[1])
+}
+var aBatch = 10, aBatches: [Int] = []
 // Also B with its server out of reach (the proxy refuses it): the outbox row alone, no sending.
-var withSync: [Double] = [], withoutSync: [Double] = [], outboxOnly: [Double] = []
-// CPU spent during each kind of batch (µs): the daemon called, and during A's, B (applying
-// A's records) and the server; where Advertise's time goes when it is not the daemon's own.
-var cpuCalled = [0.0, 0.0, 0.0], cpuBWhileA = 0.0, cpuServerWhileA = 0.0
+var withSync: [Double] = [], withoutSync: [Double] = [], outboxOnly: [Double] = [], offUnderLoad: [Double] = []
+// CPU spent during each kind of batch (µs): the daemon called, B (applying A's or the ghost's
+// records) and the server; where Advertise's time goes when it is not the daemon's own.
+var cpuCalled = [0.0, 0.0, 0.0, 0.0], cpuB = [0.0, 0.0, 0.0, 0.0], cpuServer = [0.0, 0.0, 0.0, 0.0]
 for round in 0..<5 {
-    for (world, into) in [(a, 0), (off, 1), (b, 2)] {
+    for (world, into) in [(a, 0), (off, 1), (off, 3), (b, 2)] {
+        if into != 2 {
+            // B online (after its batch cut off, or the ghost's making) before records come to it.
+            while try await syncProperty(b, "State")?.stringValue != "online" { try await Task.sleep(for: .milliseconds(20)) }
+        }
         if into == 2 {
             proxy.send("refuse")
             proxy.send("cut")
@@ -161,20 +189,36 @@ for round in 0..<5 {
         let calledBefore = processCPU(world.daemon?.process.pid), bBefore = processCPU(b.daemon?.process.pid), serverBefore = serverCPU(server)
         defer {
             cpuCalled[into] += processCPU(world.daemon?.process.pid) - calledBefore
-            if into == 0 {
-                cpuBWhileA += processCPU(b.daemon?.process.pid) - bBefore
-                cpuServerWhileA += (serverCPU(server) - serverBefore) * 1000
-            }
+            cpuB[into] += processCPU(b.daemon?.process.pid) - bBefore
+            cpuServer[into] += (serverCPU(server) - serverBefore) * 1000
         }
+        let aHead = into == 0 ? try await logHead(of: aDevice) : 0
+        var last = "", putBack = 0
         for index in 0..<300 {
             let start = clock.now
-            _ = try await advertise(world, "local \(round) \(index)")
+            last = try await advertise(world, "local \(round) \(index)")
             let elapsed = milliseconds(clock.now - start) * 1000
+            if into == 3, index + 1 - putBack >= aBatch {
+                try ghost.putBack((round * 300 + putBack)..<(round * 300 + index + 1))
+                putBack = index + 1
+            }
             switch into {
             case 0: withSync.append(elapsed)
             case 1: withoutSync.append(elapsed)
-            default: outboxOnly.append(elapsed)
+            case 2: outboxOnly.append(elapsed)
+            default: offUnderLoad.append(elapsed)
             }
+        }
+        // B's CPU counts until it has applied the batch's last record: all of the batch's work.
+        if into == 0 {
+            _ = try await arrived(last, timeout: .seconds(10))
+            let (records, batches) = try await appended(by: aDevice, after: aHead)
+            aBatch = max(1, Int((Double(records) / Double(max(1, batches))).rounded()))
+            aBatches.append(aBatch)
+        }
+        if into == 3 {
+            try ghost.putBack((round * 300 + putBack)..<(round * 300 + 300))
+            for id in ghost.ids[(round * 300)..<(round * 300 + 300)] { _ = try await arrived(id, timeout: .seconds(10)) }
         }
         if into == 2 { proxy.send("accept") }
     }
@@ -280,6 +324,7 @@ let received = fleetLatencies.withLock { $0 }
 // Report.
 let p50 = percentile(latencies, 0.5), p99 = percentile(latencies, 0.99)
 let onP50 = percentile(withSync, 0.5), offP50 = percentile(withoutSync, 0.5), outboxP50 = percentile(outboxOnly, 0.5)
+let loadedP50 = percentile(offUnderLoad, 0.5)
 let storeOnP50 = percentile(storeOn, 0.5), storeOffP50 = percentile(storeOff, 0.5)
 let fleetP50 = percentile(received, 0.5), fleetP99 = percentile(received, 0.99)
 let cpuPerAdvertise = (cpuAfter - cpuBefore) / Double(max(1, fleetAdvertised))
@@ -294,9 +339,14 @@ print("""
     the store alone (5 × 300 inserts each, interleaved): \(String(format: "%.0f", storeOnP50)) µs / \(String(format: "%.0f", storeOffP50)) µs \
     = \(String(format: "%.2f", storeOnP50 / storeOffP50))× — its \(String(format: "%.0f", storeOnP50 - storeOffP50)) µs more \
     would make Advertise \(String(format: "%.2f", (offP50 + storeOnP50 - storeOffP50) / offP50))× alone
+    control: sync off while B and the server take a ghost device's records at the same pace \
+    (no sync work in the daemon called; batches of \(aBatches.map(String.init).joined(separator: ", ")), as A's): \
+    \(String(format: "%.0f", loadedP50)) µs = \(String(format: "%.2f", loadedP50 / offP50))× sync off alone
     CPU per Advertise (µs): the daemon called, sync on \(String(format: "%.0f", cpuCalled[0] / 1500)), \
     sync off \(String(format: "%.0f", cpuCalled[1] / 1500)), outbox only \(String(format: "%.0f", cpuCalled[2] / 1500)); \
-    while A's ran, B applying them \(String(format: "%.0f", cpuBWhileA / 1500)) and the server \(String(format: "%.0f", cpuServerWhileA / 1500))
+    sync off under the ghost's load \(String(format: "%.0f", cpuCalled[3] / 1500)); B applying the records \(String(format: "%.0f", cpuB[0] / 1500)) (A's) \
+    and \(String(format: "%.0f", cpuB[3] / 1500)) (the ghost's); the server \(String(format: "%.0f", cpuServer[0] / 1500)) (A's) \
+    and \(String(format: "%.0f", cpuServer[3] / 1500)) (the ghost's)
     catch-up of 10 000 after a partition: \(String(format: "%.0f", catchUpFromOnline)) ms from B online again \
     (\(String(format: "%.0f", catchUpFromReopen)) ms from the server reachable, with B's reconnect wait) — target ≤ 2 000 ms: \(mark(catchUpFromOnline <= 2000))
     fleet, \(fleetUsers * 2) devices × 1 advertise/s, \(fleetSeconds) rounds in \(String(format: "%.0f", fleetElapsed)) s: \(fleetAdvertised) advertised, \(received.count) seen by the partner; \
@@ -305,9 +355,11 @@ print("""
     """)
 let json = """
     {"latency_p50_ms":\(p50),"latency_p99_ms":\(p99),"advertise_sync_on_p50_us":\(onP50),"advertise_sync_off_p50_us":\(offP50),"advertise_outbox_only_p50_us":\(outboxP50),\
+    "advertise_sync_off_under_ghost_load_p50_us":\(loadedP50),"cpu_per_advertise_sync_off_under_ghost_load_us":\(cpuCalled[3] / 1500),\
+    "cpu_b_while_ghost_us":\(cpuB[3] / 1500),"cpu_server_while_ghost_us":\(cpuServer[3] / 1500),\
     "store_insert_sync_on_p50_us":\(storeOnP50),"store_insert_sync_off_p50_us":\(storeOffP50),\
     "cpu_per_advertise_sync_on_us":\(cpuCalled[0] / 1500),"cpu_per_advertise_sync_off_us":\(cpuCalled[1] / 1500),\
-    "cpu_per_advertise_outbox_only_us":\(cpuCalled[2] / 1500),"cpu_b_while_a_us":\(cpuBWhileA / 1500),"cpu_server_while_a_us":\(cpuServerWhileA / 1500),\
+    "cpu_per_advertise_outbox_only_us":\(cpuCalled[2] / 1500),"cpu_b_while_a_us":\(cpuB[0] / 1500),"cpu_server_while_a_us":\(cpuServer[0] / 1500),\
     "catch_up_10000_ms":\(catchUpFromOnline),"catch_up_10000_from_reachable_ms":\(catchUpFromReopen),"fleet_devices":\(fleetUsers * 2),\
     "fleet_seconds":\(fleetElapsed),"fleet_advertised":\(fleetAdvertised),"fleet_seen":\(received.count),"fleet_p50_ms":\(fleetP50),\
     "fleet_p99_ms":\(fleetP99),"server_cpu_ms_per_advertise":\(cpuPerAdvertise),"server_idle_cpu_ms_per_s":\(idleCPU)}
