@@ -191,7 +191,7 @@ public final class SyncEngine: Sendable {
     // MARK: Sending
 
     /// How long a change waits for others to leave with it (see `send`).
-    static let coalescing: Duration = .milliseconds(5)
+    static let coalescing: Duration = .milliseconds(10)
 
     /// Sends the outbox, a staged batch at a time, each in one server transaction; a batch
     /// leaves the outbox only after the server committed it.
