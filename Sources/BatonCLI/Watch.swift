@@ -10,6 +10,8 @@ struct Watch: AsyncParsableCommand {
         commandName: "watch",
         abstract: "Print activities advertised, invalidated and continued, and scene changes, as they happen.",
         discussion: """
+            Also the privacy settings (privacy-changed) and the state of sync across machines \
+            (sync-changed: online, offline, the device's name; not each exchange with the server). \
             Runs until interrupted (Ctrl-C). With --json, prints one JSON object per line, flushed \
             at once, for scripts. "watching" on stderr means the subscription is in place.
             """)
@@ -57,6 +59,12 @@ struct Watch: AsyncParsableCommand {
             return Event(name: "storage-changed", fields: [("scene", path), ("changed", .strings(changed)), ("removed", body[1])])
         case ("org.freedesktop.DBus.Properties", "PropertiesChanged") where body.count == 3 && body[0].stringValue == Contract.Interface.privacy:
             return Event(name: "privacy-changed", fields: [("properties", body[1])])
+        case ("org.freedesktop.DBus.Properties", "PropertiesChanged") where body.count == 3 && body[0].stringValue == Contract.Interface.sync:
+            // LastSyncAt moves at every round with the server: shown with a change of state, not alone.
+            guard let changed = body[1].stringKeyedValue, changed.keys.contains(where: { $0 != Contract.Sync.Property.lastSyncAt }) else {
+                return nil
+            }
+            return Event(name: "sync-changed", fields: [("properties", body[1])])
         case ("org.freedesktop.DBus.Properties", "PropertiesChanged") where body.count == 3:
             return Event(name: "scene-changed", fields: [("scene", path), ("properties", body[1])])
         default:

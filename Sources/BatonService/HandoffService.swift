@@ -41,6 +41,8 @@ public final class HandoffService: Sendable {
     let paused: PausedActivities
     /// Sync across machines, once the daemon has made it (`attachSync`).
     let syncSlot = Mutex<SyncEngine?>(nil)
+    /// The Sync properties as last announced, so that an announcement carries only what changed.
+    let announcedSync = Mutex<[String: DBusValue]>([:])
 
     /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
     public init(connection: Connection, store: Store, log: Logger, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256) {

@@ -104,16 +104,25 @@ extension HandoffService {
         }
     }
 
-    /// Announces the Sync properties that change (Outbox is read when asked).
+    /// Announces the Sync properties that changed since the last announcement, if any
+    /// (Outbox is read when asked). The engine calls it after each batch it sends and each
+    /// round, where most of the time only LastSyncAt moved.
     func announceSyncChanged() {
         guard let engine = syncEngine else { return }
         typealias Name = Contract.Sync.Property
-        connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.sync, changed: [
+        let now: [String: DBusValue] = [
             Name.state: .string(engine.state.rawValue),
             Name.deviceID: .string(engine.settings?.deviceID ?? ""),
             Name.deviceName: .string(engine.settings?.deviceName ?? ""),
             Name.lastSyncAt: .uint64(engine.lastSyncAt),
-        ])
+        ]
+        // Under the lock, so that two announcements racing leave in the order of their values.
+        announcedSync.withLock { announced in
+            let changed = now.filter { announced[$0.key] != $0.value }
+            guard !changed.isEmpty else { return }
+            announced = now
+            connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.sync, changed: changed)
+        }
     }
 
     /// The device's name from the options, else the host's name.

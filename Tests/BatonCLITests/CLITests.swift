@@ -126,16 +126,7 @@ extension CLITests {
     @Test func watchStreamsEventsAsTheyHappen() async throws {
         let world = try await BatonWorld.started()
         defer { world.close() }
-        let out = world.bus.directory.appendingPathComponent("watch.out").path
-        let err = world.bus.directory.appendingPathComponent("watch.err").path
-        let outFD = open(out, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        let errFD = open(err, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        defer { close(outFD); close(errFD) }
-        let watcher = try Subprocess(try Executables.built("baton"), ["watch", "--json"], environment: world.bus.environment,
-                                     stdout: outFD, stderr: errFD)
-        defer { watcher.kill() }
-        @Sendable func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
-        try await eventually("watch subscribed") { read(err).contains("watching org.baton.Handoff1") }
+        let watcher = try await Watcher(world)
 
         _ = try await world.baton(["types", "register", "com.example.t", "--app", "com.example.app"])
         let id = try await world.baton(["activities", "advertise", "com.example.t", "Watched", "{}"]).stdout
@@ -147,18 +138,15 @@ extension CLITests {
         _ = try await world.baton(["block", "com.example.app"])
         _ = try await world.baton(["pause"])
 
-        try await eventually("the pause was printed") { read(out).contains("\"Paused\":true") }
-        let events = try read(out).split(separator: "\n").map {
-            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
-        }
+        try await eventually("the pause was printed") { watcher.output.contains("\"Paused\":true") }
+        let events = try watcher.events()
         #expect(events.map { $0["event"] as? String ?? "" }
             == ["advertised", "scene-opened", "continued", "storage-changed", "scene-closed", "invalidated", "privacy-changed", "privacy-changed"])
         #expect((events[6]["properties"] as? [String: Any])?["BlockedApps"] as? [String] == ["com.example.app"])
         #expect(events[0]["title"] as? String == "Watched" && events[2]["scene"] as? String == scene)
         #expect(events[2]["created"] as? Bool == true)
         #expect(events[3]["changed"] as? [String] == ["k"])
-        watcher.kill(SIGINT)
-        await watcher.wait()
+        await watcher.stop()
     }
 }
 

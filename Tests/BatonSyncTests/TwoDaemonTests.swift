@@ -152,3 +152,55 @@ private extension DBusValue {
     /// A field of an `a{sv}` record, its variant unwrapped.
     func field(_ key: String) -> DBusValue? { stringKeyedValue?[key]?.unwrapped }
 }
+
+extension TwoDaemonTests {
+    /// Each announcement of Sync's properties carries only what changed (most rounds with
+    /// the server move LastSyncAt alone), and `baton watch` shows sync's state as
+    /// `sync-changed`, never a round by itself nor as a scene.
+    @Test func syncAnnouncesWhatChangedAndWatchShowsItsState() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let announced = try await SignalLog(world.client, MatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+        let watcher = try await Watcher(world)
+
+        let initialized = try await world.baton(["sync", "init", try await setup.addDevice(user: "ana").url, "--name", "desk"])
+        #expect(initialized.status == 0, "\(initialized)")
+        _ = try await world.baton(["types", "register", Self.type, "--app", "com.raywenderlich.hawknotes"])
+        // Five rounds at least: each advertise sent before the next.
+        for index in 0..<5 {
+            _ = try await world.baton(["activities", "advertise", Self.type, "Round \(index)", "{}"])
+            try await eventually("advertise \(index) sent") {
+                try await world.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("Outbox")])
+                    .first?.unwrapped.uint32Value == 0
+            }
+        }
+        _ = try await world.baton(["sync", "rename", "desk 2"]).status  // (no such command: the name comes with Init/Join)
+        let left = try await world.baton(["sync", "leave"])
+        #expect(left.status == 0, "\(left)")
+        try await eventually("watch saw sync off") { watcher.output.contains(#""State":"off""#) }
+
+        let sync = announced.all.filter { $0.body.first?.stringValue == Self.sync }.map(\.changedProperties)
+        var last: [String: DBusValue] = [:]
+        for changed in sync {
+            #expect(!changed.isEmpty)
+            for (name, value) in changed {
+                #expect(last[name] != value, "\(name) announced again unchanged: \(value)")
+                last[name] = value
+            }
+        }
+        #expect(sync.filter { Set($0.keys) == ["LastSyncAt"] }.count >= 5, "\(sync)")
+        let states = sync.compactMap { $0["State"]?.stringValue }
+        // (Init announces the device, then the loop its state: "off" comes first when Init's announcement does.)
+        #expect(states.drop { $0 == "off" }.first == "connecting" && states.contains("online") && states.last == "off", "\(states)")
+
+        let events = try watcher.events()
+        let syncEvents = events.filter { $0["event"] as? String == "sync-changed" }
+        #expect(!events.contains { $0["event"] as? String == "scene-changed" }, "\(events)")
+        #expect(syncEvents.count == sync.filter { $0.keys.contains { $0 != "LastSyncAt" } }.count, "\(events)")
+        #expect(syncEvents.compactMap { ($0["properties"] as? [String: Any])?["State"] as? String } == states, "\(events)")
+        await watcher.stop()
+    }
+}
