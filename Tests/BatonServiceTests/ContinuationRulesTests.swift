@@ -23,8 +23,10 @@ struct ContinuationRulesTests {
     }
 
     /// Waits for `PropertiesChanged`, after the `mark`th signal, saying `scene` now shows `activity` ("" for none).
-    func announced(_ log: SignalLog, after mark: Int, _ scene: ObjectPath, shows activity: String, _ why: String) async throws {
-        try await log.wait(for: "\(scene.text) shows '\(activity)' (\(why))", after: mark) { message in
+    func announced(
+        _ log: SignalLog, after mark: Int, _ scene: ObjectPath, shows activity: String, _ why: String, timeout: Duration = .seconds(5)
+    ) async throws {
+        try await log.wait(for: "\(scene.text) shows '\(activity)' (\(why))", after: mark, timeout: timeout) { message in
             message.path == scene && message.changedProperties["ActivityId"] == .string(activity)
         }
     }
@@ -89,7 +91,9 @@ struct ContinuationRulesTests {
         mark = log.count
         let expiring = try await world.advertise("six", options: ["scene": scenes[0].text, "expires_in": "1"])
         try await announced(log, after: mark, scenes[0], shows: expiring, "advertised in it")
-        try await announced(log, after: mark, scenes[0], shows: "", "expired")
+        // Announced when purged: its second of life, the grace for late callers (2 s), then up to a
+        // housekeeping period (1 s); the rest is margin for a loaded machine.
+        try await announced(log, after: mark, scenes[0], shows: "", "expired", timeout: .seconds(12))
 
         // The type unregistered.
         mark = log.count

@@ -90,13 +90,14 @@ struct ContinueTests {
     @Test func theDaemonKeepsServingWhileAHandlerThinks() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        world.extraArguments = ["--handler-timeout", "3"]
+        // Long enough for the 20 calls below even on a loaded machine.
+        world.extraArguments = ["--handler-timeout", "6"]
         try await world.startDaemon()
         let app = try await Self.startApp(world)
         defer { app.close() }
         try await world.register(handler: Self.appName)
         let slow = try await world.advertise("slow", payload: #"{"id":"x","mode":"hold"}"#)
-        // The handler holds until batond gives up on it (3 s): a batond that waited for it
+        // The handler holds until batond gives up on it (6 s): a batond that waited for it
         // would answer the calls below only after answering the Continue.
         let answered = Atomic(false)
         let pending = Task {
