@@ -101,11 +101,32 @@ struct Sync: AsyncParsableCommand {
 
     struct Leave: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "leave", abstract: "Stop syncing this machine; the other machines' activities are removed here.")
+            commandName: "leave", abstract: "Stop syncing this machine; the other machines' activities are removed here.",
+            discussion: """
+                What this machine changed and has not sent yet (baton sync status counts it) never reaches \
+                the other machines once it left: then baton asks first on a terminal; elsewhere give --yes.
+                """)
+        @Flag(help: "Leave even when changes are still waiting to be sent.") var yes = false
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await perform {
-                _ = try await global.daemon().call(Contract.Sync.leave)
+                let daemon = try global.daemon()
+                if !yes {
+                    typealias Name = Contract.Sync.Property
+                    let facts = try await daemon.properties(of: Contract.Interface.sync)
+                    let waiting = facts[Name.outbox]?.uint32Value ?? 0
+                    if waiting > 0 {
+                        let what = "\(waiting) \(waiting == 1 ? "change" : "changes") made here \(waiting == 1 ? "has" : "have") not reached "
+                            + "the sync server yet (sync is \(facts.text(Name.state))) and would never reach your other machines"
+                        guard isatty(0) == 1 else {
+                            throw CLIError(description: "\(what); wait until baton sync status shows none waiting, or give --yes to leave anyway",
+                                           status: ExitStatus.invalidInput)
+                        }
+                        print("\(what). Leave anyway? [y/N] ", terminator: "")
+                        guard let answer = readLine(), answer.lowercased().hasPrefix("y") else { return print("still syncing") }
+                    }
+                }
+                _ = try await daemon.call(Contract.Sync.leave)
                 print(global.json ? "{\"left\":true}" : "sync is off on this machine")
             }
         }

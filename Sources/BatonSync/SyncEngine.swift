@@ -77,6 +77,8 @@ public final class SyncEngine: Sendable {
     public var lastSyncAt: UInt64 { lastSync.load(ordering: .relaxed) }
 
     private func set(_ state: State) {
+        // Without settings sync is off, whatever a loop still ending with the old ones says.
+        let state = settings == nil ? State.off : state
         let changed = stateValue.withLock { current in
             defer { current = state }
             return current != state
@@ -581,6 +583,7 @@ public final class SyncEngine: Sendable {
         config.withLock { $0 = nil }
         if unlink(configPath) != 0 && errno != ENOENT { throw SyncError.state("cannot remove \(configPath): errno \(errno)") }
         let removed = try await store.writing { try $0.stopSync() }
+        set(.off)
         onChange()
         bell.ring()
         deviceChanged.ring()

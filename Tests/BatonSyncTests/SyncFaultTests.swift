@@ -12,6 +12,32 @@ import TestSupport
     static let activities = "org.baton.Handoff1.Activities"
     static let type = "com.raywenderlich.hawknotes.staterestore.characterDetail"
 
+    /// Leaving drops what was not sent yet, so `baton sync leave` says so and leaves only when
+    /// told to (no terminal here to ask on: `--yes`).
+    @Test func leavingWithChangesNotSentAsksFirst() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let proxy = try TCPProxy(to: server.port)
+        defer { proxy.close() }
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        try await setup.join([world], names: ["desktop"]) { proxy.url($1) }
+        _ = try await world.baton(["types", "register", Self.type, "--app", "com.raywenderlich.hawknotes"])
+        proxy.send("refuse")
+        proxy.send("cut")
+        _ = try await world.baton(["activities", "advertise", Self.type, "Unsent", "{}"])
+
+        let refused = try await world.baton(["sync", "leave"])
+        #expect(refused.status == 3 && refused.stderr.contains("made here") && refused.stderr.contains("not reached the sync server yet")
+            && refused.stderr.contains("give --yes to leave anyway"), "\(refused)")
+        #expect(try await world.baton(["sync", "status", "--json"]).stdout.contains(#""device_name":"desktop""#))
+        let left = try await world.baton(["sync", "leave", "--yes"])
+        #expect(left.status == 0, "\(left)")
+        let after = try await world.baton(["sync", "status", "--json"])
+        #expect(after.stdout.contains(#""state":"off""#), "\(after)")
+    }
+
     @Test func cutConnectionsAndKilledDaemonsLoseNothingAndDuplicateNothing() async throws {
         let server = try await PostgresServer()
         defer { server.close() }

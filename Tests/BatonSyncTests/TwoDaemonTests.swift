@@ -141,6 +141,9 @@ import TestSupport
         let status = try await laptop.baton(["sync", "status", "--json"])
         #expect(status.stdout.contains("\"state\":\"online\"") && status.stdout.contains("\"device_name\":\"laptop\""), "\(status)")
 
+        try await eventually("the laptop's note sent") {
+            try await laptop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("Outbox")]).first?.unwrapped.uint32Value == 0
+        }
         let left = try await laptop.baton(["sync", "leave"])
         #expect(left.status == 0, "\(left)")
         let after = try await laptop.baton(["activities", "list"])
