@@ -5,6 +5,10 @@ three writers (Advertise, Update, Invalidate with request_id; each keeps 200 liv
 scene client (OpenScene, Set, GetAll, CloseScene; 200 open), a reader (List, Search) and
 a client that connects afresh for every call. A write whose reply is lost while batond is down is sent again with the same
 request_id until it is answered; only then does it count as acknowledged.
+
+With --sync-url, batond syncs through a PostgreSQL server to a partner batond on a bus of its
+own (--partner-*), killed too, half a period after each kill of the first; at the end the
+partner must hold exactly the first's activities, and its memory and files are sampled too.
 """
 import argparse
 import collections
@@ -39,13 +43,13 @@ def note(counter, key):
 
 
 class Client:
-    def __init__(self):
-        self.bus = None
+    def __init__(self, address=None):
+        self.bus, self.address = None, address or os.environ["DBUS_SESSION_BUS_ADDRESS"]
 
     def connect(self):
         while not stop.is_set():
             try:
-                self.bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
+                self.bus = dbus.bus.BusConnection(self.address)
                 return
             except dbus.exceptions.DBusException:
                 time.sleep(0.05)
@@ -147,28 +151,50 @@ def connect_per_call():
 
 
 class Daemon:
-    def __init__(self, args):
-        self.args, self.process, self.instance = args, None, 0
+    def __init__(self, batond, database, log, address):
+        self.batond, self.database, self.log, self.address = batond, database, log, address
+        self.process, self.instance = None, 0
 
     def start(self):
         self.instance += 1
-        log = open(self.args.log, "a")
-        self.process = subprocess.Popen([self.args.batond, "--database", self.args.database], stderr=log)
-        bus = dbus.bus.BusConnection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
+        log = open(self.log, "a")
+        self.process = subprocess.Popen([self.batond, "--database", self.database], stderr=log,
+                                        env=dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address))
+        bus = dbus.bus.BusConnection(self.address)
         started = time.monotonic()
         while not bus.name_has_owner(NAME):
             if self.process.poll() is not None:
-                sys.exit(f"batond exited with {self.process.returncode} at start; see {self.args.log}")
+                sys.exit(f"batond exited with {self.process.returncode} at start; see {self.log}")
             time.sleep(0.01)
         bus.close()
         return time.monotonic() - started
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+        return self.start()
 
     def sample(self):
         pid = self.process.pid
         rss = next((line.split()[1] for line in open(f"/proc/{pid}/status") if line.startswith("VmRSS")), "?")
         fds = len(os.listdir(f"/proc/{pid}/fd"))
-        wal = os.path.getsize(self.args.database + "-wal") if os.path.exists(self.args.database + "-wal") else 0
+        wal = os.path.getsize(self.database + "-wal") if os.path.exists(self.database + "-wal") else 0
         return int(rss), fds, wal
+
+
+def outbox(client):
+    """The Sync interface's Outbox: changes not on the server yet (None while batond is away)."""
+    reply = client.call("org.freedesktop.DBus.Properties", "Get", "ss", (NAME + ".Sync", "Outbox"))
+    return None if reply is None else int(reply)
+
+
+def remote_ids(database):
+    """The other devices' activities a database holds."""
+    connection = sqlite3.connect(database)
+    try:
+        return {row[0] for row in connection.execute("SELECT id FROM activity WHERE device_id <> ''")}
+    finally:
+        connection.close()
 
 
 def main():
@@ -177,11 +203,22 @@ def main():
         parser.add_argument(option, required=True)
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--kill-every", type=float, default=2)
+    for option in ("--sync-url", "--partner-url", "--partner-bus", "--partner-database", "--partner-log"):
+        parser.add_argument(option)
     args = parser.parse_args()
 
-    daemon = Daemon(args)
+    daemon = Daemon(args.batond, args.database, args.log, os.environ["DBUS_SESSION_BUS_ADDRESS"])
     daemon.start()
     setup = Client()
+    partner = None
+    if args.sync_url:
+        words = setup.call(NAME + ".Sync", "Init", "sa{ss}", (args.sync_url, {"device_name": "soak"}), retry=True)
+        partner = Daemon(args.batond, args.partner_database, args.partner_log, args.partner_bus)
+        partner.start()
+        joined = Client(args.partner_bus).call(NAME + ".Sync", "Join", "ssa{ss}",
+                                               (args.partner_url, str(words), {"device_name": "partner"}), retry=True)
+        if joined is None:
+            sys.exit(f"the partner could not join; see {args.partner_log}")
     setup.call(NAME + ".Registry", "RegisterActivityType", "ssa{ss}", (TYPE, APP, {"title": "Soak note"}), retry=True)
 
     acknowledged, invalidated, stored = set(), set(), {}
@@ -194,24 +231,41 @@ def main():
     start = time.monotonic()
     end = start + args.minutes * 60
     next_kill = start + args.kill_every * 60
-    samples = collections.defaultdict(list)
-    print(f"{'time':>6} {'instance':>8} {'calls':>8} {'RSS KiB':>8} {'fds':>4} {'WAL KiB':>8}  errors")
+    next_partner_kill = start + args.kill_every * 30
+    samples, partner_samples = collections.defaultdict(list), collections.defaultdict(list)
+    print(f"{'time':>6} {'instance':>8} {'calls':>8} {'RSS KiB':>8} {'fds':>4} {'WAL KiB':>8}  errors"
+          + ("  | partner: instance, RSS KiB, fds" if partner else ""))
     while time.monotonic() < end:
         time.sleep(min(10, max(0, end - time.monotonic())))
         rss, fds, wal = daemon.sample()
         samples[daemon.instance].append((rss, fds))
         with lock:
             total, named = sum(answered.values()), dict(errors)
-        print(f"{time.monotonic() - start:6.0f} {daemon.instance:8} {total:8} {rss:8} {fds:4} {wal // 1024:8}  {named}", flush=True)
+        line = f"{time.monotonic() - start:6.0f} {daemon.instance:8} {total:8} {rss:8} {fds:4} {wal // 1024:8}  {named}"
+        if partner:
+            partner_rss, partner_fds, _ = partner.sample()
+            partner_samples[partner.instance].append((partner_rss, partner_fds))
+            line += f"  | {partner.instance} {partner_rss} {partner_fds}"
+        print(line, flush=True)
         if time.monotonic() >= next_kill and time.monotonic() < end - 20:
-            daemon.process.send_signal(signal.SIGKILL)
-            daemon.process.wait()
-            print(f"       killed instance {daemon.instance} (SIGKILL); back in {daemon.start():.2f} s", flush=True)
+            print(f"       killed instance {daemon.instance} (SIGKILL); back in {daemon.kill():.2f} s", flush=True)
             next_kill += args.kill_every * 60
+        if partner and time.monotonic() >= next_partner_kill and time.monotonic() < end - 20:
+            print(f"       killed the partner's instance {partner.instance} (SIGKILL); back in {partner.kill():.2f} s", flush=True)
+            next_partner_kill += args.kill_every * 60
 
     stop.set()
     for thread in threads:
         thread.join()
+    if partner:
+        # Everything sent, then everything applied on the partner (or the difference reported below).
+        stop.clear()
+        deadline = time.monotonic() + 60
+        while outbox(setup) != 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        waiting = outbox(setup)
+        if waiting != 0:
+            problems.append(f"{waiting} changes still waiting to be sent a minute after the clients stopped")
     daemon.process.send_signal(signal.SIGTERM)
     status = daemon.process.wait()
 
@@ -233,6 +287,21 @@ def main():
     print(f"acknowledged activities: {len(acknowledged)} live, {len(invalidated)} invalidated; lost: {len(lost)};"
           f" invalidated but stored: {len(resurrected)}")
     print(f"scene values acknowledged: {len(stored)}; lost: {len(lost_values)}")
+    if partner:
+        deadline = time.monotonic() + 60
+        while remote_ids(args.partner_database) != stored_ids and time.monotonic() < deadline:
+            time.sleep(0.2)
+        held = remote_ids(args.partner_database)
+        partner.process.send_signal(signal.SIGTERM)
+        partner_status = partner.process.wait()
+        for instance, points in sorted(partner_samples.items()):
+            print(f"partner instance {instance}: RSS {points[0][0]} -> {points[-1][0]} KiB, open files {points[0][1]} -> {points[-1][1]}"
+                  f" ({len(points)} samples)")
+        missing, extra = stored_ids - held, held - stored_ids
+        print(f"the partner holds {len(held)} of its {len(stored_ids)} activities; missing {len(missing)},"
+              f" extra {len(extra)} ({len(extra & invalidated)} of them invalidated); its exit status at SIGTERM: {partner_status}")
+        if missing or extra or partner_status != 0:
+            problems.append(f"the partner differs: missing {len(missing)}, extra {len(extra)}, exit status {partner_status}")
     print(f"integrity_check: {integrity}; batond's exit status at SIGTERM: {status}")
     failed = errors["org.freedesktop.DBus.Error.Failed"]
     print(f"Failed answers: {failed}; problems: {problems[:5]}")
