@@ -7,8 +7,10 @@ a client that connects afresh for every call. A write whose reply is lost while 
 request_id until it is answered; only then does it count as acknowledged.
 
 With --sync-url, batond syncs through a PostgreSQL server to a partner batond on a bus of its
-own (--partner-*), killed too, half a period after each kill of the first; at the end the
-partner must hold exactly the first's activities, and its memory and files are sampled too.
+own (--partner-*), killed too, half a period after each kill of the first; with
+--server-stop and --server-start (shell commands), the server is also stopped for 10 s a
+quarter of a period after each kill. At the end the partner must hold exactly the first's
+activities, and its memory and files are sampled too.
 """
 import argparse
 import collections
@@ -203,7 +205,8 @@ def main():
         parser.add_argument(option, required=True)
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--kill-every", type=float, default=2)
-    for option in ("--sync-url", "--partner-url", "--partner-bus", "--partner-database", "--partner-log"):
+    for option in ("--sync-url", "--partner-url", "--partner-bus", "--partner-database", "--partner-log",
+                   "--server-stop", "--server-start"):
         parser.add_argument(option)
     args = parser.parse_args()
 
@@ -232,6 +235,8 @@ def main():
     end = start + args.minutes * 60
     next_kill = start + args.kill_every * 60
     next_partner_kill = start + args.kill_every * 30
+    next_server_stop = start + args.kill_every * 15 if args.server_stop else end
+    server_back = None
     samples, partner_samples = collections.defaultdict(list), collections.defaultdict(list)
     print(f"{'time':>6} {'instance':>8} {'calls':>8} {'RSS KiB':>8} {'fds':>4} {'WAL KiB':>8}  errors"
           + ("  | partner: instance, RSS KiB, fds" if partner else ""))
@@ -253,10 +258,21 @@ def main():
         if partner and time.monotonic() >= next_partner_kill and time.monotonic() < end - 20:
             print(f"       killed the partner's instance {partner.instance} (SIGKILL); back in {partner.kill():.2f} s", flush=True)
             next_partner_kill += args.kill_every * 60
+        if server_back is not None and time.monotonic() >= server_back:
+            subprocess.run(args.server_start, shell=True, check=True)
+            print("       the sync server is back", flush=True)
+            server_back = None
+        elif server_back is None and time.monotonic() >= next_server_stop and time.monotonic() < end - 40:
+            subprocess.run(args.server_stop, shell=True, check=True)
+            print("       stopped the sync server for 10 s", flush=True)
+            server_back = time.monotonic() + 10
+            next_server_stop += args.kill_every * 60
 
     stop.set()
     for thread in threads:
         thread.join()
+    if server_back is not None:
+        subprocess.run(args.server_start, shell=True, check=True)
     if partner:
         # Everything sent, then everything applied on the partner (or the difference reported below).
         stop.clear()
