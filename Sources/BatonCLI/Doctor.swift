@@ -8,7 +8,7 @@ import Glibc
 struct Doctor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
-        abstract: "Check the bus, the daemon, the installed unit and service files, and the state directory.",
+        abstract: "Check the bus, the daemon, sync, the installed unit and service files, and the state directory.",
         discussion: "Exits 0 when everything is in order, 1 otherwise. It reads files and asks the bus; it changes nothing.")
     @OptionGroup var global: GlobalOptions
 
@@ -41,7 +41,10 @@ struct Doctor: AsyncParsableCommand {
                 "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "ListActivatableNames"))?
                 .first?.arrayValue?.contains(.string(Daemon.busName)) ?? false
             switch (owner, activatable) {
-            case (let owner?, _): checks.append(Check(name: "batond", ok: true, detail: "running as \(owner)", fix: nil))
+            case (let owner?, _):
+                checks.append(Check(name: "batond", ok: true, detail: "running as \(owner)", fix: nil))
+                // Asked only of a running batond: a question would start one.
+                if let facts = try? await daemon.properties(of: Contract.Interface.sync) { checks.append(Self.syncCheck(facts)) }
             case (nil, true): checks.append(Check(name: "batond", ok: true, detail: "not running; the bus starts it on first use", fix: nil))
             case (nil, false):
                 checks.append(Check(name: "batond", ok: false, detail: "not running, and the bus cannot start it",
@@ -107,6 +110,21 @@ struct Doctor: AsyncParsableCommand {
 
     /// Databases batond moved aside because it could not trust them, and one it found
     /// damaged while running (moved aside at its next start).
+    /// Sync across machines: fine when off, online or connecting; a failure when batond cannot reach its server.
+    static func syncCheck(_ facts: [String: DBusValue]) -> Check {
+        typealias Name = Contract.Sync.Property
+        let state = facts.text(Name.state), name = facts.text(Name.deviceName)
+        let waiting = facts[Name.outbox]?.uint32Value ?? 0
+        let queue = "\(waiting) \(waiting == 1 ? "change" : "changes") waiting to be sent"
+        switch state {
+        case "off": return Check(name: "sync", ok: true, detail: "off (baton sync init URL sets it up)", fix: nil)
+        case "offline":
+            return Check(name: "sync", ok: false, detail: "offline as \(name): batond cannot reach the sync server; \(queue)",
+                         fix: "batond's log says why (journalctl --user -u batond); once the server answers and the URL's login works, it reconnects by itself")
+        default: return Check(name: "sync", ok: true, detail: "\(state) as \(name); \(queue)", fix: nil)
+        }
+    }
+
     static func quarantineCheck(_ database: String) -> Check {
         let slash = database.lastIndex(of: "/") ?? database.startIndex
         let directory = slash == database.startIndex ? "." : String(database[..<slash])

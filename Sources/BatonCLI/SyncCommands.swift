@@ -77,6 +77,7 @@ struct Sync: AsyncParsableCommand {
                 guard state != "off" else { return print("sync is off; set it up with baton sync init URL (see baton sync --help)") }
                 print("sync is \(state) as \(facts.text(Name.deviceName)) (\(facts.text(Name.deviceID)))")
                 print("last synced \(last == 0 ? "never" : relativeTime(last)); \(outbox) \(outbox == 1 ? "change" : "changes") waiting to be sent")
+                if state == "offline" { print("batond cannot reach the sync server; baton doctor says what to check") }
             }
         }
     }

@@ -178,8 +178,8 @@ extension CLITests {
         let after = try await Executables.run(baton, ["doctor", "--json"], environment: environment)
         #expect(after.status == 0, "\(after)")
         let checks = try #require(try JSONSerialization.jsonObject(with: Data(after.stdout.utf8)) as? [[String: Any]])
-        #expect(checks.count == 6 && checks.allSatisfy { $0["ok"] as? Bool == true }, "\(after.stdout)")
-        #expect(after.stdout.contains("nothing quarantined"))
+        #expect(checks.count == 7 && checks.allSatisfy { $0["ok"] as? Bool == true }, "\(after.stdout)")
+        #expect(after.stdout.contains("nothing quarantined") && after.stdout.contains("off (baton sync init URL sets it up)"))
 
         chmod(home.appendingPathComponent(".local/state/baton").path, 0o755)
         let open = try await Executables.run(baton, ["doctor"], environment: environment)

@@ -12,9 +12,10 @@ import TestSupport
     static let activities = "org.baton.Handoff1.Activities"
     static let type = "com.raywenderlich.hawknotes.staterestore.characterDetail"
 
-    /// Leaving drops what was not sent yet, so `baton sync leave` says so and leaves only when
-    /// told to (no terminal here to ask on: `--yes`).
-    @Test func leavingWithChangesNotSentAsksFirst() async throws {
+    /// With the server out of reach, `baton sync status` and `baton doctor` say so; leaving
+    /// drops what was not sent yet, so `baton sync leave` says that and leaves only when told
+    /// to (no terminal here to ask on: `--yes`).
+    @Test func offlineIsShownAndLeavingWithChangesNotSentAsksFirst() async throws {
         let server = try await PostgresServer()
         defer { server.close() }
         let setup = try await SyncServer(server)
@@ -27,6 +28,16 @@ import TestSupport
         proxy.send("refuse")
         proxy.send("cut")
         _ = try await world.baton(["activities", "advertise", Self.type, "Unsent", "{}"])
+
+        try await eventually("offline") {
+            try await world.call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Sync"), .string("State")])
+                .first?.unwrapped.stringValue == "offline"
+        }
+        let status = try await world.baton(["sync", "status"])
+        #expect(status.stdout.contains("sync is offline as desktop") && status.stdout.contains("baton doctor says what to check"), "\(status)")
+        let doctor = try await world.baton(["doctor", "--json"])
+        #expect(doctor.stdout.contains(#""check":"sync","ok":false"#) && doctor.stdout.contains("batond cannot reach the sync server"),
+                "\(doctor)")
 
         let refused = try await world.baton(["sync", "leave"])
         #expect(refused.status == 3 && refused.stderr.contains("made here") && refused.stderr.contains("not reached the sync server yet")
