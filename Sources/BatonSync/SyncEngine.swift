@@ -195,7 +195,7 @@ public final class SyncEngine: Sendable {
     /// How long a change waits for others to leave with it (see `send`): long enough that a
     /// burst leaves in rounds of a few dozen, whose fixed cost (two commits, two server round
     /// trips, the other devices' wake-ups) then stops competing with the calls being made;
-    /// short enough that a change still reaches the other machines well within 20 ms.
+    /// short enough that a change still reaches the other machines before a person could notice.
     static let coalescing: Duration = .milliseconds(10)
 
     /// Sends the outbox, a staged batch at a time, each in one server transaction; a batch
