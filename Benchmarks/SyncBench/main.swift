@@ -149,10 +149,11 @@ for index in 0..<300 {
 // 2. Advertise on A (sync on) against a daemon with sync off, interleaved.
 say("2/4 Advertise with sync on and off …")
 // A control for 2.: `off` timed while B and the server do for records of another device what
-// they do for A's, with nothing of A's sync work: what their share costs on these shared cores. That device is a ghost: an engine
-// in this process writes 1 500 real records (sealed with ana's key) while B is cut off; they
-// are moved aside on the server, and put back by one `psql` session as the timed calls go, in
-// batches of the size A's engine sent in the same round; B applies them as it would A's.
+// they do for A's, with nothing of A's sync work: what their share costs on these shared cores.
+// That device is a ghost: an engine in this process writes 1 500 real records (sealed with
+// ana's key) while B is cut off; they are moved aside on the server, and put back by one
+// `psql` session as the timed calls go, in batches of the size A's engine sent in the same
+// round (measured on the server after A's batch); B applies them as it would A's.
 let ghost = try await Ghost.made(user: "ana", words: words, type: type, setup: setup, hiding: proxy, count: 1500)
 defer { ghost.close() }
 let aDevice = try await syncProperty(a, "DeviceId")?.stringValue ?? ""
