@@ -157,19 +157,30 @@ struct MethodTests {
         defer { world.close() }
         try await world.startDaemon()
         try await world.register()
-        // Long enough that the Get below comes before the end on a loaded machine.
-        let brief = try await world.advertise("brief", options: ["expires_in": "3"])
-        let invalidated = try await world.client.signals(matching: MatchRule(interface: Self.activities, member: "Invalidated"))
-        #expect(try await record(world, brief)["expires_at"] != nil)
-        try await eventually("the activity expired", timeout: .seconds(10)) {
-            await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.Expired"
+        let invalidated = try await SignalLog(world.client, MatchRule(interface: Self.activities, member: "Invalidated"))
+        // An expired activity answers Expired until it is purged, 2 s after its end. On a loaded
+        // machine the Continue below can come after the purge; then (and only then: the purge's
+        // Invalidated arrived) it is tried again with a new activity.
+        for attempt in 1...3 {
+            // Long enough that the Get below comes before the end on a loaded machine.
+            let brief = try await world.advertise("brief \(attempt)", options: ["expires_in": "3"])
+            #expect(try await record(world, brief)["expires_at"] != nil)
+            try await eventually("the activity expired", timeout: .seconds(10)) {
+                await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.Expired"
+            }
+            #expect(try await world.activityCount() == 0, "expired activities are hidden from List at once")
+            let continued = await errorName { try await world.call(Self.activities, "Continue", [.string(brief), .stringMap([:])]) }
+            let purged: @Sendable () -> Bool = { invalidated.all.contains { $0.body == [.string(brief)] } }
+            if continued != "org.baton.Handoff1.Error.Expired", attempt < 3,
+               (try? await eventually("purged just before", timeout: .seconds(1)) { purged() }) != nil {
+                continue
+            }
+            #expect(continued == "org.baton.Handoff1.Error.Expired")
+            // The purge follows the expiry in the background (no restart, long before its 30 s period).
+            try await eventually("the purge announced", timeout: .seconds(5)) { purged() }
+            #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.NotFound")
+            break
         }
-        #expect(try await world.activityCount() == 0, "expired activities are hidden from List at once")
-        #expect(await errorName { try await world.call(Self.activities, "Continue", [.string(brief), .stringMap([:])]) }
-            == "org.baton.Handoff1.Error.Expired")
-        // The purge follows the expiry in the background (no restart, long before its 30 s period).
-        #expect(try await first(of: invalidated, timeout: .seconds(5)).body == [.string(brief)])
-        #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.NotFound")
     }
 
     @Test func scenesAnnounceThemselvesAndTheirChanges() async throws {
