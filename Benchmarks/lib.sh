@@ -3,6 +3,9 @@
 # need COMMAND PACKAGE: stops with the package to install when COMMAND is missing.
 need() { command -v "$1" >/dev/null || { echo "${0##*/}: $1 is missing; run: apt-get install $2" >&2; exit 1; }; }
 
+# as_postgres COMMAND…: runs COMMAND as the postgres user when root (PostgreSQL refuses to run as root).
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
 # start_private_bus DIR: starts a private session dbus-daemon listening in DIR, exports
 # DBUS_SESSION_BUS_ADDRESS for it and sets bus_pid.
 start_private_bus() {

@@ -41,10 +41,6 @@ func advertise(_ world: BatonWorld, _ title: String) async throws -> String {
         .first?.stringValue ?? ""
 }
 
-func syncProperty(_ world: BatonWorld, _ name: String) async throws -> DBusValue? {
-    try await world.call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Sync"), .string(name)]).first?.unwrapped
-}
-
 /// CPU time (ms) of the PostgreSQL server's processes so far.
 func serverCPU(_ server: PostgresServer) -> Double {
     let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
@@ -156,7 +152,7 @@ say("2/4 Advertise with sync on and off …")
 // round (measured on the server after A's batch); B applies them as it would A's.
 let ghost = try await Ghost.made(user: "ana", words: words, type: type, setup: setup, hiding: proxy, count: 1500)
 defer { ghost.close() }
-let aDevice = try await syncProperty(a, "DeviceId")?.stringValue ?? ""
+let aDevice = try await a.syncProperty("DeviceId")?.stringValue ?? ""
 /// The last seq of `device`'s log on the server.
 func logHead(of device: String) async throws -> Int {
     Int(try await server.psql("SELECT coalesce(max(seq), 0) FROM baton.record WHERE device_id = '\(device)'",
@@ -181,7 +177,7 @@ for round in 0..<5 {
     for (world, into) in [(a, 0), (off, 1), (off, 3), (b, 2)] {
         if into != 2 {
             // B online (after its batch cut off, or the ghost's making) before records come to it.
-            while try await syncProperty(b, "State")?.stringValue != "online" { try await Task.sleep(for: .milliseconds(20)) }
+            while try await b.syncProperty("State")?.stringValue != "online" { try await Task.sleep(for: .milliseconds(20)) }
         }
         if into == 2 {
             proxy.send("refuse")
@@ -230,7 +226,7 @@ say("3/4 catch-up of 10 000 after a partition …")
 proxy.send("refuse")
 proxy.send("cut")
 let partitioned = clock.now
-while try await syncProperty(b, "State")?.stringValue == "online", clock.now - partitioned < .seconds(30) {
+while try await b.syncProperty("State")?.stringValue == "online", clock.now - partitioned < .seconds(30) {
     try await Task.sleep(for: .milliseconds(20))
 }
 let before = arrivals.withLock { $0.count }
@@ -240,7 +236,7 @@ try await withThrowingTaskGroup(of: Void.self) { group in
     }
     try await group.waitForAll()
 }
-while try await syncProperty(a, "Outbox")?.uint32Value != 0 { try await Task.sleep(for: .milliseconds(50)) }
+while try await a.syncProperty("Outbox")?.uint32Value != 0 { try await Task.sleep(for: .milliseconds(50)) }
 let online = Mutex<ContinuousClock.Instant?>(nil)
 let stateChanges = try await b.client.signals(matching: MatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
 let stateListener = Task {

@@ -115,7 +115,7 @@ struct Doctor: AsyncParsableCommand {
         typealias Name = Contract.Sync.Property
         let state = facts.text(Name.state), name = facts.text(Name.deviceName)
         let waiting = facts[Name.outbox]?.uint32Value ?? 0
-        let queue = "\(waiting) \(waiting == 1 ? "change" : "changes") waiting to be sent"
+        let queue = counted(waiting, "change", "changes") + " waiting to be sent"
         switch state {
         case "off": return Check(name: "sync", ok: true, detail: "off (baton sync init URL sets it up)", fix: nil)
         case "offline":

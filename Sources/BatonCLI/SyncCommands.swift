@@ -76,7 +76,7 @@ struct Sync: AsyncParsableCommand {
                 }
                 guard state != "off" else { return print("sync is off; set it up with baton sync init URL (see baton sync --help)") }
                 print("sync is \(state) as \(facts.text(Name.deviceName)) (\(facts.text(Name.deviceID)))")
-                print("last synced \(last == 0 ? "never" : relativeTime(last)); \(outbox) \(outbox == 1 ? "change" : "changes") waiting to be sent")
+                print("last synced \(last == 0 ? "never" : relativeTime(last)); \(counted(outbox, "change", "changes")) waiting to be sent")
                 if state == "offline" { print("batond cannot reach the sync server; baton doctor says what to check") }
             }
         }
@@ -117,7 +117,7 @@ struct Sync: AsyncParsableCommand {
                     let facts = try await daemon.properties(of: Contract.Interface.sync)
                     let waiting = facts[Name.outbox]?.uint32Value ?? 0
                     if waiting > 0 {
-                        let what = "\(waiting) \(waiting == 1 ? "change" : "changes") made here \(waiting == 1 ? "has" : "have") not reached "
+                        let what = counted(waiting, "change made here has", "changes made here have") + " not reached "
                             + "the sync server yet (sync is \(facts.text(Name.state))) and would never reach your other machines"
                         guard isatty(0) == 1 else {
                             throw CLIError(description: "\(what); wait until baton sync status shows none waiting, or give --yes to leave anyway",

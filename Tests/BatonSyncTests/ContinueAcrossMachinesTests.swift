@@ -18,9 +18,7 @@ import TestSupport
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
         try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
-        let laptopID = try #require(try await laptop.call("org.freedesktop.DBus.Properties", "Get", [
-            .string("org.baton.Handoff1.Sync"), .string("DeviceId"),
-        ]).first?.unwrapped.stringValue)
+        let laptopID = try #require(try await laptop.syncProperty("DeviceId")?.stringValue)
 
         // The laptop runs the real Hawk Notes; the desktop's Hawk Notes is the library, in this process.
         let laptopApp = try Subprocess(try Executables.built("hawk-notes"), ["serve"], environment: laptop.bus.environment)

@@ -29,10 +29,7 @@ import TestSupport
         proxy.send("cut")
         _ = try await world.baton(["activities", "advertise", Self.type, "Unsent", "{}"])
 
-        try await eventually("offline") {
-            try await world.call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Sync"), .string("State")])
-                .first?.unwrapped.stringValue == "offline"
-        }
+        try await eventually("offline") { try await world.syncProperty("State")?.stringValue == "offline" }
         let status = try await world.baton(["sync", "status"])
         #expect(status.stdout.contains("sync is offline as desktop") && status.stdout.contains("baton doctor says what to check"), "\(status)")
         let doctor = try await world.baton(["doctor", "--json"])
@@ -94,12 +91,9 @@ import TestSupport
             .compactMap { $0.stringKeyedValue?["title"]?.unwrapped.stringValue }
         #expect(Set(titles) == Set((1...advertised).map { "Note \($0)" }) && titles.count == advertised)
         try await eventually("the desktop's outbox is empty", timeout: .seconds(30)) {
-            try await desktop.call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Sync"), .string("Outbox")])
-                .first?.unwrapped.uint32Value == 0
+            try await desktop.syncProperty("Outbox")?.uint32Value == 0
         }
-        let deviceID = try #require(try await desktop.call("org.freedesktop.DBus.Properties", "Get", [
-            .string("org.baton.Handoff1.Sync"), .string("DeviceId"),
-        ]).first?.unwrapped.stringValue)
+        let deviceID = try #require(try await desktop.syncProperty("DeviceId")?.stringValue)
         let log = try await server.psql(
             "SELECT count(*), count(DISTINCT seq), max(seq) FROM baton.record WHERE device_id = '\(deviceID)'", database: SyncServer.database)
         // Its hello, the type and each note once: seqs 1 … 227, none twice, none missing.

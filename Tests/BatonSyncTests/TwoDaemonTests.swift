@@ -19,8 +19,7 @@ import TestSupport
         defer { desktop.close(); laptop.close() }
 
         // Off until set up; Init through gdbus, a client we did not write.
-        #expect(try await desktop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("State")])
-            .first?.unwrapped.stringValue == "off")
+        #expect(try await desktop.syncProperty("State")?.stringValue == "off")
         let desktopURL = try await setup.addDevice(user: "ana").url
         let initialized = try await desktop.run("gdbus", [
             "call", "--session", "--dest", "org.baton.Handoff1", "--object-path", "/org/baton/Handoff1",
@@ -37,8 +36,7 @@ import TestSupport
             laptopURL, UserKey.generate().recoveryWords, "0",
         ])
         #expect(wrong.status != 0 && wrong.stderr.contains("these recovery words are not ana's key"), "\(wrong)")
-        #expect(try await laptop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("DeviceId")])
-            .first?.unwrapped.stringValue == "")
+        #expect(try await laptop.syncProperty("DeviceId")?.stringValue == "")
         _ = try await laptop.call(Self.sync, "Join", [.string(laptopURL), .string(words), .stringMap(["device_name": "laptop"])])
 
         // Advertised on the desktop: Advertised on the laptop's bus, then List and Search there.
@@ -54,8 +52,7 @@ import TestSupport
         let listed = try #require(try await laptop.call(Self.activities, "List", [.stringMap([:])]).first?.arrayValue)
         #expect(listed.count == 1)
         let record = try #require(listed.first)
-        let deviceID = try await desktop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("DeviceId")])
-            .first?.unwrapped.stringValue
+        let deviceID = try await desktop.syncProperty("DeviceId")?.stringValue
         #expect(record.field("device")?.stringValue == deviceID && deviceID?.isEmpty == false)
         #expect(record.field("title")?.stringValue == "Agatha" && record.field("device_name")?.stringValue == "desktop")
         // Filtered by where they came from: by name, by id, other machines', this machine's.
@@ -99,8 +96,7 @@ import TestSupport
         // Each device tells the server when it connected (after joining, so later than that).
         #expect(devices.last?.field("last_seen")?.uint64Value ?? 0 > 0)
         #expect(try await server.psql("SELECT bool_and(last_seen > joined_at) FROM baton.device", database: SyncServer.database) == "t\n")
-        #expect(try await laptop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("State")])
-            .first?.unwrapped.stringValue == "online")
+        #expect(try await laptop.syncProperty("State")?.stringValue == "online")
     }
 
     /// The same through `baton`, as the README tells a user to do it.
@@ -141,9 +137,7 @@ import TestSupport
         let status = try await laptop.baton(["sync", "status", "--json"])
         #expect(status.stdout.contains("\"state\":\"online\"") && status.stdout.contains("\"device_name\":\"laptop\""), "\(status)")
 
-        try await eventually("the laptop's note sent") {
-            try await laptop.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("Outbox")]).first?.unwrapped.uint32Value == 0
-        }
+        try await eventually("the laptop's note sent") { try await laptop.syncProperty("Outbox")?.uint32Value == 0 }
         let left = try await laptop.baton(["sync", "leave"])
         #expect(left.status == 0, "\(left)")
         let after = try await laptop.baton(["activities", "list"])
@@ -175,12 +169,8 @@ extension TwoDaemonTests {
         // Five rounds at least: each advertise sent before the next.
         for index in 0..<5 {
             _ = try await world.baton(["activities", "advertise", Self.type, "Round \(index)", "{}"])
-            try await eventually("advertise \(index) sent") {
-                try await world.call("org.freedesktop.DBus.Properties", "Get", [.string(Self.sync), .string("Outbox")])
-                    .first?.unwrapped.uint32Value == 0
-            }
+            try await eventually("advertise \(index) sent") { try await world.syncProperty("Outbox")?.uint32Value == 0 }
         }
-        _ = try await world.baton(["sync", "rename", "desk 2"]).status  // (no such command: the name comes with Init/Join)
         let left = try await world.baton(["sync", "leave"])
         #expect(left.status == 0, "\(left)")
         try await eventually("watch saw sync off") { watcher.output.contains(#""State":"off""#) }

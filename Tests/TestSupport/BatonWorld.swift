@@ -73,6 +73,11 @@ public final class BatonWorld: @unchecked Sendable {
         try await client.call("org.baton.Handoff1", path, interface, member, arguments, timeout: .seconds(20))
     }
 
+    /// A property of the Sync interface, its variant unwrapped (nil when the reply has none).
+    public func syncProperty(_ name: String) async throws -> DBusValue? {
+        try await call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Sync"), .string(name)]).first?.unwrapped
+    }
+
     /// Runs a program (a path, or a name on PATH) with this bus as its session bus.
     public func run(_ tool: String, _ arguments: [String], environment extra: [String: String] = [:], stdin: String? = nil) async throws -> CommandResult {
         try await Executables.run(tool, arguments, environment: bus.environment.merging(extra) { $1 }, stdin: stdin)
