@@ -7,10 +7,9 @@ import Synchronization
 /// each. Every caller resumes only after the transaction holding its activity committed.
 ///
 /// The calls at hand are gathered until the bus thread has dispatched everything it read
-/// (`Connection.afterDispatch`). A lone call commits right there when the database's lock
-/// is free at once; otherwise the calls go to the store's writer thread, which commits
+/// (`Connection.afterDispatch`), then handed to the store's writer thread, which commits
 /// while the bus thread reads the next calls and takes whatever arrived meanwhile into its
-/// next transaction. The bus thread never waits for a lock.
+/// next transaction. The bus thread never commits and never waits for a lock.
 final class CommitQueue: Sendable {
     private struct Waiting {
         let activity: Activity
@@ -52,41 +51,17 @@ final class CommitQueue: Sendable {
         }
     }
 
-    /// Commits a lone call here if the database is free at once (`Store.writingHereIfFree`:
-    /// no hop to the writer thread and back); otherwise hands the gathered calls to the
-    /// writer thread, starting it unless it is writing.
+    /// Hands the gathered calls to the writer thread, starting it unless it is writing.
     private func flush() {
-        enum Next { case nothing, here(Waiting), startWriter }
-        let next = state.withLock { state -> Next in
-            let batch = state.gathered
+        let start = state.withLock { state -> Bool in
+            state.queued += state.gathered
             state.gathered = []
-            if batch.count == 1, !state.writing, let lone = batch.first { return .here(lone) }
-            state.queued += batch
-            if state.writing { return .nothing }
+            if state.writing || state.queued.isEmpty { return false }
             state.writing = true
-            return .startWriter
+            return true
         }
-        switch next {
-        case .nothing: break
-        case .here(let lone):
-            // nil, or thrown by the insert: the lock was taken and nothing written; queue it.
-            let results = try? store.writingHereIfFree { try $0.insert(batch: [lone.activity], requests: [lone.request]) }
-            if let result = results?.first {
-                lone.continuation.resume(with: result)
-                return
-            }
-            let start = state.withLock { state -> Bool in
-                state.queued.insert(lone, at: 0)
-                if state.writing { return false }
-                state.writing = true
-                return true
-            }
-            if start { store.startWriting { _ in self.drain() } }
-        case .startWriter:
-            store.startWriting { _ in self.drain() }
-        }
+        if start { store.startWriting { _ in self.drain() } }
     }
-
 
     /// On the writer thread: commits batches until none is queued.
     private func drain() {
@@ -98,13 +73,8 @@ final class CommitQueue: Sendable {
                 return batch
             }
             guard let oldest = batch.map(\.queuedAt).min() else { return }
-            let results: [Result<Store.Inserted, any Error>]
-            do {
-                results = try store.withLockDeadline(queuedAt: oldest) {
-                    try store.insert(batch: batch.map(\.activity), requests: batch.map(\.request))
-                }
-            } catch {
-                results = batch.map { _ in .failure(error) }
+            let results = store.withLockDeadline(queuedAt: oldest) {
+                store.insert(batch: batch.map(\.activity), requests: batch.map(\.request))
             }
             for (waiting, result) in zip(batch, results) { waiting.continuation.resume(with: result) }
         }

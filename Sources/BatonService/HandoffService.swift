@@ -72,6 +72,8 @@ public final class HandoffService: Sendable {
 
     /// Exports every object (scenes from the database marked restored), then owns the bus name.
     public func start() async throws {
+        // Calls are answered on the bus thread: a write there would wait for the disk (see docs/DESIGN.md, "The process").
+        connection.afterDispatch { DiskWaits.forbidOnCurrentThread() }
         connection.limitCalls(perCaller: callsPerCaller, refusal: BatonError(.limitsExceeded, """
             this client has \(callsPerCaller) calls waiting for batond's answers already; wait for some of them, then send more
             """).dbusError)

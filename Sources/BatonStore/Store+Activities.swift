@@ -23,9 +23,8 @@ extension Store {
 
     /// Stores several activities in one transaction, one commit for all; each succeeds or
     /// fails on its own, and each result is as `insert(_:)` would give. `requests`, when
-    /// given, holds each activity's request (or nil), in order. Throws only when nothing was
-    /// tried: run by `writingHereIfFree` while another program holds the database's lock.
-    public func insert(batch activities: [Activity], requests: [Request?] = []) throws -> [Result<Inserted, any Error>] {
+    /// given, holds each activity's request (or nil), in order.
+    public func insert(batch activities: [Activity], requests: [Request?] = []) -> [Result<Inserted, any Error>] {
         let requests = requests.isEmpty ? Array(repeating: nil, count: activities.count) : requests
         do {
             return try writeActivities { db in
@@ -39,9 +38,6 @@ extension Store {
                     }
                 }
             }
-        } catch let error as WriterThread.WouldBlock {
-            // Tried on the caller's thread with the lock taken: nothing was written.
-            throw error
         } catch {
             // SQLite failed part-way through an activity, so the whole transaction rolled
             // back. Store each on its own, so one bad activity does not fail the others.

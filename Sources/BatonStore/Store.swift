@@ -259,12 +259,6 @@ public final class Store: Sendable {
         writerThread.start { work(self) }
     }
 
-    /// Runs `work` on the calling thread if no write is queued and the database's lock is
-    /// free at once; nil, with nothing written, when the caller should queue it instead.
-    public func writingHereIfFree<T>(_ work: (Store) throws -> T) throws -> T? {
-        try writerThread.runHereIfFree { try work(self) }
-    }
-
     /// Runs `work` (on the writer thread) with its locks' deadline counted from `queuedAt`
     /// (`Store.now`) rather than from when it was queued: for a batch gathered over time.
     public func withLockDeadline<T>(queuedAt: UInt64, _ work: () throws -> T) rethrows -> T {
@@ -301,12 +295,7 @@ public final class Store: Sendable {
         defer { endSnapshot() }
         do {
             return try writer.writeWithoutTransaction { db in
-                do {
-                    try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
-                } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && writerThread.mayNotWait {
-                    throw WriterThread.WouldBlock()
-                }
-                writerThread.lockTaken()
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
                 do {
                     let result = try updates(db)
                     if endings.historyAdded.exchange(false, ordering: .relaxed) {

@@ -176,6 +176,28 @@ struct DurableContinuationTests {
         #expect(later.calls.withLock { $0 } == [third.text])
     }
 
+    /// `wait=false` for an app that has never been on the bus, batond killed before the app
+    /// comes: the batond that starts next delivers it when the app takes its name.
+    @Test func aContinuationNotAwaitedSurvivesKill9BeforeItsAppEverRan() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        try await world.startDaemon()
+        try await world.register(handler: Self.appName)
+        let id = try await world.advertise("never ran")
+        let scene = try #require(try await world.call(Self.activities, "Continue", [.string(id), .stringMap(["wait": "false"])])
+            .first?.objectPathValue)
+        #expect(try await state(of: scene, world) == "pending")
+        await world.stopDaemon(SIGKILL)
+        try await world.startDaemon()
+        #expect(try await state(of: scene, world) == "pending")
+
+        let app = try await App(world)
+        defer { app.close() }
+        try await eventually("delivered when the app took its name") { try await state(of: scene, world) == "ready" }
+        #expect(app.calls.withLock { $0 } == [scene.text])
+        #expect(try await delivered(scene, world) == "never ran")
+    }
+
     @Test func aRefusalOrAGoneActivityLeavesNoWaitingScene() async throws {
         let world = try BatonWorld()
         defer { world.close() }

@@ -50,7 +50,7 @@ struct InstallTests {
         if let owner = try await client.nameOwner("org.baton.Handoff1") {
             let pid = try await client.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                             "GetConnectionUnixProcessID", [.string(owner)]).first?.uint32Value
-            if let pid { kill(pid_t(pid), SIGTERM) }
+            if let pid, pid > 0 { kill(pid_t(pid), SIGTERM) }
         }
     }
 

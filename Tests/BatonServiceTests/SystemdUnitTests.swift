@@ -29,7 +29,7 @@ struct SystemdUnitTests {
         // systemd-analyze security: "OK" is 3.5 or less.
         #expect((Double(seen["score"] ?? "") ?? 10) <= 3.5, "\(report)")
         // systemctl --user start, under the unit's sandbox, serving.
-        #expect(seen["started"] == "active", "\(report)")
+        try #require(seen["started"] == "active", "the unit did not start: \(report)")
         #expect(seen["nonewprivs"] == "1" && seen["seccomp"] == "2", "\(report)")
         #expect(seen["status"]?.hasPrefix("serving org.baton.Handoff1") == true, "\(report)")
         #expect(seen["register"] == "ok" && seen["advertised"]?.count == 36 && seen["get"] == "1", "\(report)")

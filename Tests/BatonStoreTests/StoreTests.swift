@@ -539,7 +539,7 @@ extension StoreTests {
         var unknownScene = activity("scene", at: 2)
         unknownScene.sceneID = "no-such-scene"
         _ = try store.deleteSaved(persistentIDs: ["p0", "p1"])
-        let results = try store.insert(batch: [activity("first", at: 3), duplicate, duplicate, unknownScene])
+        let results = store.insert(batch: [activity("first", at: 3), duplicate, duplicate, unknownScene])
         #expect(results.map { if case .success = $0 { true } else { false } } == [true, true, false, false])
         #expect(try store.activities(.init(), now: 4).map(\.title).sorted() == ["dup", "first", "persistent 2"])
     }
@@ -548,7 +548,7 @@ extension StoreTests {
         try store.register(type)
         for index in 0..<2 { _ = try store.insert(activity("persistent \(index)", at: 1, persistent: "p\(index)")) }
         // The third persistent activity fills the quota of 3; the fourth has nothing to trim.
-        let results = try store.insert(batch: [activity("third", at: 2, persistent: "p2"), activity("refused", at: 2)])
+        let results = store.insert(batch: [activity("third", at: 2, persistent: "p2"), activity("refused", at: 2)])
         guard case .success = results[0], case .failure(let error as BatonError) = results[1] else {
             Issue.record("expected success, then a refusal: \(results)")
             return

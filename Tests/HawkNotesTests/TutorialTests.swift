@@ -133,7 +133,7 @@ struct TutorialTests {
         // The activated app is the bus's child; stop it with everything else.
         if let owner = try await watcher.nameOwner(HawkNotesApp.busName),
            let pid = try await watcher.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                            "GetConnectionUnixProcessID", [.string(owner)]).first?.uint32Value {
+                                            "GetConnectionUnixProcessID", [.string(owner)]).first?.uint32Value, pid > 0 {
             kill(pid_t(pid), SIGTERM)
         }
         client.close()

@@ -39,6 +39,9 @@ pid=$(systemctl --user show -p MainPID --value batond)
 say nonewprivs "$(awk '/^NoNewPrivs/ {print $2}' /proc/$pid/status)"
 say seccomp "$(awk '/^Seccomp:/ {print $2}' /proc/$pid/status)"
 say status "$(systemctl --user show -p StatusText --value batond)"
+# A unit that did not start has MainPID 0: every later step would act on nothing, or on
+# process 0 (`kill -STOP 0` stops this whole process group). Stop here; the test fails on `started`.
+case "$pid" in ''|0) say log_tail "$(tail -3 "$T/batond.log" 2>/dev/null | tr '\n' '|')"; kill $manager; exit 0 ;; esac
 busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff1.Registry RegisterActivityType 'ssa{ss}' \
     com.example.notes.document com.example.notes 0 >/dev/null 2>&1 && say register ok || say register failed
 id=$(busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff1.Activities Advertise 'sssa{ss}' \
@@ -64,6 +67,7 @@ printf '[Service]\nWatchdogSec=2s\nRestartSec=100ms\nTimeoutAbortSec=1s\n' > "$X
 systemctl --user daemon-reload
 systemctl --user restart batond
 before=$(systemctl --user show -p MainPID --value batond)
+case "$before" in ''|0) say watchdog_unit "not running after restart"; kill $manager; exit 0 ;; esac
 kill -STOP "$before"
 result=
 for _ in $(seq 400); do

@@ -46,7 +46,9 @@ public enum Executables {
     /// Runs a program to completion and collects its output.
     ///
     /// Output goes through files, not pipes, so a chatty program cannot block on a
-    /// full pipe; a program still running after `timeout` is killed (exit 128+15).
+    /// full pipe. The program leads a process group of its own, so nothing it does to its
+    /// group reaches the test; still running after `timeout`, it is killed with everything
+    /// it started (exit 128+9).
     public static func run(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
         stdin: String? = nil, timeout: Duration = .seconds(30)
@@ -62,7 +64,7 @@ public enum Executables {
 
         let child = try Subprocess(
             find(executable) ?? executable, arguments, environment: environment,
-            stdin: input, stdout: output, stderr: errors)
+            stdin: input, stdout: output, stderr: errors, ownGroup: true)
         let watchdog = Task {
             try await Task.sleep(for: timeout)
             child.kill(SIGKILL)

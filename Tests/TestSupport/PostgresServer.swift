@@ -66,7 +66,7 @@ public final class PostgresServer: @unchecked Sendable {
     /// Ends the server at once (SIGQUIT: immediate shutdown) and removes its files.
     public func close() {
         if let pidFile = try? String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8),
-           let line = pidFile.split(separator: "\n").first, let pid = pid_t(line) {
+           let line = pidFile.split(separator: "\n").first, let pid = pid_t(line), pid > 0 {
             kill(pid, SIGQUIT)
             // The postmaster takes its children down and exits; its files go once it has.
             for _ in 0..<500 where kill(pid, 0) == 0 { usleep(10_000) }

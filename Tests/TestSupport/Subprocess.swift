@@ -9,11 +9,17 @@ public final class Subprocess: @unchecked Sendable {
     public let pid: pid_t
     private let exit = ExitStatus()
 
+    /// Whether the child leads a process group of its own (`kill(_:)` then reaches its children too).
+    public let ownsGroup: Bool
+
     /// Starts `executable`; each of `stdin`, `stdout`, `stderr` is a file descriptor
-    /// the child gets (nil: /dev/null for stdin, inherit for the others).
+    /// the child gets (nil: /dev/null for stdin, inherit for the others). With `ownGroup`,
+    /// the child leads a new process group: a script that signals its group (`kill -STOP 0`,
+    /// or `kill -STOP ""` gone wrong) cannot stop the test process, and killing it on a
+    /// deadline takes whatever it started along.
     public init(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-        stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil
+        stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil, ownGroup: Bool = false
     ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -38,7 +44,12 @@ public final class Subprocess: @unchecked Sendable {
         sigemptyset(&defaults)
         for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+        if ownGroup {
+            posix_spawnattr_setpgroup(&attributes, 0)
+            flags |= POSIX_SPAWN_SETPGROUP
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
@@ -51,6 +62,7 @@ public final class Subprocess: @unchecked Sendable {
             throw TestSupportError("could not start \(executable): \(String(cString: strerror(result)))")
         }
         self.pid = pid
+        self.ownsGroup = ownGroup
         // One thread per child reaps it, so `wait()` can be awaited from any task.
         let exit = self.exit
         let child = pid
@@ -61,9 +73,11 @@ public final class Subprocess: @unchecked Sendable {
         }
     }
 
-    /// Sends `signal` to the child if it is still running.
+    /// Sends `signal` to the child if it is still running (and to its group, when it leads one).
+    /// Never to a pid of 0 or less: that would signal the test's own process group.
     public func kill(_ signal: Int32 = SIGTERM) {
-        if !exit.isSet { Glibc.kill(pid, signal) }
+        guard pid > 0, !exit.isSet else { return }
+        Glibc.kill(ownsGroup ? -pid : pid, signal)
     }
 
     /// Waits for the child to end and returns its exit code (128 + signal when killed).

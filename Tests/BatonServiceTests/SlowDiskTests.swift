@@ -1,0 +1,150 @@
+import DBus
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+import TestSupport
+
+/// A slow disk, not a broken one: every `fsync` and `fdatasync` of batond delayed by 1 s
+/// (strace's fault injection; a busy HDD, an NFS home or a loaded btrfs behave like this).
+/// Commits themselves do not sync (WAL, `synchronous=NORMAL`); checkpoints do, and a stream
+/// of large writes makes the writer checkpoint inside a commit, which then takes seconds.
+/// Reads and the watchdog's pings must not notice.
+@Suite(.serialized)
+struct SlowDiskTests {
+    /// batond under strace, every fsync delayed by `delay`, with a stand-in for systemd's
+    /// notify socket; killed (batond and strace) at the end.
+    final class SlowBatond {
+        let strace: Subprocess
+        let notify: SystemdNotifyTests.NotifySocket
+
+        init(world: BatonWorld, delay: Duration, watchdog: Duration) async throws {
+            let strace = try Executables.require("strace", package: "strace")
+            notify = try SystemdNotifyTests.NotifySocket(in: world.bus.directory)
+            var environment = world.bus.environment
+            environment["NOTIFY_SOCKET"] = notify.path
+            environment["WATCHDOG_USEC"] = "\(watchdog.components.seconds * 1_000_000 + watchdog.components.attoseconds / 1_000_000_000_000)"
+            let microseconds = delay.components.seconds * 1_000_000 + delay.components.attoseconds / 1_000_000_000_000
+            let log = open(world.logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+            defer { close(log) }
+            self.strace = try Subprocess(strace, [
+                "-f", "-qq", "--seccomp-bpf", "-e", "trace=fsync,fdatasync",
+                "-e", "inject=fsync,fdatasync:delay_enter=\(microseconds)", "-o", "/dev/null",
+                try Executables.built("batond"), "--database", world.database,
+            ], environment: environment, stderr: log)
+            // Start-up commits (the schema) wait for the slow disk too.
+            try await world.client.waitForName("org.baton.Handoff1", timeout: .seconds(60))
+        }
+
+        /// batond's pid, as the bus knows it (strace's child).
+        func batondPID(_ world: BatonWorld) async throws -> pid_t {
+            let reply = try await world.client.call(
+                "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixProcessID",
+                [.string("org.baton.Handoff1")])
+            return pid_t(try #require(reply.first?.uint32Value))
+        }
+
+        func kill(_ world: BatonWorld) async {
+            if let pid = try? await batondPID(world), pid > 0 { Glibc.kill(pid, SIGKILL) }
+            strace.kill(SIGKILL)
+            _ = await strace.wait()
+        }
+    }
+
+    /// What one kind of call saw: each call's time in seconds, and the errors.
+    final class Timings: Sendable {
+        private let seen = Mutex<(times: [Double], errors: [String])>(([], []))
+        func add(_ seconds: Double) { seen.withLock { $0.times.append(seconds) } }
+        func fail(_ error: String) { seen.withLock { $0.errors.append(error) } }
+        var times: [Double] { seen.withLock { $0.times.sorted() } }
+        var errors: [String] { seen.withLock { $0.errors } }
+        func percentile(_ p: Double) -> Double {
+            let sorted = times
+            guard !sorted.isEmpty else { return .infinity }
+            return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+        }
+    }
+
+    /// Calls `body` over and over until `deadline`, timing each call.
+    static func repeatedly(until deadline: ContinuousClock.Instant, into timings: Timings, _ body: () async throws -> Void) async {
+        let clock = ContinuousClock()
+        while clock.now < deadline {
+            let start = clock.now
+            do {
+                try await body()
+                let elapsed = clock.now - start
+                timings.add(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            } catch {
+                timings.fail("\(error)")
+            }
+        }
+    }
+
+    @Test func readsAndWatchdogPingsKeepTheirPaceWhileEveryFsyncTakesASecond() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        let daemon = try await SlowBatond(world: world, delay: .seconds(1), watchdog: .milliseconds(1000))
+        try await world.register(requiredKeys: "")
+        let agatha = try await world.advertise("Agatha")
+
+        // The pings batond sends meanwhile (every 0.5 s for WATCHDOG_USEC = 1 s), with when they came.
+        let pings = Mutex<[ContinuousClock.Instant]>([])
+        let listening = Atomic(true)
+        let notify = daemon.notify
+        let listener = Thread {
+            while listening.load(ordering: .relaxed) {
+                if notify.next(timeout: .milliseconds(200))?.contains("WATCHDOG=1") == true {
+                    pings.withLock { $0.append(ContinuousClock.now) }
+                }
+            }
+        }
+        listener.start()
+        defer { listening.store(false, ordering: .relaxed) }
+
+        let clock = ContinuousClock()
+        let started = clock.now
+        let deadline = started + .seconds(6)
+        let writes = Timings()
+        let reads = Timings()
+        // 48 KiB payloads fill the WAL past the writer's own checkpoint (4 000 pages) within a second or two.
+        let payload = #"{"blob":""# + String(repeating: "x", count: 48 * 1024) + #""}"#
+        let writers = try (0..<3).map { _ in try world.bus.connect() }
+        let reader = try world.bus.connect()
+        defer { (writers + [reader]).forEach { $0.close() } }
+        await withTaskGroup(of: Void.self) { group in
+            for (index, writer) in writers.enumerated() {
+                group.addTask {
+                    await Self.repeatedly(until: deadline, into: writes) {
+                        _ = try await writer.call("org.baton.Handoff1", BatonWorld.root, "org.baton.Handoff1.Activities", "Advertise", [
+                            .string(BatonWorld.type), .string("written by \(index)"), .string(payload), .stringMap([:]),
+                        ], timeout: .seconds(20))
+                    }
+                }
+            }
+            group.addTask {
+                await Self.repeatedly(until: deadline, into: reads) {
+                    _ = try await reader.call("org.baton.Handoff1", BatonWorld.root, "org.baton.Handoff1.Activities", "Get",
+                                              [.string(agatha)], timeout: .seconds(20))
+                }
+            }
+        }
+        let ended = clock.now
+        listening.store(false, ordering: .relaxed)
+        await daemon.kill(world)
+        print("slow disk (every fsync 1 s): Get ×\(reads.times.count), p50 \(reads.percentile(0.5)) s, p99 \(reads.percentile(0.99)) max \(reads.times.last ?? 0); writes \(writes.times.count) max \(writes.times.last ?? 0)")
+
+        // The disk really was slow: writes waited for delayed fsyncs.
+        #expect(writes.errors.isEmpty, "\(writes.errors.prefix(3))")
+        #expect((writes.times.last ?? 0) >= 0.9, "the slowest write took \(writes.times.last ?? 0) s: no write waited for the slow disk")
+        // Reads never waited for it.
+        #expect(reads.errors.isEmpty, "\(reads.errors.prefix(3))")
+        #expect(reads.times.count >= 50, "only \(reads.times.count) reads in 6 s")
+        #expect(reads.percentile(0.99) <= 0.050, "Get p99 \(reads.percentile(0.99)) s with writes waiting for the disk")
+        #expect((reads.times.last ?? .infinity) <= 0.250, "Get max \(reads.times.last ?? .infinity) s with writes waiting for the disk")
+        // Nor did the watchdog: no gap between pings reached WatchdogSec.
+        let seen = pings.withLock { $0 }.filter { $0 >= started && $0 <= ended }
+        #expect(seen.count >= 8, "\(seen.count) pings in 6 s")
+        let longest = zip(seen, seen.dropFirst()).map { $1 - $0 }.max() ?? .seconds(6)
+        #expect(longest < .milliseconds(900), "the watchdog went \(longest) without a ping while writes waited for the disk")
+    }
+}
