@@ -19,9 +19,11 @@ extension HandoffService {
         if let unknown = filter.keys.first(where: { $0 != "app_id" }) {
             throw BatonError.invalidArgument("Export has no filter '\(printable(unknown))'; its filter is app_id")
         }
-        // Off the bus thread: a big export takes a while to write out.
-        let document = try await Task.detached { [store] in try store.exportContents(appID: filter["app_id"], now: WallClock.nowMicroseconds()) }.value
-        return [.string(document.encoded())]
+        // Off the bus thread, read and encoded: a full store takes hundreds of milliseconds.
+        let text = try await Task.detached { [store] in
+            try store.exportContents(appID: filter["app_id"], now: WallClock.nowMicroseconds()).encoded()
+        }.value
+        return [.string(text)]
     }
 
     func importDocument(_ call: MethodCall) async throws -> [DBusValue] {

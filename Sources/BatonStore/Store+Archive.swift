@@ -14,11 +14,11 @@ extension Store {
     }
 
     /// The types, this machine's live activities, the history and the scenes with their
-    /// storage, of `appID` or of every app, in one snapshot.
+    /// storage, of `appID` or of every app, in one snapshot of its own (`readAlone`).
     public func exportContents(appID: String?, now: UInt64) throws -> ArchiveDocument {
         let only = appID == nil ? "" : " AND app_id = ?"
         let arguments: StatementArguments = appID.map { [$0] } ?? []
-        return try read { db in
+        return try readAlone { db in
             var document = ArchiveDocument()
             document.types = try db.cachedStatement(sql: ActivityTypeRow.selectSQL + " WHERE 1" + only).rows(arguments, ActivityTypeRow.decode)
             document.activities = try db.cachedStatement(sql: ActivityRow.selectSQL

@@ -225,6 +225,24 @@ public final class Store: Sendable {
         }
     }
 
+    /// One long read on a read-only connection of its own, opened for it and closed after:
+    /// its snapshot is its own, so the calls answered meanwhile on the shared reader never
+    /// wait for it (an export of a full store reads for hundreds of milliseconds).
+    func readAlone<T>(_ body: (Database) throws -> T) throws -> T {
+        guard !closed.load(ordering: .relaxed) else { throw StoreError.closed }
+        var readOnly = Configuration()
+        readOnly.label = "baton.long-read"
+        readOnly.readonly = true
+        readOnly.busyMode = .timeout(Self.lockTimeout)
+        do {
+            let connection = try DatabaseQueue(path: path, configuration: readOnly)
+            defer { try? connection.close() }
+            return try connection.read(body)
+        } catch let error as DatabaseError {
+            throw noteDamage(StorageFailure.named(error, path: path))
+        }
+    }
+
     /// Ends the reads' shared snapshot, if one is open: the next read sees every commit made before it.
     private func endSnapshot() {
         reader.inDatabase { db in

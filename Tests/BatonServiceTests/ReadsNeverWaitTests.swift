@@ -1,3 +1,5 @@
+import BatonCore
+import BatonStore
 import DBus
 import Foundation
 import Glibc
@@ -5,13 +7,11 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// A slow disk, not a broken one: every `fsync` and `fdatasync` of batond delayed by 1 s
-/// (strace's fault injection; a busy HDD, an NFS home or a loaded btrfs behave like this).
-/// Commits themselves do not sync (WAL, `synchronous=NORMAL`); checkpoints do, and a stream
-/// of large writes makes the writer checkpoint inside a commit, which then takes seconds.
-/// Reads and the watchdog's pings must not notice.
+/// Reads are never queued behind a write or a long read: another client's `Get` keeps its
+/// pace while the disk is slow and while a full store is exported. These hold latencies to
+/// a bound, so `scripts/test` runs this suite alone, after the others.
 @Suite(.serialized)
-struct SlowDiskTests {
+struct ReadsNeverWaitTests {
     /// batond under strace, every fsync delayed by `delay`, with a stand-in for systemd's
     /// notify socket; killed (batond and strace) at the end.
     final class SlowBatond {
@@ -80,6 +80,11 @@ struct SlowDiskTests {
         }
     }
 
+    /// A slow disk, not a broken one: every `fsync` and `fdatasync` of batond delayed by 1 s
+    /// (strace's fault injection; a busy HDD, an NFS home or a loaded btrfs behave like this).
+    /// Commits themselves do not sync (WAL, `synchronous=NORMAL`); checkpoints do, and a
+    /// stream of large writes makes the writer checkpoint inside a commit, which then takes
+    /// seconds. Reads and the watchdog's pings must not notice.
     @Test func readsAndWatchdogPingsKeepTheirPaceWhileEveryFsyncTakesASecond() async throws {
         let world = try BatonWorld()
         defer { world.close() }
@@ -146,5 +151,58 @@ struct SlowDiskTests {
         #expect(seen.count >= 8, "\(seen.count) pings in 6 s")
         let longest = zip(seen, seen.dropFirst()).map { $1 - $0 }.max() ?? .seconds(6)
         #expect(longest < .milliseconds(900), "the watchdog went \(longest) without a ping while writes waited for the disk")
+    }
+
+    @Test func getKeepsItsPaceWhileAFullStoreIsExported() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        // A store at one app's quota with its history: 12 001 advertised, 2 001 evicted into history.
+        try Store.prepareDirectory((world.database as NSString).deletingLastPathComponent)
+        let store = try Store(path: world.database)
+        try store.register(ActivityType(type: BatonWorld.type, appID: BatonWorld.app))
+        let payload = #"{"notes":""# + String(repeating: "n", count: 1024) + #""}"#
+        for batch in 0..<12 {
+            let activities = (0..<1_000).map { index in
+                Activity(id: Identifier.make(), type: BatonWorld.type, appID: BatonWorld.app, title: "activity \(batch)-\(index)",
+                         payload: payload, createdAt: UInt64(batch * 1_000 + index + 1), updatedAt: UInt64(batch * 1_000 + index + 1))
+            }
+            for result in store.insert(batch: activities) { _ = try result.get() }
+        }
+        try store.close()
+        try await world.startDaemon()
+        let agatha = try await world.advertise("Agatha")
+
+        let clock = ContinuousClock()
+        let exporting = Atomic(true)
+        let exporter = try world.bus.connect()
+        let reader = try world.bus.connect()
+        defer { [exporter, reader].forEach { $0.close() } }
+        let reads = Timings()
+        let readsDuring = Atomic(0)
+        async let document = { () async throws -> String in
+            defer { exporting.store(false, ordering: .relaxed) }
+            let reply = try await exporter.call("org.baton.Handoff1", BatonWorld.root, "org.baton.Handoff1.Archive", "Export",
+                                                [.stringMap([:])], timeout: .seconds(60))
+            return try #require(reply.first?.stringValue)
+        }()
+        let started = clock.now
+        while exporting.load(ordering: .relaxed) {
+            let start = clock.now
+            _ = try await reader.call("org.baton.Handoff1", BatonWorld.root, "org.baton.Handoff1.Activities", "Get",
+                                      [.string(agatha)], timeout: .seconds(20))
+            let elapsed = clock.now - start
+            reads.add(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            if exporting.load(ordering: .relaxed) { readsDuring.add(1, ordering: .relaxed) }
+        }
+        let text = try await document
+        let exportTime = clock.now - started
+        print("export of a full store (\(text.utf8.count) bytes in \(exportTime)): Get ×\(reads.times.count), p50 \(reads.percentile(0.5)) s, max \(reads.times.last ?? 0) s")
+
+        // It was the full store, and the reads ran while it was exported.
+        let exported = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+        #expect((exported?["activities"] as? [Any])?.count == 10_000)
+        #expect((exported?["history"] as? [Any])?.count == 2_001)
+        #expect(readsDuring.load(ordering: .relaxed) >= 10, "only \(readsDuring.load(ordering: .relaxed)) reads during a \(exportTime) export")
+        #expect((reads.times.last ?? .infinity) <= 0.100, "Get max \(reads.times.last ?? .infinity) s during an export of \(exportTime)")
     }
 }
