@@ -12,7 +12,9 @@ struct Export: AsyncParsableCommand {
         discussion: """
             The document (format org.baton.Handoff1.export, version 1; README, "Export and import") \
             is what baton import reads back, here or on another machine. Other machines' activities \
-            (sync) are theirs to export. The file is made readable by you only: it holds what you did.
+            (sync) are theirs to export. The file is made readable by you only: it holds what you did. \
+            batond writes the document itself, to this command's standard output or the file, so a \
+            store of any size can be exported.
             """)
     @Option(help: "Only this app's.", completion: .custom(Completions.apps)) var app: String?
     @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Write to this file instead of standard output.", valueName: "file"))
@@ -23,18 +25,21 @@ struct Export: AsyncParsableCommand {
         try await perform {
             var filter: [String: String] = [:]
             filter["app_id"] = app
-            if output != nil { progress("exporting…") }
-            let text = try await global.daemon().call(Contract.Archive.export, [.stringMap(filter)], timeout: .seconds(600))
-                .first?.stringValue ?? ""
-            guard let output else { return print(text, terminator: "") }
-            let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw CLIError(description: "cannot write \(output): \(String(cString: strerror(errno)))", status: ExitStatus.failure) }
-            defer { close(fd) }
-            let written = text.utf8.withContiguousStorageIfAvailable { write(fd, $0.baseAddress, $0.count) } ?? -1
-            guard written == text.utf8.count else {
-                throw CLIError(description: "cannot write \(output): \(String(cString: strerror(errno)))", status: ExitStatus.failure)
+            let fd: Int32
+            if let output {
+                fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { throw CLIError(description: "cannot write \(output): \(String(cString: strerror(errno)))", status: ExitStatus.failure) }
+                progress("exporting…")
+            } else {
+                fd = STDOUT_FILENO
             }
-            progress("exported \(SizeReport.text(text.utf8.count)) to \(output)")
+            defer { if fd != STDOUT_FILENO { close(fd) } }
+            let descriptor = try FileDescriptor.duplicating(fd)
+            _ = try await global.daemon().call(Contract.Archive.exportTo, [.unixFD(descriptor), .stringMap(filter)], timeout: .seconds(600))
+            guard let output else { return }
+            var info = stat()
+            let size = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
+            progress("exported \(SizeReport.text(size)) to \(output)")
         }
     }
 }

@@ -71,6 +71,7 @@ enum JSONText {
         case .string(let v): return StrictJSON.quote(v)
         case .objectPath(let v): return StrictJSON.quote(v.text)
         case .signature(let v): return StrictJSON.quote(v.text)
+        case .unixFD: return "null"  // batond sends none; a descriptor means nothing in a script's JSON
         case .array(_, let values): return "[" + values.map { Self.value($0, rawJSONKeys: rawJSONKeys) }.joined(separator: ",") + "]"
         case .structure(let values): return "[" + values.map { Self.value($0, rawJSONKeys: rawJSONKeys) }.joined(separator: ",") + "]"
         case .dictionary(_, _, let entries):

@@ -166,6 +166,8 @@ extension Contract {
             Contract.Interface.archive, "ClearHistory", in: [Argument("filter", "a{ss}")], out: [Argument("removed", "u")])
         public static let export = ContractMethod(
             Contract.Interface.archive, "Export", in: [Argument("filter", "a{ss}")], out: [Argument("json", "s")])
+        public static let exportTo = ContractMethod(
+            Contract.Interface.archive, "ExportTo", in: [Argument("fd", "h"), Argument("filter", "a{ss}")])
         public static let `import` = ContractMethod(
             Contract.Interface.archive, "Import", in: [Argument("json", "s"), Argument("options", "a{ss}")], out: [Argument("counts", "a{su}")])
         /// The filters `History` and `ClearHistory` take.

@@ -10,20 +10,35 @@ extension HandoffService {
             Method.encoded(Contract.Archive.history, handler: history),
             Method(Contract.Archive.clearHistory, ordering: .concurrent, handler: clearHistory),
             Method(Contract.Archive.export, ordering: .concurrent, handler: export),
+            Method(Contract.Archive.exportTo, ordering: .concurrent, handler: exportTo),
             Method(Contract.Archive.import, ordering: .concurrent, handler: importDocument),
         ])
     }
 
     func export(_ call: MethodCall) async throws -> [DBusValue] {
-        let filter: [String: String] = try call.argument(0)
-        if let unknown = filter.keys.first(where: { $0 != "app_id" }) {
-            throw BatonError.invalidArgument("Export has no filter '\(printable(unknown))'; its filter is app_id")
-        }
+        let appID = try exportFilter(try call.argument(0), method: "Export")
         // Off the bus thread, read and encoded: a full store takes hundreds of milliseconds.
-        let text = try await Task.detached { [store] in
-            try store.exportContents(appID: filter["app_id"], now: WallClock.nowMicroseconds()).encoded()
-        }.value
+        let text = try await Task.detached { [store] in try store.exportContents(appID: appID, now: WallClock.nowMicroseconds()).encoded() }.value
         return [.string(text)]
+    }
+
+    func exportTo(_ call: MethodCall) async throws -> [DBusValue] {
+        guard case .unixFD(let descriptor)? = call.arguments.first else { throw BatonError.invalidArgument("ExportTo needs a file descriptor") }
+        let appID = try exportFilter(try call.argument(1), method: "ExportTo")
+        try DescriptorWriter.checkWritable(descriptor)
+        let written = try await DescriptorWriter.write(to: descriptor) { [store] in
+            try store.exportContents(appID: appID, now: WallClock.nowMicroseconds()).encoded()
+        }
+        log.debug("exported \(written) bytes to a file descriptor")
+        return []
+    }
+
+    /// The app an export is limited to, if any.
+    private func exportFilter(_ filter: [String: String], method: String) throws(BatonError) -> String? {
+        if let unknown = filter.keys.first(where: { $0 != "app_id" }) {
+            throw .invalidArgument("\(method) has no filter '\(printable(unknown))'; its filter is app_id")
+        }
+        return filter["app_id"]
     }
 
     func importDocument(_ call: MethodCall) async throws -> [DBusValue] {

@@ -54,6 +54,9 @@ public struct DaemonStartError: Error, CustomStringConvertible {
 /// the services; nothing is served until `run()`. `batond` runs it; tests can drive it in
 /// process.
 public func buildDaemon(_ options: DaemonOptions, environment: [String: String], logger: Logger) throws -> BuiltDaemon {
+    // A write to a descriptor a caller passed (ExportTo) whose reader went away must fail
+    // with EPIPE, not end batond.
+    signal(SIGPIPE, SIG_IGN)
     let store: Store
     do {
         guard let path = options.database ?? Store.defaultPath(environment: environment) else {

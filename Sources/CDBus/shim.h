@@ -20,6 +20,8 @@ static inline dbus_uint32_t cdbus_iter_get_uint32(DBusMessageIter *it) { dbus_ui
 static inline dbus_int64_t cdbus_iter_get_int64(DBusMessageIter *it) { dbus_int64_t v = 0; dbus_message_iter_get_basic(it, &v); return v; }
 static inline dbus_uint64_t cdbus_iter_get_uint64(DBusMessageIter *it) { dbus_uint64_t v = 0; dbus_message_iter_get_basic(it, &v); return v; }
 static inline double cdbus_iter_get_double(DBusMessageIter *it) { double v = 0; dbus_message_iter_get_basic(it, &v); return v; }
+/* A Unix file descriptor: libdbus returns a duplicate the caller owns, or -1. */
+static inline int cdbus_iter_get_unix_fd(DBusMessageIter *it) { int v = -1; dbus_message_iter_get_basic(it, &v); return v; }
 static inline const char *cdbus_iter_get_string(DBusMessageIter *it) { const char *v = 0; dbus_message_iter_get_basic(it, &v); return v; }
 
 /* Appending a string-like basic value takes a pointer to the pointer. */

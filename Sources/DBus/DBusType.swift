@@ -2,11 +2,11 @@
 ///
 /// The grammar and limits come from the D-Bus specification, "Type System":
 /// https://dbus.freedesktop.org/doc/dbus-specification.html#type-system
-/// Unix file descriptors (`h`) are not supported: Baton never passes them, and
-/// refusing them keeps descriptors from leaking into a process that did not ask.
+/// A Unix file descriptor (`h`) arrives as a `FileDescriptor` the value owns.
 public indirect enum DBusType: Hashable, Sendable {
     case byte, boolean, int16, uint16, int32, uint32, int64, uint64, double
     case string, objectPath, signature
+    case unixFD
     case variant
     case array(DBusType)
     /// `a{KV}`: a dictionary; the key is always a basic type.
@@ -78,6 +78,7 @@ public indirect enum DBusType: Hashable, Sendable {
         case .string: UInt8(ascii: "s")
         case .objectPath: UInt8(ascii: "o")
         case .signature: UInt8(ascii: "g")
+        case .unixFD: UInt8(ascii: "h")
         case .variant: UInt8(ascii: "v")
         case .array, .dictionary: UInt8(ascii: "a")
         case .structure: UInt8(ascii: "r")
@@ -85,7 +86,7 @@ public indirect enum DBusType: Hashable, Sendable {
     }
 
     private static let basicTypes: [DBusType] = [
-        .byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .string, .objectPath, .signature,
+        .byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .string, .objectPath, .signature, .unixFD,
     ]
 
     /// The basic type with this type code, if any.
@@ -209,8 +210,6 @@ enum SignatureParser {
             }
             guard !fields.isEmpty else { throw .invalidSignature(text, "empty structure") }
             return .structure(fields)
-        case UInt8(ascii: "h"):
-            throw .invalidSignature(text, "Unix file descriptors (h) are not supported")
         default:
             let shown = code < 0x80 ? String(Unicode.Scalar(code)) : "byte \(code)"
             throw .invalidSignature(text, "'\(shown)' is not a type code here")

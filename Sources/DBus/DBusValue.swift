@@ -21,6 +21,7 @@ public enum DBusValue: Hashable, Sendable {
     case string(String)
     case objectPath(ObjectPath)
     case signature(Signature)
+    case unixFD(FileDescriptor)
     indirect case variant(DBusValue)
     case array(DBusType, [DBusValue])
     case dictionary(key: DBusType, value: DBusType, [DictionaryEntry])
@@ -51,6 +52,7 @@ public enum DBusValue: Hashable, Sendable {
         case .string: .string
         case .objectPath: .objectPath
         case .signature: .signature
+        case .unixFD: .unixFD
         case .variant: .variant
         case .array(let element, _): .array(element)
         case .dictionary(let key, let value, _): .dictionary(key: key, value: value)
@@ -64,7 +66,7 @@ public enum DBusValue: Hashable, Sendable {
         case (.byte, .byte), (.boolean, .boolean), (.int16, .int16), (.uint16, .uint16),
              (.int32, .int32), (.uint32, .uint32), (.int64, .int64), (.uint64, .uint64),
              (.double, .double), (.string, .string), (.objectPath, .objectPath),
-             (.signature, .signature), (.variant, .variant):
+             (.signature, .signature), (.unixFD, .unixFD), (.variant, .variant):
             return true
         case (.array(let element, _), .array(let expectedElement)):
             return element == expectedElement
@@ -95,7 +97,7 @@ public enum DBusValue: Hashable, Sendable {
         switch (self, expected) {
         case (.byte, .byte), (.boolean, .boolean), (.int16, .int16), (.uint16, .uint16),
              (.int32, .int32), (.uint32, .uint32), (.int64, .int64), (.uint64, .uint64),
-             (.double, .double), (.objectPath, .objectPath), (.signature, .signature):
+             (.double, .double), (.objectPath, .objectPath), (.signature, .signature), (.unixFD, .unixFD):
             return
         case (.string(let text), .string):
             try DBusNames.validateString(text)

@@ -37,6 +37,10 @@ enum Marshal {
         case .string(let text): return appendString(text, code: value.type.code, to: &iter)
         case .objectPath(let path): return appendString(path.text, code: value.type.code, to: &iter)
         case .signature(let signature): return appendString(signature.text, code: value.type.code, to: &iter)
+        // libdbus appends a duplicate: the value keeps its own.
+        case .unixFD(let descriptor):
+            var raw = descriptor.raw
+            return dbus_message_iter_append_basic(&iter, Int32(value.type.code), &raw) != 0
         case .variant(let inner):
             return container(variantCode, signature: inner.type.signature, in: &iter) { sub in append(inner, to: &sub) }
         case .array(let element, let values):
@@ -139,7 +143,10 @@ enum Marshal {
         case UInt8(ascii: "a"):
             return try readArray(&iter)
         case UInt8(ascii: "h"):
-            throw .invalidArgs("Unix file descriptors (h) are not supported")
+            // A duplicate the value owns; -1 when the message lost its descriptors.
+            let raw = cdbus_iter_get_unix_fd(&iter)
+            guard raw >= 0 else { throw .invalidArgs("a file descriptor in the message could not be read") }
+            return .unixFD(FileDescriptor(owning: raw))
         default:
             throw .invalidArgs("unexpected type code \(code) in message")
         }

@@ -1,6 +1,7 @@
 import BatonCore
 import DBus
 import Foundation
+import Glibc
 import Testing
 import TestSupport
 
@@ -70,6 +71,61 @@ struct ArchiveTests {
         // One app's only.
         let maps = try await here.baton(["export", "--app", "com.example.maps"])
         #expect(maps.stdout.contains("Bryggen") && !maps.stdout.contains("Agatha"))
+    }
+
+    /// `ExportTo` writes Export's document to a descriptor the caller passes: from python3-dbus
+    /// into a file, and from `baton export` through a pipe. A descriptor it cannot write to
+    /// is refused, and a reader that went away ends the export, not batond.
+    @Test func exportToWritesTheSameDocumentToAFileDescriptor() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        try await fill(world)
+        let document = try #require(try await world.call("org.baton.Handoff1.Archive", "Export", [.stringMap([:])]).first?.stringValue)
+        let directory = try TemporaryDirectory.make(prefix: "baton-export-to")
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        let file = directory.appendingPathComponent("from-python.json").path
+        let python = try Executables.require("/usr/bin/python3", package: "python3-dbus")
+        let script = """
+            import dbus, sys
+            archive = dbus.Interface(dbus.SessionBus().get_object("org.baton.Handoff1", "/org/baton/Handoff1"), "org.baton.Handoff1.Archive")
+            with open(sys.argv[1], "w") as out:
+                archive.ExportTo(dbus.types.UnixFd(out), {"app_id": sys.argv[2]} if len(sys.argv) > 2 else {})
+            """
+        let fromPython = try await world.run(python, ["-c", script, file])
+        #expect(fromPython.status == 0, "\(fromPython)")
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == document)
+        let maps = try await world.run(python, ["-c", script, file, "com.example.maps"])
+        #expect(maps.status == 0, "\(maps)")
+        let mapsOnly = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(mapsOnly.contains("Bryggen") && !mapsOnly.contains("Agatha"))
+
+        let shell = try await world.run("/bin/sh", ["-c", "\"$0\" export | cat > \"$1\"", try Executables.built("baton"), file])
+        #expect(shell.status == 0, "\(shell)")
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == document, "baton export through a pipe")
+
+        // Open for reading only: refused before anything is read.
+        let readOnly = FileDescriptor(owning: open(file, O_RDONLY | O_CLOEXEC))
+        await #expect(throws: DBusError.self) {
+            do {
+                _ = try await world.call("org.baton.Handoff1.Archive", "ExportTo", [.unixFD(readOnly), .stringMap([:])])
+            } catch let error as DBusError {
+                #expect(error.name == "org.baton.Handoff1.Error.InvalidArgument" && error.message.contains("not open for writing"), "\(error)")
+                throw error
+            }
+        }
+        // A pipe whose reader is gone: the export ends with a named error, batond serves on.
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        close(ends[0])
+        let orphan = FileDescriptor(owning: ends[1])
+        do {
+            _ = try await world.call("org.baton.Handoff1.Archive", "ExportTo", [.unixFD(orphan), .stringMap([:])])
+            Issue.record("an export to a pipe nobody reads succeeded")
+        } catch let error as DBusError {
+            #expect(error.name == "org.baton.Handoff1.Error.InvalidArgument" && error.message.contains("reader closed it"), "\(error)")
+        }
+        #expect(try await world.activityCount() == 2)
     }
 
     @Test func aDocumentWrongInOnePlaceIsRefusedWholeAndSaysWhere() async throws {

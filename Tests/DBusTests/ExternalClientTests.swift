@@ -217,11 +217,15 @@ struct ExternalClientTests {
                 test.Fail("org.baton.Handoff1.Error.Expired", "too late")
             except dbus.exceptions.DBusException as e:
                 print("error", e.get_dbus_name(), e.get_dbus_message())
-            # A Unix fd is a valid D-Bus value we do not accept: refused, not a crash.
-            try:
-                test.Echo(dbus.types.UnixFd(0, variant_level=1))
-            except dbus.exceptions.DBusException as e:
-                print("fd", e.get_dbus_name(), e.get_dbus_message())
+            # A Unix fd travels: echoed back as a duplicate of the same pipe's write end.
+            import os
+            read_end, write_end = os.pipe()
+            echoed = test.Echo(dbus.types.UnixFd(write_end, variant_level=1))
+            os.close(write_end)
+            back = echoed.take()
+            os.write(back, b"through the bus")
+            os.close(back)
+            print("fd", os.read(read_end, 100).decode())
             print("after", int(test.Add(1, 1)))
             """
         let result = try await run(world, python, ["-"], stdin: script)
@@ -234,7 +238,7 @@ struct ExternalClientTests {
             changed \(Fixture.interface) {'Count': 5}
             pinged ['after change']
             error org.baton.Handoff1.Error.Expired too late
-            fd org.freedesktop.DBus.Error.InvalidArgs Unix file descriptors (h) are not supported
+            fd through the bus
             after 2
             """, "\(result)")
     }

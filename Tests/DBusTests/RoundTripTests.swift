@@ -1,4 +1,5 @@
 import DBus
+import Glibc
 import Testing
 import TestSupport
 
@@ -29,6 +30,25 @@ struct RoundTripTests {
             let reply = try await world.client.fixture("Echo", [.variant(value)])
             #expect(reply == [.variant(value)], "round trip of \(value.type.signature)")
         }
+    }
+
+    @Test func aFileDescriptorTravelsAsAnOwnedDuplicate() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        defer { close(ends[0]) }
+        let sent = FileDescriptor(owning: ends[1])
+        let reply = try await world.client.fixture("Echo", [.variant(.unixFD(sent))])
+        guard case .variant(.unixFD(let back))? = reply.first else {
+            Issue.record("the reply holds \(reply), not a file descriptor")
+            return
+        }
+        // Another descriptor for the same pipe: what is written through it comes out of ours.
+        #expect(back.raw != sent.raw)
+        #expect(write(back.raw, "hawk", 4) == 4)
+        var bytes = [UInt8](repeating: 0, count: 8)
+        #expect(read(ends[0], &bytes, 8) == 4 && Array(bytes.prefix(4)) == Array("hawk".utf8))
     }
 
     @Test func allTypesAsTopLevelArguments() async throws {
