@@ -13,11 +13,8 @@ import Synchronization
 /// members pointing at named methods; `Continue` and its handler call are in
 /// `Continuation.swift`. This file holds the service's life: start, stop, housekeeping.
 ///
-/// Every write goes to the store, and is committed, before its reply is sent.
-/// Handlers start in arrival order on the connection's bus thread. Reads are answered
-/// there; a write is queued, in that order, on the store's writer thread, and its
-/// handler awaits it while the bus thread goes on serving (`.concurrent`), so no call
-/// waits behind a write that waits for the disk. `Continue` also awaits the app's handler.
+/// Every write goes to the store, and is committed, before its reply is sent. Which thread
+/// runs what, and where a call can wait: docs/DESIGN.md, "The process".
 public final class HandoffService: Sendable {
     public static let busName = Contract.busName
     public static let rootPath = Contract.root

@@ -5,11 +5,12 @@ import Synchronization
 
 /// Baton's persistent state in one SQLite database (WAL), through GRDB only.
 ///
-/// Concurrency, in two sentences: every write runs on one writer thread, in the order
-/// the writes were queued, on the one writer connection (`writer`); every read runs on
-/// the one read-only connection (`reader`), which in WAL mode never waits for the
-/// writer. Reads share one read transaction (a snapshot) that each write ends before it
-/// begins and after it commits, so a read that starts after a write returned sees it.
+/// Concurrency (docs/DESIGN.md, "The process"): every write runs on one writer thread, in
+/// the order the writes were queued, on the one writer connection (`writer`); reads run on
+/// the shared read-only connection (`reader`), which in WAL mode never waits for the
+/// writer, and long ones on a connection of their own (`readAlone`). Reads share one read
+/// transaction (a snapshot) that each write ends before it begins and after it commits, so
+/// a read that starts after a write returned sees it.
 ///
 /// Every write method returns only after its transaction has committed, so a caller
 /// that replies afterwards never acknowledges a write that `kill -9` could lose. A store
