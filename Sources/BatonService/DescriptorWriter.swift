@@ -1,6 +1,5 @@
 import BatonCore
 import DBus
-import Foundation
 import Glibc
 
 /// Writes a document to a file descriptor a caller passed (`Archive.ExportTo`), on a thread
@@ -22,13 +21,9 @@ enum DescriptorWriter {
     /// Makes the text with `produce` and writes it whole to `descriptor`, both on a new
     /// thread; returns how many bytes were written.
     static func write(to descriptor: FileDescriptor, _ produce: @escaping @Sendable () throws -> String) async throws -> Int {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result {
-                    var text = try produce()
-                    return try text.withUTF8 { bytes throws(BatonError) in try writeAll(bytes, to: descriptor.raw) }
-                })
-            }
+        try await onThreadOfItsOwn {
+            var text = try produce()
+            return try text.withUTF8 { bytes throws(BatonError) in try writeAll(bytes, to: descriptor.raw) }
         }
     }
 

@@ -120,7 +120,12 @@ public final class HandoffService: Sendable {
     /// An earlier version raced its sleep against an AsyncStream; cancelling the losing
     /// `next()` finished the stream for good, and the loop then spun, writing without pause.
     public func runHousekeeping(period: Duration = .seconds(1)) async {
+        var integrityChecked = false
         while !Task.isCancelled {
+            if !integrityChecked, store.hasBeenIdle(for: Self.idleBeforeTruncatingWAL) {
+                integrityChecked = true
+                await checkIntegrity()
+            }
             if let next = try? store.nextExpiry(), next + Self.expiredGrace <= WallClock.nowMicroseconds() {
                 await purgeExpired()
             }
@@ -138,6 +143,23 @@ public final class HandoffService: Sendable {
                 log.error("housekeeping failed: \(error)")
             }
             try? await Task.sleep(for: period)
+        }
+    }
+
+    /// The full check of the database file that start-up leaves out (`Quarantine`), once,
+    /// on a thread of its own: it reads the whole file.
+    func checkIntegrity() async {
+        do {
+            if let found = try await onThreadOfItsOwn({ [store] in try store.checkIntegrity() }) {
+                log.error("""
+                    the database \(store.path) is damaged (\(found)); batond writes nothing more into it and moves it aside \
+                    at its next start (systemctl --user restart batond). baton doctor says more.
+                    """)
+            } else {
+                log.debug("integrity check of \(store.path): ok")
+            }
+        } catch {
+            log.error("checking the database \(store.path): \(error)")
         }
     }
 

@@ -6,9 +6,12 @@ import GRDB
 /// Keeps batond from serving, or writing into, a database it cannot trust.
 ///
 /// Before the store opens a file, `inspect` decides whether it is trustworthy: it is an
-/// SQLite file, was not found damaged while in use (the `.damaged` marker), and passes
-/// a time-bounded `quick_check`. A file that fails is moved aside with its `-wal` and
-/// `-shm`, and batond starts on a fresh one; it never restarts in a loop on a bad file.
+/// SQLite file, was not found damaged while in use (the `.damaged` marker), its schema
+/// reads, and it is as long as its header says. That much reads a few pages whatever the
+/// file's size, so start-up does not grow with the store; the full `quick_check` runs once
+/// batond is idle (`Store.checkIntegrity`), and what it finds is quarantined at the next
+/// start, as damage found while serving is. A file that fails is moved aside with its
+/// `-wal` and `-shm`, and batond starts on a fresh one; it never restarts in a loop on a bad file.
 public enum Quarantine {
     /// A database moved aside: where it went and why.
     public struct Moved: Sendable, Equatable {
@@ -21,9 +24,6 @@ public enum Quarantine {
                 + "To try to recover what it held: sqlite3 \(path) .recover | sqlite3 recovered.sqlite"
         }
     }
-
-    /// How long the start-up `quick_check` may run; a larger file is served unchecked past it.
-    public static let checkBudget: Duration = .seconds(2)
 
     /// Opens the store at `path`, first moving the file aside when it cannot be trusted,
     /// and again when opening it reports damage.
@@ -52,18 +52,22 @@ public enum Quarantine {
         do {
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
-            // A large file is checked only as far as the budget allows: interrupted, it is served.
-            let stop = DispatchWorkItem { queue.interrupt() }
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(checkBudget.components.seconds * 1000)), execute: stop)
-            defer { stop.cancel() }
             return try queue.inDatabase { db -> String? in
-                let rows = try String.fetchAll(db, sql: "PRAGMA quick_check(5)")
-                return rows == ["ok"] ? nil : "quick_check found: " + rows.joined(separator: "; ")
+                // The schema, every table's and index's definition, read whole.
+                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE sql IS NOT NULL")
+                // A file cut short: its header counts more pages than it holds. (Pages only in the
+                // WAL are counted too, so the WAL's length is part of what the file holds.)
+                let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+                let pageSize = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+                var wal = stat()
+                let walBytes = stat(path + "-wal", &wal) == 0 ? Int64(wal.st_size) : 0
+                guard pages * pageSize <= Int64(info.st_size) + walBytes else {
+                    return "it holds \(info.st_size) bytes where its header counts \(pages) pages of \(pageSize)"
+                }
+                return nil
             }
         } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
             return "SQLite could not read it: \(error.message ?? "damaged")"
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
-            return nil
         } catch let error as DatabaseError {
             throw StorageFailure.named(error, path: path)
         }

@@ -1,4 +1,5 @@
 import BatonCore
+import Dispatch
 import Glibc
 import GRDB
 import Synchronization
@@ -229,7 +230,8 @@ public final class Store: Sendable {
     /// One long read on a read-only connection of its own, opened for it and closed after:
     /// its snapshot is its own, so the calls answered meanwhile on the shared reader never
     /// wait for it (an export of a full store reads for hundreds of milliseconds).
-    func readAlone<T>(_ body: (Database) throws -> T) throws -> T {
+    /// With a `budget`, a read still running past it is interrupted: `ReadInterrupted`.
+    func readAlone<T>(budget: Duration? = nil, _ body: (Database) throws -> T) throws -> T {
         guard !closed.load(ordering: .relaxed) else { throw StoreError.closed }
         var readOnly = Configuration()
         readOnly.label = "baton.long-read"
@@ -238,10 +240,43 @@ public final class Store: Sendable {
         do {
             let connection = try DatabaseQueue(path: path, configuration: readOnly)
             defer { try? connection.close() }
+            let stop = DispatchWorkItem { connection.interrupt() }
+            if let budget {
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(budget.components.seconds * 1000)), execute: stop)
+            }
+            defer { stop.cancel() }
             return try connection.read(body)
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
+            throw ReadInterrupted()
         } catch let error as DatabaseError {
             throw noteDamage(StorageFailure.named(error, path: path))
         }
+    }
+
+    /// How long the full check of the file (`checkIntegrity`) may run before it gives up.
+    public static let integrityCheckBudget: Duration = .seconds(60)
+
+    /// SQLite's `quick_check` over the whole file, on a connection of its own, for at most
+    /// `integrityCheckBudget`: nil when the file is sound (or the budget ran out first), else
+    /// what was found. Damage found marks the file damaged: no write goes into it, and the
+    /// next start moves it aside. Reads the whole file: run it while batond is idle.
+    public func checkIntegrity() throws -> String? {
+        let found: String?
+        do {
+            found = try readAlone(budget: Self.integrityCheckBudget) { db -> String? in
+                let rows = try String.fetchAll(db, sql: "PRAGMA quick_check(5)")
+                return rows == ["ok"] ? nil : "quick_check found: " + rows.joined(separator: "; ")
+            }
+        } catch is ReadInterrupted {
+            return nil
+        } catch let error as BatonError where error.code == .storageCorrupt {
+            return error.message
+        }
+        if found != nil {
+            damaged.store(true, ordering: .relaxed)
+            StorageFailure.markDamaged(path: path)
+        }
+        return found
     }
 
     /// Ends the reads' shared snapshot, if one is open: the next read sees every commit made before it.
@@ -359,6 +394,13 @@ public final class Store: Sendable {
         }
     }
 
+    /// True when no write has committed for `idle` (or none since the store opened).
+    public func hasBeenIdle(for idle: Duration) -> Bool {
+        let last = lastCommit.load(ordering: .relaxed)
+        let idleNanoseconds = UInt64(idle.components.seconds) * 1_000_000_000 + UInt64(idle.components.attoseconds / 1_000_000_000)
+        return last == 0 || Monotonic.now - last >= idleNanoseconds
+    }
+
     /// Remembers that the file is damaged when `error` says so, and returns it.
     private func noteDamage(_ error: any Error) -> any Error {
         if let named = error as? BatonError, named.code == .storageCorrupt {
@@ -422,6 +464,9 @@ public final class Store: Sendable {
         }
     }
 }
+
+/// A read on a connection of its own ran past its budget and was interrupted.
+struct ReadInterrupted: Error {}
 
 /// Why the database could not be opened, with what to do about it.
 public enum StoreError: Error, Equatable, CustomStringConvertible {

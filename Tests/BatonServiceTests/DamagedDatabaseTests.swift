@@ -135,6 +135,33 @@ struct DamagedDatabaseTests {
         #expect(after.status == 1 && after.stdout.contains("moved it aside") && after.stdout.contains(".recover"), "\(after)")
     }
 
+    /// Damage in pages no call reads (an index the calls here do not use): start-up reads a
+    /// few pages whatever the file's size, so batond serves; its full check, once idle, finds
+    /// it. From then on nothing is written into the file, and the next start moves it aside.
+    @Test func damageOnlyTheFullCheckFindsIsFoundOnceIdleAndQuarantinedAtTheNextStart() async throws {
+        let world = try await worldWithData()
+        defer { world.close() }
+        let sqlite = try Executables.require("sqlite3", package: "sqlite3")
+        let root = try await world.run(sqlite, [world.database, "SELECT rootpage FROM sqlite_master WHERE name = 'activity_type_index'"])
+        let page = try #require(UInt64(root.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(root)")
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: world.database))
+        try handle.seek(toOffset: (page - 1) * 4096)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: 4096))
+        try handle.close()
+
+        try await world.startDaemon()
+        #expect(try await world.activityCount() == 300, "served at start")
+        try await eventually("the check once idle found the damage", timeout: .seconds(20)) { world.daemonLog.contains("is damaged") }
+        #expect(await errorName { try await world.advertise("into a damaged file") } == Self.corruptName)
+        let doctor = try await world.run(try Executables.built("baton"), ["doctor"])
+        #expect(doctor.stdout.contains("found damaged while batond used it"), "\(doctor)")
+        #expect(await world.stopDaemon() == 0)
+
+        try await world.startDaemon()
+        #expect(try quarantined(in: world).count == 1)
+        #expect(try await world.activityCount() == 0)
+    }
+
     /// `--database` in a directory others can write to is refused, with the fix.
     @Test func aDatabaseInADirectoryOthersCanWriteIsRefused() async throws {
         let world = try BatonWorld()
