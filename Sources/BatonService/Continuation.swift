@@ -81,7 +81,7 @@ extension HandoffService {
         if wait {
             try await deliver(sceneID: sceneID, known: (pending, activity, type))
         } else {
-            Task { try? await self.deliver(sceneID: sceneID, known: (pending, activity, type)) }
+            background.start { try await self.deliver(sceneID: sceneID, known: (pending, activity, type)) }
         }
         return [.objectPath(path)]
     }
@@ -174,16 +174,18 @@ extension HandoffService {
     func deliver(sceneID: String, known: (PendingContinuation, Activity, ActivityType)? = nil) async throws {
         var known = known
         while true {
-            let (delivery, ours) = deliveries.withLock { running -> (Task<Void, any Error>, Bool) in
+            let (delivery, ours) = deliveries.withLock { running -> (Task<Void, any Error>?, Bool) in
                 if let underWay = running[sceneID] { return (underWay, false) }
                 // Not the caller's task: a caller that gives up does not stop the delivery.
-                let delivery = Task { [known] in
+                let delivery = background.start { [known] in
                     defer { _ = self.deliveries.withLock { $0.removeValue(forKey: sceneID) } }
                     try await self.deliverOnce(sceneID: sceneID, known: known)
                 }
                 running[sceneID] = delivery
                 return (delivery, true)
             }
+            // batond is stopping: the continuation waits, pending, for the next start.
+            guard let delivery else { throw BatonError.storageUnavailable("batond is stopping; the continuation is delivered when it starts again") }
             try await delivery.value
             if ours { return }
             guard try store.pendingContinuation(sceneID: sceneID) != nil else { return }
@@ -219,12 +221,15 @@ extension HandoffService {
             log.debug("continued \(activity.id) into \(path.text)")
             if activity.isRemote {
                 // Its originator is on the machine that advertised it: told through that machine's batond.
-                Task { [log] in
+                background.start { [log] in
                     do { try await self.syncEngine?.tellContinued(activity) } catch { log.error("telling \(activity.deviceID) of the continuation: \(error)") }
                 }
             } else {
                 tellOriginator(activity, type: type, scene: path, device: thisDevice)
             }
+        } catch is CancellationError {
+            // batond is stopping: the continuation stays as it is, pending, for the next start.
+            throw BatonError.storageUnavailable("batond is stopping; the continuation is delivered when it starts again")
         } catch let unreachable as HandlerUnreachable {
             try? await store.writing { try $0.noteDeliveryFailed(sceneID: sceneID, error: unreachable.reason) }
             log.info("\(unreachable.reason); the continuation waits in \(path.text)")
@@ -292,7 +297,7 @@ extension HandoffService {
             destination: handler, path: path, interface: method.interface, member: method.name,
             body: [.string(activity.id), .objectPath(scene), .string(device)])
         message.autoStart = false
-        Task { [connection, log, handlerTimeout] in
+        background.start { [connection, log, handlerTimeout, message] in
             do {
                 _ = try await connection.call(message, timeout: handlerTimeout)
             } catch let error as DBusError where error.name == DBusError.Name.unknownMethod || error.name == DBusError.Name.serviceUnknown

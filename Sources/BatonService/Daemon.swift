@@ -127,8 +127,7 @@ struct BusService: Service {
         try await service.registerDeclaredTypes(from: typeDirectories)
         try await service.start()
         // Continuations that wait for their app are delivered when it appears; not while draining.
-        let redelivery = Task { await service.runRedelivery() }
-        defer { redelivery.cancel() }
+        let redelivery = service.background.start { await service.runRedelivery() }
         // Pinged from the bus thread itself: if it is stuck, the pings stop and systemd restarts batond.
         let watchdog = systemd.watchdogInterval.map { connection.repeatOnBusThread(every: $0) { systemd.watchdog() } }
         defer { watchdog?.cancel() }
@@ -141,7 +140,7 @@ struct BusService: Service {
                 return false
             }
             let stopRequested = await waiting.next() == true
-            redelivery.cancel()
+            redelivery?.cancel()
             if stopRequested {
                 systemd.stopping(status: "stopping; finishing calls in flight")
                 logger.info("stopping; finishing calls in flight")
@@ -149,6 +148,8 @@ struct BusService: Service {
             } else {
                 logger.warning("the bus connection closed; stopping")
             }
+            // Deliveries and notices still under way end here, before housekeeping, sync and the store.
+            await service.background.finish()
             connection.close()
             waiting.cancelAll()
         }

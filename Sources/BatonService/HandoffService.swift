@@ -30,6 +30,10 @@ public final class HandoffService: Sendable {
     let startedAt = WallClock.nowMicroseconds()
     /// Scenes whose continuation is being delivered now: one delivery at a time per scene.
     let deliveries = Mutex<[String: Task<Void, any Error>]>([:])
+    /// Every task that outlives the call that started it; finished before the store closes.
+    let background = BackgroundTasks()
+    /// How many such tasks are running: none once the daemon has stopped.
+    public var backgroundTasks: Int { background.count }
     /// The interface every scene object exports, built once (`sceneInterface`).
     let sceneInterfaceOnce = Mutex<Interface?>(nil)
 

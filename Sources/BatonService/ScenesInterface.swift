@@ -105,7 +105,7 @@ extension HandoffService {
                 Contract.Scene.Property.restoreReason: .string(scene.restoreReason.rawValue),
             ])
         }
-        Task { await self.deliverWaiting(appID: appID) { _ in true } }
+        background.start { await self.deliverWaiting(appID: appID) { _ in true } }
         return [Records.restored(restoration.scenes)]
     }
 

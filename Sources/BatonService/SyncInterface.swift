@@ -86,7 +86,7 @@ extension HandoffService {
         announceRemoved(applied.ended)
         // Another machine asked for these here: each scene is on the bus before its app is asked.
         for sceneID in applied.pendingScenes {
-            Task {
+            background.start {
                 do {
                     guard let scene = try self.store.scene(id: sceneID) else { return }
                     try await self.exportNew(scene)

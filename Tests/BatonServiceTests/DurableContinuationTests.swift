@@ -198,6 +198,38 @@ struct DurableContinuationTests {
         #expect(try await delivered(scene, world) == "never ran")
     }
 
+    /// SIGTERM while a continuation not awaited is with an app that holds it: the delivery is
+    /// ended before the store closes, with nothing written after, and the continuation waits,
+    /// pending, for the next batond, which delivers it.
+    @Test func aStopDuringABackgroundDeliveryLeavesItPendingForTheNextStart() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        world.extraArguments = ["--handler-timeout", "30"]
+        try await world.startDaemon()
+        try await world.register(handler: Self.appName)
+        let holding = try await App(world, holding: true)
+        let id = try await world.advertise("held")
+        let scene = try #require(try await world.call(Self.activities, "Continue", [.string(id), .stringMap(["wait": "false"])])
+            .first?.objectPathValue)
+        try await eventually("the handler was asked") { holding.calls.withLock { $0 } == [scene.text] }
+
+        let clock = ContinuousClock()
+        let stopping = clock.now
+        #expect(await world.stopDaemon() == 0)
+        #expect(clock.now - stopping < .seconds(10), "the stop waited for the handler (\(clock.now - stopping))")
+        #expect(!world.daemonLog.contains("closed"), "\(world.daemonLog)")
+        #expect(!world.daemonLog.contains("failed"), "\(world.daemonLog)")
+        holding.close()
+        try await eventually("the app's name is free") { try await world.client.nameOwner(Self.appName) == nil }
+
+        try await world.startDaemon()
+        #expect(try await state(of: scene, world) == "pending")
+        let app = try await App(world)
+        defer { app.close() }
+        try await eventually("delivered by the next batond") { try await state(of: scene, world) == "ready" }
+        #expect(app.calls.withLock { $0 } == [scene.text])
+    }
+
     @Test func aRefusalOrAGoneActivityLeavesNoWaitingScene() async throws {
         let world = try BatonWorld()
         defer { world.close() }

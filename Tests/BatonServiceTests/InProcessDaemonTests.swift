@@ -1,8 +1,10 @@
 import BatonCore
 import BatonService
+import BatonStore
 import DBus
 import Foundation
 import Logging
+import Synchronization
 import Testing
 import TestSupport
 
@@ -36,5 +38,52 @@ struct InProcessDaemonTests {
         // Closed with its WAL emptied into the database file.
         var info = stat()
         #expect(stat(database + "-wal", &info) != 0 || info.st_size == 0)
+    }
+
+    /// A delivery under way when the daemon stops is a task the daemon owns: ended before
+    /// the store closes, its continuation left pending in the file for the next start.
+    @Test func noTaskOutlivesTheDaemonAndAWaitingContinuationStaysStored() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        let bus = world.bus
+        let database = bus.directory.appendingPathComponent("baton.sqlite").path
+        var options = DaemonOptions()
+        options.database = database
+        options.bus = .address(bus.address)
+        options.handlerTimeout = .seconds(30)
+        let daemon = try buildDaemon(options, environment: [:], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let running = Task { try await daemon.run() }
+
+        // An app whose handler never answers.
+        let app = try bus.connect()
+        defer { app.close() }
+        let asked = Atomic(false)
+        try await app.export("/", [Interface("org.baton.Handoff1.Handler", methods: [
+            Method("ContinueActivity", in: [Argument("scene", "o"), Argument("activity", "a{sv}")], out: [Argument("storage", "a{sv}")],
+                   ordering: .concurrent) { _ in
+                asked.store(true, ordering: .relaxed)
+                try await Task.sleep(for: .seconds(60))
+                return [.record([:])]
+            },
+        ])])
+        try await app.requestName("org.example.Holding")
+        let client = try bus.connect()
+        defer { client.close() }
+        try await client.waitForName("org.baton.Handoff1", timeout: .seconds(15))
+        let root: ObjectPath = "/org/baton/Handoff1"
+        _ = try await client.call("org.baton.Handoff1", root, "org.baton.Handoff1.Registry", "RegisterActivityType",
+                                  [.string("org.example.Holding.doc"), .string("org.example.Holding"), .stringMap(["handler": "org.example.Holding"])])
+        let id = try #require(try await client.call("org.baton.Handoff1", root, "org.baton.Handoff1.Activities", "Advertise",
+                                                    [.string("org.example.Holding.doc"), .string("held"), .string("{}"), .stringMap([:])]).first?.stringValue)
+        _ = try await client.call("org.baton.Handoff1", root, "org.baton.Handoff1.Activities", "Continue", [.string(id), .stringMap(["wait": "false"])])
+        try await eventually("the handler was asked") { asked.load(ordering: .relaxed) }
+        #expect(daemon.service.backgroundTasks >= 1)
+
+        await daemon.group.triggerGracefulShutdown()
+        try await running.value
+        #expect(daemon.service.backgroundTasks == 0, "tasks outlived the daemon")
+        let reopened = try Store(path: database)
+        defer { try? reopened.close() }
+        #expect(try reopened.pendingContinuations().count == 1)
     }
 }
