@@ -27,6 +27,8 @@ public enum Contract {
         public static let privacy = busName + ".Privacy"
         /// Implemented by apps, at the path their activity type names.
         public static let handler = busName + ".Handler"
+        /// Only on a batond started with `--test-clock`, for tests; not part of the contract's XML.
+        public static let testing = busName + ".Testing"
     }
 
     /// Error names are `org.baton.Handoff1.Error.<Code>`.
@@ -156,6 +158,13 @@ extension Contract {
             public static let state = "State"
             public static let restoreReason = "RestoreReason"
         }
+    }
+
+    /// `org.baton.Handoff1.Testing` on the root object of a batond started with `--test-clock`:
+    /// tests move its clock ahead instead of sleeping. Not part of the contract.
+    public enum Testing {
+        public static let advanceClock = ContractMethod(
+            Contract.Interface.testing, "AdvanceClock", in: [Argument("microseconds", "t")], out: [Argument("now", "t")])
     }
 
     /// `org.baton.Handoff1.Archive` on the root object: the user's history.

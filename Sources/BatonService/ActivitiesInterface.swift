@@ -40,7 +40,7 @@ extension HandoffService {
         let advertisement = try Advertisement.parse(
             type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
         let sceneID = try advertisement.scene.map { try scene(named: $0, ofApp: type.appID) }
-        let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: WallClock.nowMicroseconds())
+        let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: clock.now())
         if paused.isPaused { return advertiseUnrecorded(activity, requestID: advertisement.requestID) }
         let inserted = try await commits.insert(activity, request: advertisement.requestID.map { Request(id: $0, method: Contract.Activities.advertise.name) })
         // A repeated request stored nothing and announces nothing: the first call did.
@@ -70,7 +70,7 @@ extension HandoffService {
                 throw BatonError.unknownActivityType("activity type \(unrecorded.type) is no longer registered")
             }
             try refuseIfBlocked(unrecorded.appID)
-            var updated = try update.apply(to: unrecorded, type: type, now: WallClock.nowMicroseconds(), limits: limits)
+            var updated = try update.apply(to: unrecorded, type: type, now: clock.now(), limits: limits)
             if let named = update.scene { updated.sceneID = named.isEmpty ? nil : try scene(named: named, ofApp: unrecorded.appID) }
             paused.replace(updated)
             emit(Contract.Activities.updated, [.string(updated.id)])
@@ -80,7 +80,7 @@ extension HandoffService {
         let changed = try await store.writing { store -> Activity? in
             // A repeat returns at once, even if the activity has changed or gone since.
             if let request, try store.result(of: request) != nil { return nil }
-            let now = WallClock.nowMicroseconds()
+            let now = store.wallClock.now()
             let activity = try Self.liveActivity(id, in: store, now: now)
             guard !activity.isRemote else {
                 throw BatonError.accessDenied("""
@@ -126,13 +126,13 @@ extension HandoffService {
     }
 
     func get(_ call: MethodCall) async throws -> EncodedBody {
-        let activity = try liveActivity(try call.argument(0), now: WallClock.nowMicroseconds())
+        let activity = try liveActivity(try call.argument(0), now: clock.now())
         return Records.encodedRecord(activity, deviceNames: try deviceNames(for: [activity]))
     }
 
     func list(_ call: MethodCall) async throws -> EncodedBody {
         let filter = try filter(try call.argument(0))
-        let now = WallClock.nowMicroseconds()
+        let now = clock.now()
         var activities = try store.activities(filter, now: now)
         // Those advertised while paused are the newest.
         if paused.isPaused { activities = Array((paused.matching(filter, now: now) + activities).prefix(filter.limit ?? .max)) }
@@ -143,7 +143,7 @@ extension HandoffService {
         let requested: UInt32 = try call.argument(1)
         let limit = requested == 0 ? 50 : Int(min(requested, 1000))
         let query: String = try call.argument(0)
-        let now = WallClock.nowMicroseconds()
+        let now = clock.now()
         let unrecorded = paused.isPaused ? paused.search(query, now: now).prefix(limit) : []
         let activities = Array(unrecorded) + (try store.search(query, limit: limit - unrecorded.count, now: now))
         return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
@@ -172,7 +172,7 @@ extension HandoffService {
     /// activity itself while it lives, from its tombstone for a week after it ended.
     func explain(_ call: MethodCall) async throws -> [DBusValue] {
         let id = try Identifier.normalize(try call.argument(0))
-        let now = WallClock.nowMicroseconds()
+        let now = clock.now()
         var reasons: [String] = []
         let state: String
         var continuable = false

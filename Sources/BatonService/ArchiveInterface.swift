@@ -18,7 +18,7 @@ extension HandoffService {
     func export(_ call: MethodCall) async throws -> [DBusValue] {
         let appID = try exportFilter(try call.argument(0), method: "Export")
         // Off the bus thread, read and encoded: a full store takes hundreds of milliseconds.
-        let text = try await Task.detached { [store] in try store.exportContents(appID: appID, now: WallClock.nowMicroseconds()).encoded() }.value
+        let text = try await Task.detached { [store] in try store.exportContents(appID: appID, now: store.wallClock.now()).encoded() }.value
         return [.string(text)]
     }
 
@@ -27,7 +27,7 @@ extension HandoffService {
         let appID = try exportFilter(try call.argument(1), method: "ExportTo")
         try DescriptorWriter.checkWritable(descriptor)
         let written = try await DescriptorWriter.write(to: descriptor) { [store] in
-            try store.exportContents(appID: appID, now: WallClock.nowMicroseconds()).encoded()
+            try store.exportContents(appID: appID, now: store.wallClock.now()).encoded()
         }
         log.debug("exported \(written) bytes to a file descriptor")
         return []

@@ -20,7 +20,7 @@ extension HandoffService {
     static let continueOptions = ["scene", "new_scene", "wait", "request_id", "device"]
 
     func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
-        let now = WallClock.nowMicroseconds()
+        let now = clock.now()
         let options: [String: String] = try call.argument(1)
         if let unknown = options.keys.first(where: { !Self.continueOptions.contains($0) }) {
             throw BatonError.invalidArgument(
@@ -201,7 +201,7 @@ extension HandoffService {
         let path = SceneAddress.objectPath(forID: sceneID)
         do {
             guard let activity = try known?.1
-                    ?? store.continuable(id: pending.activityID, now: WallClock.nowMicroseconds(), askedAt: pending.requestedAt) else {
+                    ?? store.continuable(id: pending.activityID, now: clock.now(), askedAt: pending.requestedAt) else {
                 throw BatonError.notFound("activity \(pending.activityID) was invalidated or expired before its app could take it")
             }
             guard let type = try known?.2 ?? store.activityType(activity.type) else {
@@ -211,7 +211,7 @@ extension HandoffService {
             if let handler = type.handler {
                 storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
             }
-            let now = WallClock.nowMicroseconds()
+            let now = clock.now()
             try await store.writing { [storage] in
                 try $0.completeContinuation(sceneID: sceneID, activityID: activity.id, storage: storage, now: now)
             }
@@ -361,7 +361,7 @@ extension HandoffService {
         guard let waiting = try? store.pendingContinuations(appID: appID) else { return }
         for pending in waiting where !Task.isCancelled {
             // One whose activity or type went is delivered too: that abandons it.
-            let activity = try? store.continuable(id: pending.activityID, now: WallClock.nowMicroseconds(), askedAt: pending.requestedAt)
+            let activity = try? store.continuable(id: pending.activityID, now: clock.now(), askedAt: pending.requestedAt)
             let type = activity.flatMap { (try? store.activityType($0.type)) ?? nil }
             if let handler = type?.handler, !(await matches(handler)) { continue }
             do {
@@ -376,7 +376,7 @@ extension HandoffService {
     /// scenes become `failed`. Run by housekeeping.
     func failOldContinuations() async {
         do {
-            let failed = try await store.writing { try $0.failContinuations(requestedBefore: WallClock.nowMicroseconds() - Store.continuationLifetime) }
+            let failed = try await store.writing { try $0.failContinuations(requestedBefore: $0.wallClock.now() - Store.continuationLifetime) }
             for id in failed {
                 emitSceneChanged(id)
                 log.info("the continuation in scene \(id) did not reach its app within a day; the scene is failed")

@@ -26,6 +26,9 @@ public struct DaemonOptions: Sendable {
     /// Where installed apps declare their activity types (`DeclaredTypes`); nil for the XDG
     /// data directories of the environment.
     public var typeDirectories: [String]?
+    /// Exports `org.baton.Handoff1.Testing`, through which tests move the daemon's clock ahead
+    /// instead of sleeping. Never for users: anyone on the bus could then move batond's time.
+    public var testClock = false
 
     public init() {}
 }
@@ -72,7 +75,7 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
             }
         }
         let moved: Quarantine.Moved?
-        (store, moved) = try Quarantine.openStore(path: path, limits: options.limits)
+        (store, moved) = try Quarantine.openStore(path: path, limits: options.limits, clock: DaemonClock())
         if let moved { logger.warning("\(moved.advice)") }
     } catch let error as DaemonStartError {
         throw error
@@ -88,7 +91,8 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
         throw DaemonStartError(description: "cannot connect to the session bus: \(error.message)")
     }
     let service = HandoffService(
-        connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller)
+        connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller,
+        testClock: options.testClock)
     let bus = BusService(
         service: service, connection: connection, systemd: SystemdNotifier(environment: environment),
         typeDirectories: options.typeDirectories ?? DeclaredTypes.directories(environment: environment), logger: logger)

@@ -24,10 +24,12 @@ public final class HandoffService: Sendable {
     let log: Logger
     let handlerTimeout: Duration
     var limits: Limits { store.limits }
+    /// The daemon's wall clock (the store's): tests move it instead of sleeping.
+    var clock: DaemonClock { store.wallClock }
     /// Scenes that came back from the database when the daemon started.
     let restoredScenes = Mutex<Set<String>>([])
     /// When the daemon started, for Status.StartedAt.
-    let startedAt = WallClock.nowMicroseconds()
+    let startedAt: UInt64
     /// Scenes whose continuation is being delivered now: one delivery at a time per scene.
     let deliveries = Mutex<[String: Task<Void, any Error>]>([:])
     /// Every task that outlives the call that started it; finished before the store closes.
@@ -46,13 +48,19 @@ public final class HandoffService: Sendable {
     let announcedSync = Mutex<[String: DBusValue]>([:])
 
     /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
-    public init(connection: Connection, store: Store, log: Logger, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256) {
+    /// `testClock`: exports `org.baton.Handoff1.Testing` (see `DaemonOptions.testClock`).
+    public init(
+        connection: Connection, store: Store, log: Logger, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256,
+        testClock: Bool = false
+    ) {
+        self.testClock = testClock
         self.connection = connection
         self.store = store
         self.log = log
         self.handlerTimeout = handlerTimeout
         self.callsPerCaller = callsPerCaller
         self.commits = CommitQueue(store: store, schedule: connection.afterDispatch)
+        self.startedAt = store.wallClock.now()
         // Unreadable, the pause is taken as on: better to record nothing than what the user paused.
         let until: UInt64?
         do { until = try store.pausedUntil() } catch { until = 0 }
@@ -60,6 +68,7 @@ public final class HandoffService: Sendable {
     }
 
     private let callsPerCaller: Int
+    private let testClock: Bool
 
     /// Makes the sync engine, with its settings in `configPath`; its changes are announced on the bus.
     public func attachSync(configPath: String, catchUpPeriod: Duration = .seconds(30)) throws -> SyncEngine {
@@ -92,7 +101,8 @@ public final class HandoffService: Sendable {
             try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface])
         }
         try await connection.export(
-            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface, privacyInterface], objectManager: true)
+            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface, privacyInterface]
+                + (testClock ? [testingInterface] : []), objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
     }
@@ -130,17 +140,18 @@ public final class HandoffService: Sendable {
                 integrityChecked = true
                 await checkIntegrity()
             }
-            if let next = try? store.nextExpiry(), next + Self.expiredGrace <= WallClock.nowMicroseconds() {
+            if let next = try? store.nextExpiry(), next + Self.expiredGrace <= clock.now() {
                 await purgeExpired()
             }
-            if paused.hasEnded(at: WallClock.nowMicroseconds()) { await resumeRecording() }
+            if paused.hasEnded(at: clock.now()) { await resumeRecording() }
             await failOldContinuations()
             do {
                 try await store.writing { store in
                     try store.tidySearchIndex()
-                    try store.forgetRequests(before: WallClock.nowMicroseconds() - Store.requestLifetime)
-                    try store.trimHistory(now: WallClock.nowMicroseconds())
-                    try store.forgetExplanations(before: WallClock.nowMicroseconds() - Store.explanationLifetime)
+                    let now = store.wallClock.now()
+                    try store.forgetRequests(before: now - Store.requestLifetime)
+                    try store.trimHistory(now: now)
+                    try store.forgetExplanations(before: now - Store.explanationLifetime)
                     try store.truncateWALIfIdle(after: Self.idleBeforeTruncatingWAL)
                 }
             } catch {
@@ -171,7 +182,7 @@ public final class HandoffService: Sendable {
     @discardableResult
     public func purgeExpired() async -> Int {
         do {
-            let purged = try await store.writing { try $0.purgeExpired(now: WallClock.nowMicroseconds() - Self.expiredGrace) }
+            let purged = try await store.writing { try $0.purgeExpired(now: $0.wallClock.now() - Self.expiredGrace) }
             announceRemoved(purged)
             if !purged.isEmpty { log.debug("purged \(purged.count) expired activities") }
             return purged.count

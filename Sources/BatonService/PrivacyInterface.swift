@@ -30,7 +30,7 @@ extension HandoffService {
         guard seconds <= Self.longestPause else {
             throw BatonError.invalidArgument("a pause lasts at most \(Self.longestPause) seconds; 0 pauses until Resume")
         }
-        let until = seconds == 0 ? 0 : WallClock.nowMicroseconds() + seconds * 1_000_000
+        let until = seconds == 0 ? 0 : clock.now() + seconds * 1_000_000
         try await store.writing { try $0.setPaused(until: until) }
         if paused.pause(until: until) {
             log.info(seconds == 0 ? "recording paused until resumed" : "recording paused until \(WallClock.text(until))")

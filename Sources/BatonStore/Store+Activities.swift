@@ -70,7 +70,7 @@ extension Store {
             try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
                 .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
         }
-        if let request { try Self.record(request, result: activity.id, in: db) }
+        if let request { try record(request, result: activity.id, in: db) }
         return Inserted(id: activity.id, trimmed: trimmed, repeated: false)
     }
 

@@ -88,7 +88,7 @@ extension Store {
                     .execute(arguments: ActivityRow.arguments(activity) + [Time.encode(past.endedAt), past.endState, past.endReason])
                 counts.history += 1
             }
-            if counts.history > 0 { try Self.trimHistory(db, now: WallClock.nowMicroseconds(), limits: limits) }
+            if counts.history > 0 { try Self.trimHistory(db, now: wallClock.now(), limits: limits) }
             for contents in document.scenes {
                 if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM scene WHERE id = ?"), arguments: [contents.scene.id]) != nil {
                     counts.unchanged += 1

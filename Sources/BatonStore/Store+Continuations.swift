@@ -56,7 +56,7 @@ extension Store {
                 .execute(arguments: [activityID, Time.encode(now), sceneID])
             _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
             try db.cachedStatement(sql: "DELETE FROM continuation WHERE scene_id = ?").execute(arguments: [sceneID])
-            try Self.noteOutcome(activityID, scene: sceneID, state: "ready", in: db)
+            try noteOutcome(activityID, scene: sceneID, state: "ready", in: db)
         }
     }
 
@@ -70,7 +70,7 @@ extension Store {
                 db.cachedStatement(sql: "SELECT created_scene FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) ?? false
             if let activity = try String.fetchOne(
                 db.cachedStatement(sql: "SELECT activity_id FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) {
-                try Self.noteOutcome(activity, scene: sceneID, state: "refused", error: why, in: db)
+                try noteOutcome(activity, scene: sceneID, state: "refused", error: why, in: db)
             }
             if created {
                 try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [sceneID])
@@ -89,7 +89,7 @@ extension Store {
                 .execute(arguments: [error, sceneID])
             if let activity = try String.fetchOne(
                 db.cachedStatement(sql: "SELECT activity_id FROM continuation WHERE scene_id = ?"), arguments: [sceneID]) {
-                try Self.noteOutcome(activity, scene: sceneID, state: "pending", error: error, in: db)
+                try noteOutcome(activity, scene: sceneID, state: "pending", error: error, in: db)
             }
         }
     }
@@ -123,7 +123,7 @@ extension Store {
                 .rows([Time.encode(before)]) { row in (scene: row.string(0), activity: row.string(1)) }
             for (scene, activity) in failed {
                 try db.cachedStatement(sql: "UPDATE scene SET state = 'failed' WHERE id = ?").execute(arguments: [scene])
-                try Self.noteOutcome(activity, scene: scene, state: "failed", error: "its app did not take it within a day", in: db)
+                try noteOutcome(activity, scene: scene, state: "failed", error: "its app did not take it within a day", in: db)
             }
             return failed.map(\.scene)
         }

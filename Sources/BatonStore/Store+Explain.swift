@@ -31,7 +31,7 @@ extension Store {
     /// Every activity deleted by the writer connection leaves a tombstone saying why, as the
     /// deleting method said (`ending(_:_:)`). A temporary trigger, so that other programs
     /// opening the file need not know the function it calls.
-    static func keepTombstones(on writer: DatabaseQueue, endings: Endings) throws {
+    static func keepTombstones(on writer: DatabaseQueue, endings: Endings, clock wallClock: DaemonClock) throws {
         try writer.inDatabase { db in
             db.add(function: DatabaseFunction("baton_end_state", argumentCount: 0, pure: false) { _ in
                 endings.current.withLock { $0.state }
@@ -40,7 +40,7 @@ extension Store {
                 endings.current.withLock { $0.reason }
             })
             db.add(function: DatabaseFunction("baton_now", argumentCount: 0, pure: false) { _ in
-                Time.encode(WallClock.nowMicroseconds())
+                Time.encode(wallClock.now())
             })
             try db.execute(sql: """
                 CREATE TEMP TRIGGER activity_tombstone AFTER DELETE ON main.activity BEGIN
@@ -76,10 +76,10 @@ extension Store {
     }
 
     /// Records the outcome of an activity's continuation, inside the caller's write.
-    static func noteOutcome(_ activityID: String, scene: String, state: String, error: String? = nil, in db: Database) throws {
+    func noteOutcome(_ activityID: String, scene: String, state: String, error: String? = nil, in db: Database) throws {
         try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO continuation_outcome (activity_id, scene_id, state, error, at) VALUES (?, ?, ?, ?, ?)
-            """).execute(arguments: [activityID, scene, state, error, Time.encode(WallClock.nowMicroseconds())])
+            """).execute(arguments: [activityID, scene, state, error, Time.encode(wallClock.now())])
     }
 
     /// The outcome of `activityID`'s last continuation, while it is kept.

@@ -34,7 +34,7 @@ extension Store {
         return try write { db in
             if blocked {
                 try db.cachedStatement(sql: "INSERT OR IGNORE INTO blocked_app (app_id, blocked_at) VALUES (?, ?)")
-                    .execute(arguments: [appID, Time.encode(WallClock.nowMicroseconds())])
+                    .execute(arguments: [appID, Time.encode(wallClock.now())])
             } else {
                 try db.cachedStatement(sql: "DELETE FROM blocked_app WHERE app_id = ?").execute(arguments: [appID])
             }

@@ -36,9 +36,9 @@ extension Store {
     }
 
     /// Remembers `request`'s result in the caller's transaction, so it commits with the write.
-    static func record(_ request: Request, result: String, in db: Database) throws {
+    func record(_ request: Request, result: String, in db: Database) throws {
         try db.cachedStatement(sql: "INSERT INTO request (request_id, method, result, created_at) VALUES (?, ?, ?, ?)")
-            .execute(arguments: [request.id, request.method, result, Time.encode(WallClock.nowMicroseconds())])
+            .execute(arguments: [request.id, request.method, result, Time.encode(wallClock.now())])
     }
 
     /// Runs `updates` in a write transaction unless `request` was already made, and records
@@ -48,7 +48,7 @@ extension Store {
             guard let request else { return (try updates(db), false) }
             if let first = try Self.recorded(request, in: db) { return (first, true) }
             let result = try updates(db)
-            try Self.record(request, result: result, in: db)
+            try record(request, result: result, in: db)
             return (result, false)
         }
     }

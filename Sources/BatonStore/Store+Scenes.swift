@@ -18,7 +18,7 @@ extension Store {
         return try write(request: request) { db in
             if let activity = scene.activityID { try Self.requireActivity(activity, askedAt: scene.createdAt, in: db) }
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
-            if let activity = scene.activityID { try Self.noteOutcome(activity, scene: scene.id, state: "ready", in: db) }
+            if let activity = scene.activityID { try noteOutcome(activity, scene: scene.id, state: "ready", in: db) }
             _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
             return scene.id
         }.result
@@ -36,7 +36,7 @@ extension Store {
                 .execute(arguments: [activityID, Time.encode(now), sceneID])
             if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
             _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
-            try Self.noteOutcome(activityID, scene: sceneID, state: "ready", in: db)
+            try noteOutcome(activityID, scene: sceneID, state: "ready", in: db)
             return sceneID
         }
     }

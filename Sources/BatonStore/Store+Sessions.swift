@@ -32,7 +32,7 @@ extension Store {
                 scene.restoreReason = handedOut ? reason : .launch
                 if scene.restoreReason == .recover && recovers >= Self.recoverLimit {
                     if let activity = scene.activityID {
-                        try Self.noteOutcome(activity, scene: scene.id, state: "discarded", error: """
+                        try noteOutcome(activity, scene: scene.id, state: "discarded", error: """
                             its scene came back as recover \(Self.recoverLimit) times in a row without \(appID) acknowledging it, \
                             so it likely made the app crash at launch; it was discarded
                             """, in: db)

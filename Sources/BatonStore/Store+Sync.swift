@@ -102,7 +102,7 @@ extension Store {
 
     /// The outbox triggers, on the writer connection: every change of this machine's
     /// activities (but their scene) and types, while sync is on.
-    static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell, clock: HybridClock) throws {
+    static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell, clock: HybridClock, wallClock: DaemonClock) throws {
         let synced = "title, payload, payload_type, target_content_id, persistent_id, keywords, webpage_url, "
             + "eligible_for_handoff, eligible_for_search, expires_at, updated_at"
         try writer.inDatabase { db in
@@ -111,7 +111,7 @@ extension Store {
                 return nil
             })
             db.add(function: DatabaseFunction("baton_hlc", argumentCount: 0, pure: false) { _ in
-                clock.stamp(wallMicroseconds: WallClock.nowMicroseconds())
+                clock.stamp(wallMicroseconds: wallClock.now())
             })
             // Never behind a time this machine stamped before it restarted: those waiting in the
             // outbox, and the newest sent (kept in one row, so opening reads no whole table).
@@ -162,7 +162,7 @@ extension Store {
             try Self.forgetSync(in: db)
             try db.execute(sql: "INSERT INTO sync_state (id, device_id, user_name) VALUES (1, ?, ?)",
                            arguments: [identity.deviceID, identity.userName])
-            let now = Time.encode(WallClock.nowMicroseconds())
+            let now = Time.encode(wallClock.now())
             try db.execute(sql: "INSERT INTO outbox (kind, key, at, hlc) SELECT 'type', type, ?, baton_hlc() FROM activity_type ORDER BY type",
                            arguments: [now])
             try db.execute(sql: """
@@ -243,7 +243,7 @@ extension Store {
             guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sync_state")) ?? false else {
                 throw BatonError(.syncUnavailable, "sync is off on this machine")
             }
-            try Self.insertRequest(body, in: db)
+            try insertRequest(body, in: db)
             return ""
         }
         outbox.ring()
@@ -251,9 +251,9 @@ extension Store {
 
     /// An outbox row carrying a request's record, sent as it is; returns its time.
     @discardableResult
-    private static func insertRequest(_ body: [UInt8], in db: Database) throws -> Int64 {
+    private func insertRequest(_ body: [UInt8], in db: Database) throws -> Int64 {
         try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', ?, ?, baton_hlc(), ?) RETURNING hlc"),
-                           arguments: [Identifier.make(), Time.encode(WallClock.nowMicroseconds()), Data(body)]) ?? 0
+                           arguments: [Identifier.make(), Time.encode(wallClock.now()), Data(body)]) ?? 0
     }
 
     /// Invalidates another device's activity here and, in the same transaction, puts the
@@ -268,7 +268,7 @@ extension Store {
             guard !removed.isEmpty else { return false }
             // Until its writer says otherwise: a change it made later than this request wins.
             try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = ? WHERE activity_id = ?")
-                .execute(arguments: [try Self.insertRequest(body, in: db), id])
+                .execute(arguments: [try insertRequest(body, in: db), id])
             return true
         }
         outbox.ring()
@@ -371,17 +371,17 @@ extension Store {
             // The requester's activity came before its request in its log; one of a third
             // machine's that has not arrived yet is refused, with a reason Explain gives.
             guard let activity = try db.cachedStatement(sql: ActivityRow.selectSQL + " WHERE id = ?").row([activityID], ActivityRow.decode) else {
-                try Self.noteOutcome(activityID, scene: "", state: "refused",
+                try noteOutcome(activityID, scene: "", state: "refused",
                                      error: "asked by device \(device) to continue it here before this machine had it", in: db)
                 return
             }
-            let now = WallClock.nowMicroseconds()
+            let now = wallClock.now()
             let scene = Scene(id: Identifier.make(), appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now, state: .pending)
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
             try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
                 PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: now)))
-            try Self.noteOutcome(activityID, scene: scene.id, state: "pending", in: db)
+            try noteOutcome(activityID, scene: scene.id, state: "pending", in: db)
             applied.pendingScenes.append(scene.id)
         case .invalidateHere(let activityID):
             // The later of the request and this machine's last change of the activity wins.
@@ -395,7 +395,7 @@ extension Store {
                                     arguments: [activityID])
             }
         case .continuedThere(let activityID):
-            try Self.noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)", in: db)
+            try noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)", in: db)
             applied.continuedThere.append(.init(activityID: activityID, device: device))
         }
     }

@@ -40,6 +40,8 @@ public final class Store: Sendable {
     let outbox = OutboxBell()
     /// Stamps this machine's changes while sync is on; see `HybridClock`.
     public let clock = HybridClock()
+    /// The daemon's wall clock: every time the store stamps or compares.
+    public let wallClock: DaemonClock
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
     /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
@@ -55,7 +57,8 @@ public final class Store: Sendable {
     ///
     /// The file and its `-wal` and `-shm` are made 0600 whatever the umask or their earlier
     /// mode. Its directory must already be safe; see `prepareDirectory`.
-    public init(path: String, limits: Limits = .default) throws {
+    public init(path: String, limits: Limits = .default, clock: DaemonClock = DaemonClock()) throws {
+        wallClock = clock
         // Before any connection of this process opens them: closing a descriptor of a file
         // drops every POSIX lock the process holds on it, SQLite's lock on the WAL index
         // included, and another program could then truncate the index under our mapping.
@@ -79,9 +82,9 @@ public final class Store: Sendable {
             writer = try DatabaseQueue(path: path, configuration: configuration)
             try Schema.migrator.migrate(writer)
             try Self.noteClearedScenes(on: writer, in: self.clearedScenes)
-            try Self.keepTombstones(on: writer, endings: self.endings)
+            try Self.keepTombstones(on: writer, endings: self.endings, clock: clock)
             try Self.keepHistory(on: writer, endings: self.endings, limits: limits)
-            try Self.keepOutbox(on: writer, bell: self.outbox, clock: self.clock)
+            try Self.keepOutbox(on: writer, bell: self.outbox, clock: self.clock, wallClock: clock)
 
             var readOnly = Configuration()
             readOnly.label = "baton.reader"
@@ -353,7 +356,7 @@ public final class Store: Sendable {
                 do {
                     let result = try updates(db)
                     if endings.historyAdded.exchange(false, ordering: .relaxed) {
-                        try Self.trimHistory(db, now: WallClock.nowMicroseconds(), limits: limits)
+                        try Self.trimHistory(db, now: wallClock.now(), limits: limits)
                     }
                     try db.cachedStatement(sql: "COMMIT").execute()
                     lastCommit.store(Monotonic.now, ordering: .relaxed)

@@ -153,7 +153,7 @@ public final class SyncEngine: Sendable {
                 try await resealName(on: connection, settings ?? current)
                 firstRound = false
                 log.trace("sync: waiting")
-                lastSync.store(WallClock.nowMicroseconds(), ordering: .relaxed)
+                lastSync.store(store.wallClock.now(), ordering: .relaxed)
                 onChange()
                 if connection.isClosed { throw SyncError.server("the connection to the server closed") }
                 await bell.wait(timeout: catchUpPeriod)
@@ -208,7 +208,7 @@ public final class SyncEngine: Sendable {
             guard let oldest = try store.oldestOutboxChange() else { return }
             // Changes made within `coalescing` of each other leave in one batch: a burst of
             // Advertise calls costs one staging, one server round trip and one NOTIFY, not one each.
-            let age = Duration.microseconds(Int64(WallClock.nowMicroseconds()) - Int64(oldest))
+            let age = Duration.microseconds(Int64(store.wallClock.now()) - Int64(oldest))
             // (A wall clock set back makes the age negative: no wait then, rather than a long one.)
             if age >= .zero && age < Self.coalescing { try await Task.sleep(for: Self.coalescing - age) }
             let batch = try await store.writing { store in
@@ -596,7 +596,7 @@ public final class SyncEngine: Sendable {
     /// The user's devices as this device last saw them, itself first.
     public func knownDevices() throws -> [Device] {
         guard let config = settings else { return [] }
-        return [Device(id: config.deviceID, name: config.deviceName, lastSeen: WallClock.nowMicroseconds(), revoked: false, isThisDevice: true)]
+        return [Device(id: config.deviceID, name: config.deviceName, lastSeen: store.wallClock.now(), revoked: false, isThisDevice: true)]
             + (try store.remoteDevices()).map { Device(id: $0.id, name: $0.name, lastSeen: $0.lastSeen, revoked: $0.revoked, isThisDevice: false) }
     }
 

@@ -50,6 +50,10 @@ struct Batond: AsyncParsableCommand {
     @Flag(name: .long, help: "Log each registration, continuation and purge.")
     var verbose = false
 
+    // For tests only: time moves when a test says (org.baton.Handoff1.Testing.AdvanceClock).
+    @Flag(name: .long, help: .hidden)
+    var testClock = false
+
     func validate() throws {
         guard handlerTimeout > 0, handlerTimeout <= 600 else {
             throw ValidationError("--handler-timeout must be between 0 and 600 seconds")
@@ -69,6 +73,7 @@ struct Batond: AsyncParsableCommand {
         options.database = database
         if let address { options.bus = .address(address) }
         options.verbose = verbose
+        options.testClock = testClock
         options.limits.liveActivitiesPerApp = maxLiveActivities
         options.limits.historySeconds = historyDays * 86_400
         options.limits.historyBytes = historySize * 1024 * 1024

@@ -230,6 +230,24 @@ struct DurableContinuationTests {
         #expect(app.calls.withLock { $0 } == [scene.text])
     }
 
+    /// A continuation its app never takes fails after a day (batond's clock moved ahead).
+    @Test func aContinuationNotTakenWithinADayFails() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        world.extraArguments = ["--test-clock"]
+        try await world.startDaemon()
+        try await world.register(handler: Self.appName)
+        let id = try await world.advertise("never taken", options: ["expires_in": "\(3 * 86_400)"])
+        let scene = try await continueWhileAway(id, world)
+        try await world.advanceClock(by: .seconds(86_400 - 60))
+        #expect(try await state(of: scene, world) == "pending", "failed before its day was over")
+        try await world.advanceClock(by: .seconds(120))
+        try await eventually("failed after a day") { try await state(of: scene, world) == "failed" }
+        let explained = try await world.call(Self.activities, "Explain", [.string(id)]).first?.stringKeyedValue
+        let last = explained?["last_continuation"]?.unwrapped.stringKeyedValue
+        #expect(last?["state"]?.unwrapped.stringValue == "failed", "\(String(describing: explained))")
+    }
+
     @Test func aRefusalOrAGoneActivityLeavesNoWaitingScene() async throws {
         let world = try BatonWorld()
         defer { world.close() }

@@ -99,14 +99,17 @@ struct PrivacyTests {
     }
 
     @Test func aPauseForAWhileEndsByItself() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.started(["--test-clock"])
         defer { world.close() }
-        // Long enough that `status` runs before it ends even on a loaded machine (1 s was not, in CI).
-        let paused = try await world.baton(["pause", "--for", "4s"])
-        #expect(paused.status == 0 && paused.stdout.contains("paused for 4s"), "\(paused)")
+        let paused = try await world.baton(["pause", "--for", "2h"])
+        #expect(paused.status == 0 && paused.stdout.contains("paused for 2h"), "\(paused)")
         let status = try await world.baton(["status"])
         #expect(status.stdout.contains("recording paused until"), "\(status)")
-        try await eventually("the pause ends", timeout: .seconds(15)) { try await self.paused(world) == false }
+        try await world.advanceClock(by: .seconds(3_599))
+        #expect(try await self.paused(world) == true, "ended an hour early")
+        // Past its end on batond's clock: housekeeping (every second) ends it.
+        try await world.advanceClock(by: .seconds(3_602))
+        try await eventually("the pause ends") { try await self.paused(world) == false }
         let wrong = try await world.baton(["pause", "--for", "soon"])
         #expect(wrong.status == 3 && wrong.stderr.contains("such as 90s"), "\(wrong)")
     }

@@ -26,6 +26,13 @@ extension BatonWorld {
         return try #require(reply.first?.stringValue)
     }
 
+    /// Moves the clock of a batond started with `--test-clock` ahead; returns its time then (µs).
+    @discardableResult
+    func advanceClock(by duration: Duration) async throws -> UInt64 {
+        let microseconds = UInt64(duration.components.seconds) * 1_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000_000)
+        return try #require(try await call("org.baton.Handoff1.Testing", "AdvanceClock", [.uint64(microseconds)]).first?.uint64Value)
+    }
+
     func activityCount() async throws -> Int {
         try await call("org.baton.Handoff1.Activities", "List", [.stringMap([:])]).first?.arrayValue?.count ?? -1
     }
