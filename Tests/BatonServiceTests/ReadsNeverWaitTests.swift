@@ -229,8 +229,9 @@ struct ReadsNeverWaitTests {
             #expect((exported?["history"] as? [Any])?.count == 2_001, "\(method)")
             #expect(readsDuring.load(ordering: .relaxed) >= 10, "only \(readsDuring.load(ordering: .relaxed)) reads during a \(exportTime) \(method)")
             // Export's reply is one 18 MB message: Get's replies queue behind it on batond's
-            // connection while the bus takes it (55-80 ms here). ExportTo's reply is empty.
-            let bound = method == "ExportTo" ? 0.100 : 0.250
+            // connection while the bus takes it (55-80 ms here alone, 223 ms beside a build), so
+            // its bound is loose; ExportTo's reply is empty, and it reads as Export does.
+            let bound = method == "ExportTo" ? 0.100 : 0.500
             #expect((reads.times.last ?? .infinity) <= bound, "Get max \(reads.times.last ?? .infinity) s during an \(method) of \(exportTime)")
         }
     }
