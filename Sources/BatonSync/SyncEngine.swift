@@ -363,15 +363,23 @@ public final class SyncEngine: Sendable {
     private func resealName(on connection: PostgresConnection, _ config: SyncConfig) async throws {
         guard let sealedWith = nameEpoch.withLock({ $0 }), sealedWith < config.currentEpoch,
               let key = config.key(epoch: config.currentEpoch) else { return }
-        try await Self.storeName(config, sealedWith: key, epoch: config.currentEpoch, on: connection, log: log)
+        let sealed = try Self.sealName(config, with: key)
+        _ = try await answered(connection) { [log] in try await Self.storeName(config, sealed: sealed, epoch: config.currentEpoch, on: connection, log: log) }
         nameEpoch.withLock { $0 = config.currentEpoch }
         log.info("sync: this device's name is sealed with the key of epoch \(config.currentEpoch) now")
+    }
+
+    private static func sealName(_ config: SyncConfig, with key: SymmetricKey) throws -> [UInt8] {
+        try Seal.seal(Array(config.deviceName.utf8), key: key, context: Seal.nameContext(user: config.user, device: config.deviceID))
     }
 
     private static func storeName(
         _ config: SyncConfig, sealedWith key: SymmetricKey, epoch: Int32, on connection: PostgresConnection, log: Logger
     ) async throws {
-        let sealed = try Seal.seal(Array(config.deviceName.utf8), key: key, context: Seal.nameContext(user: config.user, device: config.deviceID))
+        try await storeName(config, sealed: try sealName(config, with: key), epoch: epoch, on: connection, log: log)
+    }
+
+    private static func storeName(_ config: SyncConfig, sealed: [UInt8], epoch: Int32, on connection: PostgresConnection, log: Logger) async throws {
         try await connection.query("""
             UPDATE baton.device SET sealed_name = \(ByteBuffer(bytes: sealed)), name_epoch = \(epoch)
             WHERE user_name = \(config.user) AND device_id = \(config.deviceID)
@@ -461,7 +469,7 @@ public final class SyncEngine: Sendable {
         guard target != config.deviceID else { throw SyncError.state("a device cannot revoke itself; revoke it from another, or `baton sync leave`") }
         let connection = try await Self.connectForSetup(try ServerAddress(config.url), log: log)
         defer { Task { try? await connection.close() } }
-        let devices = try await Self.devices(on: connection, config, log: log)
+        let devices = try await answered(connection) { [log] in try await Self.devices(on: connection, config, log: log) }
         guard let revoked = devices.first(where: { $0.id == target || $0.name == target }) else {
             throw SyncError.state("no device '\(target)' among \(config.user)'s (baton devices lists them)")
         }
@@ -522,12 +530,14 @@ public final class SyncEngine: Sendable {
         let server = try ServerAddress(url)
         let connection = try await Self.connectForSetup(server, log: log)
         defer { Task { try? await connection.close() } }
-        let user = try await Self.member(on: connection, role: server.role, log: log)
+        let user = try await answered(connection) { [log] in try await Self.member(on: connection, role: server.role, log: log) }
         let key = UserKey.generate()
         let check = try Seal.seal(Seal.checkText, key: key.epochZeroKey, context: Seal.checkContext(user: user, epoch: 0))
         do {
-            try await connection.query(
-                "INSERT INTO baton.user_key (user_name, epoch, check_value) VALUES (\(user), 0, \(ByteBuffer(bytes: check)))", logger: log)
+            _ = try await answered(connection) { [log] in
+                try await connection.query(
+                    "INSERT INTO baton.user_key (user_name, epoch, check_value) VALUES (\(user), 0, \(ByteBuffer(bytes: check)))", logger: log)
+            }
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
             throw SyncError.state("\(user) has a key already: join this device with its recovery words (`baton sync join URL`)")
         }
@@ -543,10 +553,13 @@ public final class SyncEngine: Sendable {
         let server = try ServerAddress(url)
         let connection = try await Self.connectForSetup(server, log: log)
         defer { Task { try? await connection.close() } }
-        let user = try await Self.member(on: connection, role: server.role, log: log)
-        let rows = try await connection.query("SELECT check_value FROM baton.user_key WHERE user_name = \(user) AND epoch = 0", logger: log)
-        var check: ByteBuffer?
-        for try await value in rows.decode(ByteBuffer.self) { check = value }
+        let user = try await answered(connection) { [log] in try await Self.member(on: connection, role: server.role, log: log) }
+        let check = try await answered(connection) { [log] () async throws -> ByteBuffer? in
+            let rows = try await connection.query("SELECT check_value FROM baton.user_key WHERE user_name = \(user) AND epoch = 0", logger: log)
+            var check: ByteBuffer?
+            for try await value in rows.decode(ByteBuffer.self) { check = value }
+            return check
+        }
         guard let check else {
             throw SyncError.state("\(user) has no key on this server yet: set up the first device with `baton sync init URL`")
         }
@@ -560,10 +573,13 @@ public final class SyncEngine: Sendable {
         let deviceID = Identifier.make()
         let deviceKey = DeviceKey()
         let name = try Seal.seal(Array(deviceName.utf8), key: key.epochZeroKey, context: Seal.nameContext(user: user, device: deviceID))
-        try await connection.query("""
-            INSERT INTO baton.device (user_name, device_id, public_key, sealed_name)
-            VALUES (\(user), \(deviceID), \(ByteBuffer(bytes: deviceKey.publicKey)), \(ByteBuffer(bytes: name)))
-            """, logger: log)
+        let publicKey = deviceKey.publicKey
+        _ = try await answered(connection) { [log] in
+            try await connection.query("""
+                INSERT INTO baton.device (user_name, device_id, public_key, sealed_name)
+                VALUES (\(user), \(deviceID), \(ByteBuffer(bytes: publicKey)), \(ByteBuffer(bytes: name)))
+                """, logger: log)
+        }
         let config = SyncConfig(url: url, user: user, deviceID: deviceID, deviceName: deviceName,
                                 userKey: Hex.encode(key.bytes), deviceKey: Hex.encode(deviceKey.rawRepresentation))
         try config.save(to: configPath)
