@@ -199,7 +199,7 @@ public enum ProcessEnvironment {
 }
 
 /// batond's one wall clock: every time the daemon stamps or compares (expiry and its purge,
-/// pause, redelivery, the day-old continuation, tombstones, history's age, request ids) is
+/// pause, the day-old continuation, tombstones, history's age, request ids) is
 /// read here, so that tests move time instead of sleeping. A clock starts on the system's
 /// time; `advance` moves it ahead (batond's hidden `--test-clock` takes such moves over the
 /// bus, `org.baton.Handoff1.Testing.AdvanceClock`).

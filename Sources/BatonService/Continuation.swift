@@ -18,6 +18,8 @@ import Logging
 ///   after a day it becomes `failed`.
 extension HandoffService {
     static let continueOptions = ["scene", "new_scene", "wait", "request_id", "device"]
+    /// A delivery refused or cut short because batond is stopping: its continuation stays pending.
+    static let stopping = BatonError.storageUnavailable("batond is stopping; the continuation is delivered when it starts again")
 
     func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
         let now = clock.now()
@@ -185,7 +187,7 @@ extension HandoffService {
                 return (delivery, true)
             }
             // batond is stopping: the continuation waits, pending, for the next start.
-            guard let delivery else { throw BatonError.storageUnavailable("batond is stopping; the continuation is delivered when it starts again") }
+            guard let delivery else { throw Self.stopping }
             try await delivery.value
             if ours { return }
             guard try store.pendingContinuation(sceneID: sceneID) != nil else { return }
@@ -229,7 +231,7 @@ extension HandoffService {
             }
         } catch is CancellationError {
             // batond is stopping: the continuation stays as it is, pending, for the next start.
-            throw BatonError.storageUnavailable("batond is stopping; the continuation is delivered when it starts again")
+            throw Self.stopping
         } catch let unreachable as HandlerUnreachable {
             try? await store.writing { try $0.noteDeliveryFailed(sceneID: sceneID, error: unreachable.reason) }
             log.info("\(unreachable.reason); the continuation waits in \(path.text)")

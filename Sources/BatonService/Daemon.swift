@@ -75,7 +75,7 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
             }
         }
         let moved: Quarantine.Moved?
-        (store, moved) = try Quarantine.openStore(path: path, limits: options.limits, clock: DaemonClock())
+        (store, moved) = try Quarantine.openStore(path: path, limits: options.limits)
         if let moved { logger.warning("\(moved.advice)") }
     } catch let error as DaemonStartError {
         throw error

@@ -41,7 +41,7 @@ public final class Store: Sendable {
     /// Stamps this machine's changes while sync is on; see `HybridClock`.
     public let clock = HybridClock()
     /// The daemon's wall clock: every time the store stamps or compares.
-    public let wallClock: DaemonClock
+    public let wallClock = DaemonClock()
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
     /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
@@ -57,8 +57,7 @@ public final class Store: Sendable {
     ///
     /// The file and its `-wal` and `-shm` are made 0600 whatever the umask or their earlier
     /// mode. Its directory must already be safe; see `prepareDirectory`.
-    public init(path: String, limits: Limits = .default, clock: DaemonClock = DaemonClock()) throws {
-        wallClock = clock
+    public init(path: String, limits: Limits = .default) throws {
         // Before any connection of this process opens them: closing a descriptor of a file
         // drops every POSIX lock the process holds on it, SQLite's lock on the WAL index
         // included, and another program could then truncate the index under our mapping.
@@ -82,9 +81,9 @@ public final class Store: Sendable {
             writer = try DatabaseQueue(path: path, configuration: configuration)
             try Schema.migrator.migrate(writer)
             try Self.noteClearedScenes(on: writer, in: self.clearedScenes)
-            try Self.keepTombstones(on: writer, endings: self.endings, clock: clock)
+            try Self.keepTombstones(on: writer, endings: self.endings, clock: self.wallClock)
             try Self.keepHistory(on: writer, endings: self.endings, limits: limits)
-            try Self.keepOutbox(on: writer, bell: self.outbox, clock: self.clock, wallClock: clock)
+            try Self.keepOutbox(on: writer, bell: self.outbox, clock: self.clock, wallClock: self.wallClock)
 
             var readOnly = Configuration()
             readOnly.label = "baton.reader"
@@ -243,11 +242,12 @@ public final class Store: Sendable {
         do {
             let connection = try DatabaseQueue(path: path, configuration: readOnly)
             defer { try? connection.close() }
-            let stop = DispatchWorkItem { connection.interrupt() }
-            if let budget {
+            let stop = budget.map { budget in
+                let stop = DispatchWorkItem { connection.interrupt() }
                 DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(budget.components.seconds * 1000)), execute: stop)
+                return stop
             }
-            defer { stop.cancel() }
+            defer { stop?.cancel() }
             return try connection.read(body)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
             throw ReadInterrupted()
@@ -379,10 +379,9 @@ public final class Store: Sendable {
     /// longer lingers in old WAL frames. Returns true when it truncated.
     @discardableResult
     public func truncateWALIfIdle(after idle: Duration) throws -> Bool {
-        let idleNanoseconds = UInt64(idle.components.seconds) * 1_000_000_000 + UInt64(idle.components.attoseconds / 1_000_000_000)
-        return try writerThread.runAndWait {
-            let last = lastCommit.load(ordering: .relaxed)
-            guard last != 0, Monotonic.now - last >= idleNanoseconds, !damaged.load(ordering: .relaxed) else { return false }
+        try writerThread.runAndWait {
+            // Nothing committed since the last truncation: nothing to empty.
+            guard lastCommit.load(ordering: .relaxed) != 0, hasBeenIdle(for: idle), !damaged.load(ordering: .relaxed) else { return false }
             // A reader's open snapshot would keep the WAL from starting over.
             endSnapshot()
             do {

@@ -11,16 +11,23 @@ import TestSupport
 /// The daemon built by `buildDaemon` and driven in this process, as `batond` runs it.
 @Suite(.serialized)
 struct InProcessDaemonTests {
+    /// batond built on `world`'s bus with a database of its own, running in this process.
+    static func daemon(
+        on world: BatonWorld, _ adjust: (inout DaemonOptions) -> Void = { _ in }
+    ) throws -> (daemon: BuiltDaemon, running: Task<Void, any Error>, database: String) {
+        var options = DaemonOptions()
+        options.database = world.bus.directory.appendingPathComponent("baton.sqlite").path
+        options.bus = .address(world.bus.address)
+        adjust(&options)
+        let daemon = try buildDaemon(options, environment: [:], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        return (daemon, Task { try await daemon.run() }, options.database ?? "")
+    }
+
     @Test func buildRunServeAndStopGracefully() async throws {
         let world = try BatonWorld()
         defer { world.close() }
         let bus = world.bus
-        let database = bus.directory.appendingPathComponent("baton.sqlite").path
-        var options = DaemonOptions()
-        options.database = database
-        options.bus = .address(bus.address)
-        let daemon = try buildDaemon(options, environment: [:], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        let running = Task { try await daemon.run() }
+        let (daemon, running, database) = try Self.daemon(on: world)
 
         let client = try bus.connect()
         defer { client.close() }
@@ -40,19 +47,14 @@ struct InProcessDaemonTests {
         #expect(stat(database + "-wal", &info) != 0 || info.st_size == 0)
     }
 
-    /// A delivery under way when the daemon stops is a task the daemon owns: ended before
-    /// the store closes, its continuation left pending in the file for the next start.
+    /// A delivery under way when the daemon stops is a task the daemon owns: cancelled before
+    /// the connection closes, so the stop is not taken for the app's failure (no failed
+    /// attempt is noted), and its continuation is left pending in the file for the next start.
     @Test func noTaskOutlivesTheDaemonAndAWaitingContinuationStaysStored() async throws {
         let world = try BatonWorld()
         defer { world.close() }
         let bus = world.bus
-        let database = bus.directory.appendingPathComponent("baton.sqlite").path
-        var options = DaemonOptions()
-        options.database = database
-        options.bus = .address(bus.address)
-        options.handlerTimeout = .seconds(30)
-        let daemon = try buildDaemon(options, environment: [:], logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        let running = Task { try await daemon.run() }
+        let (daemon, running, database) = try Self.daemon(on: world) { $0.handlerTimeout = .seconds(30) }
 
         // An app whose handler never answers.
         let app = try bus.connect()
@@ -84,6 +86,9 @@ struct InProcessDaemonTests {
         #expect(daemon.service.backgroundTasks == 0, "tasks outlived the daemon")
         let reopened = try Store(path: database)
         defer { try? reopened.close() }
-        #expect(try reopened.pendingContinuations().count == 1)
+        let pending = try reopened.pendingContinuations()
+        #expect(pending.count == 1)
+        // Closing the connection first would have failed the held call (Disconnected) and noted it.
+        #expect(pending.first?.attempts == 0 && pending.first?.lastError == nil, "\(pending)")
     }
 }
