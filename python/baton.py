@@ -189,20 +189,23 @@ class Client:
     # Activities
 
     def advertise(self, type, title, payload=None, *, keywords=(), searchable=None, handoff=None, history=None,
-                  target_content_id=None, persistent_id=None, webpage_url=None, expires_in=None, scene=None,
-                  request_id=None):
-        """Stores an activity; returns its id. `payload`: a dict (JSON object)."""
+                  expires_in=None, scene=None, request_id=None, **fields):
+        """Stores an activity; returns its id. `payload`: a dict (JSON object). Any other field
+        an app sets goes by its record name (target_content_id="c3", webpage_url=..., and
+        fields newer than this client): batond names the unknown ones in its error."""
         options = _options(keywords=list(keywords) or None, eligible_for_search=searchable, eligible_for_handoff=handoff,
-                           eligible_for_history=history, target_content_id=target_content_id, persistent_id=persistent_id,
-                           webpage_url=webpage_url, expires_in=expires_in, scene=_path(scene), request_id=request_id)
+                           eligible_for_history=history, expires_in=expires_in, scene=_path(scene), request_id=request_id,
+                           **fields)
         text = json.dumps(payload if payload is not None else {})
         (id,) = self._write("Activities", "Advertise", "sssa{ss}", lambda o: (type, title, text, o), "s", options)
         return id
 
-    def update(self, id, payload=None, *, title=None, replace=False, keywords=None, searchable=None, scene=None, request_id=None):
-        """Merges `payload`'s keys into the stored one (or replaces it with replace=True)."""
+    def update(self, id, payload=None, *, title=None, replace=False, keywords=None, searchable=None, scene=None, request_id=None,
+               **fields):
+        """Merges `payload`'s keys into the stored one (or replaces it with replace=True); other
+        fields by their record names, as advertise takes them."""
         options = _options(title=title, keywords=keywords, eligible_for_search=searchable, scene=_path(scene),
-                           replace_payload=True if replace else None, request_id=request_id)
+                           replace_payload=True if replace else None, request_id=request_id, **fields)
         text = json.dumps(payload) if payload is not None else ""
         self._write("Activities", "Update", "ssa{ss}", lambda o: (id, text, o), "", options)
 

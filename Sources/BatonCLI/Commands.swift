@@ -152,9 +152,22 @@ struct Activities: AsyncParsableCommand {
         @Flag(inversion: .prefixedNo, help: "Whether Search finds it by title and keywords (advertise's default: no).") var searchable: Bool?
         @Flag(inversion: .prefixedNo, help: "Whether the history keeps it once it ends (advertise's default: yes).") var history: Bool?
         @Option(help: "The payload's type name.") var payloadType: String?
+        @Option(name: .customLong("field"), help: ArgumentHelp(
+            "Any field an app sets, as NAME=VALUE; repeat for more.",
+            discussion: "The fields: \(ActivityField.optionNames.joined(separator: ", ")). Lists comma-separated, flags true or false.",
+            valueName: "name=value")) var fields: [String] = []
 
-        func options(keepDefaults: Bool) -> [String: String] {
+        /// The options to send; throws for a `--field` that is not NAME=VALUE of an option field.
+        func options(keepDefaults: Bool) throws -> [String: String] {
             var options: [String: String] = [:]
+            for field in fields {
+                let parts = field.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                guard parts.count == 2, ActivityField.optionNames.contains(String(parts[0])) else {
+                    throw CLIError(description: "--field takes NAME=VALUE, NAME one of \(ActivityField.optionNames.joined(separator: ", ")); not '\(field)'",
+                                   status: ExitStatus.invalidInput)
+                }
+                options[String(parts[0])] = String(parts[1])
+            }
             options["target_content_id"] = targetContentId
             options["persistent_id"] = persistentId
             if !keywords.isEmpty { options["keywords"] = keywords.joined(separator: ",") }
@@ -215,24 +228,22 @@ struct Activities: AsyncParsableCommand {
                 guard let activity = Records.activity(record) else {
                     throw CLIError(description: "batond sent a record without an id, type or app id", status: ExitStatus.failure)
                 }
-                let output = global.output
-                func line(_ label: String, _ value: String?) {
-                    if let value, !value.isEmpty { print(output.bold(label.padding(20)) + value) }
+                // Every declared field that has a value, by its record name; the payload last.
+                let deviceName = record.stringKeyedValue?[Key.deviceName]?.unwrapped.stringValue
+                for declaration in ActivityField.declarations where declaration.field != .payload {
+                    let shown: String? = switch (declaration.origin, declaration.get(activity)) {
+                    case (.scene, .optionalText(let id)): id.map { SceneAddress.path(forID: $0) }
+                    case (.device, .text(let device)): device.isEmpty ? nil : deviceName.map { "\($0) (\(device))" } ?? device
+                    case (_, .text(let text)): text
+                    case (_, .optionalText(let text)): text
+                    case (_, .flag(let flag)): flag ? "yes" : "no"
+                    case (_, .list(let items)): items.joined(separator: ", ")
+                    case (_, .time(let time)): relativeTime(time)
+                    case (_, .optionalTime(let time)): time.map { relativeTime($0) }
+                    }
+                    if let shown, !shown.isEmpty { print(global.output.bold(declaration.name.padding(20)) + shown) }
                 }
-                line(Key.id, activity.id)
-                line(Key.type, activity.type)
-                line(Key.appID, activity.appID)
-                line(Key.title, activity.title)
-                line(Key.targetContentID, activity.targetContentID)
-                line(Key.persistentID, activity.persistentID)
-                line(Key.webpageURL, activity.webpageURL)
-                line(Key.scene, activity.sceneID.map { SceneAddress.path(forID: $0) })
-                line(Key.payloadType, activity.payloadType)
-                print(output.bold(Key.keywords.padding(20)) + activity.keywords.joined(separator: ", "))
-                print(output.bold("handoff, search".padding(20)) + "\(activity.eligibleForHandoff), \(activity.eligibleForSearch)")
-                line("created", relativeTime(activity.createdAt))
-                line("expires", activity.expiresAt.map { relativeTime($0) })
-                print(output.bold(Key.payload.padding(20)) + activity.payload)
+                print(global.output.bold(Key.payload.padding(20)) + activity.payload)
             }
         }
     }
@@ -251,7 +262,7 @@ struct Activities: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let daemon = try global.daemon()
-                var options = fields.options(keepDefaults: false)
+                var options = try fields.options(keepDefaults: false)
                 if let scene { options["scene"] = try await daemon.scenePath(scene).text }
                 let payload = try readPayload(payload)
                 let id = try await daemon.write(Contract.Activities.advertise, options: options) {
@@ -288,7 +299,7 @@ struct Activities: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let daemon = try global.daemon()
-                var options = fields.options(keepDefaults: false)
+                var options = try fields.options(keepDefaults: false)
                 options["title"] = title
                 if replacePayload { options["replace_payload"] = "true" }
                 if let scene { options["scene"] = try await daemon.scenePath(scene).text }

@@ -76,52 +76,61 @@ public enum Records {
         }
     }
 
-    /// The fields of an activity's record, in key order; with `ended`, a past one's.
+    /// The declared fields in their names' order: a record's keys come sorted.
+    private static let recordOrder = ActivityField.declarations.sorted { $0.name < $1.name }
+
+    /// The fields of an activity's record, in key order; with `ended`, a past one's after them.
+    /// Absent values are left out; the scene is its object path; the device and its name are
+    /// there for another machine's activity only.
     private static func fields<Fields: RecordFields & ~Copyable>(
         of activity: Activity, deviceNames: [String: String] = [:], ended: PastActivity? = nil, to record: inout Fields
     ) throws(Fields.Failure) {
-        try record.field(Key.appID, string: activity.appID)
-        try record.field(Key.createdAt, uint64: activity.createdAt)
-        if activity.isRemote {
-            try record.field(Key.device, string: activity.deviceID)
-            if let name = deviceNames[activity.deviceID] { try record.field(Key.deviceName, string: name) }
+        for declaration in recordOrder {
+            let name = declaration.name
+            switch (declaration.origin, declaration.get(activity)) {
+            case (.scene, .optionalText(let id?)): try record.field(name, objectPath: SceneAddress.objectPath(forID: id))
+            case (.scene, _): break
+            case (.device, .text(let device)):
+                guard !device.isEmpty else { break }
+                try record.field(name, string: device)
+                if let deviceName = deviceNames[device] { try record.field(Key.deviceName, string: deviceName) }
+            case (_, .text(let value)): try record.field(name, string: value)
+            case (_, .optionalText(let value?)): try record.field(name, string: value)
+            case (_, .flag(let value)): try record.field(name, boolean: value)
+            case (_, .list(let value)): try record.field(name, strings: value)
+            case (_, .time(let value)): try record.field(name, uint64: value)
+            case (_, .optionalTime(let value?)): try record.field(name, uint64: value)
+            case (_, .optionalText(nil)), (_, .optionalTime(nil)): break
+            }
         }
-        try record.field(Key.eligibleForHandoff, boolean: activity.eligibleForHandoff)
-        try record.field(Key.eligibleForHistory, boolean: activity.eligibleForHistory)
-        try record.field(Key.eligibleForSearch, boolean: activity.eligibleForSearch)
         if let ended {
             try record.field(Key.endDetail, string: ended.endReason)
             try record.field(Key.endReason, string: ended.endState)
             try record.field(Key.endedAt, uint64: ended.endedAt)
         }
-        if let value = activity.expiresAt { try record.field(Key.expiresAt, uint64: value) }
-        try record.field(Key.id, string: activity.id)
-        try record.field(Key.keywords, strings: activity.keywords)
-        try record.field(Key.payload, string: activity.payload)
-        if let value = activity.payloadType { try record.field(Key.payloadType, string: value) }
-        if let value = activity.persistentID { try record.field(Key.persistentID, string: value) }
-        if let value = activity.sceneID { try record.field(Key.scene, objectPath: SceneAddress.objectPath(forID: value)) }
-        if let value = activity.targetContentID { try record.field(Key.targetContentID, string: value) }
-        try record.field(Key.title, string: activity.title)
-        try record.field(Key.type, string: activity.type)
-        try record.field(Key.updatedAt, uint64: activity.updatedAt)
-        if let value = activity.webpageURL { try record.field(Key.webpageURL, string: value) }
     }
 
-    /// The activity a record describes; nil when it lacks `id`, `type` or `app_id`.
+    /// The activity a record describes; nil when it lacks a required field (`id`, `type`,
+    /// `app_id`, …). A field it lacks or gives in another type gets its default.
     public static func activity(_ record: DBusValue) -> Activity? {
-        guard let f = fields(record), let id = f[Key.id]?.stringValue, let type = f[Key.type]?.stringValue,
-              let app = f[Key.appID]?.stringValue else { return nil }
-        let sceneID = f[Key.scene]?.objectPathValue.flatMap { try? SceneAddress.id(from: $0.text) }
-        return Activity(
-            id: id, type: type, appID: app, title: f[Key.title]?.stringValue ?? "", payload: f[Key.payload]?.stringValue ?? "{}",
-            payloadType: f[Key.payloadType]?.stringValue, targetContentID: f[Key.targetContentID]?.stringValue,
-            persistentID: f[Key.persistentID]?.stringValue, keywords: f[Key.keywords].flatMap([String].init(dbusValue:)) ?? [],
-            webpageURL: f[Key.webpageURL]?.stringValue, eligibleForHandoff: f[Key.eligibleForHandoff]?.boolValue ?? true,
-            eligibleForSearch: f[Key.eligibleForSearch]?.boolValue ?? false,
-            eligibleForHistory: f[Key.eligibleForHistory]?.boolValue ?? true, sceneID: sceneID,
-            createdAt: f[Key.createdAt]?.uint64Value ?? 0, updatedAt: f[Key.updatedAt]?.uint64Value ?? 0,
-            expiresAt: f[Key.expiresAt]?.uint64Value, deviceID: f[Key.device]?.stringValue ?? "")
+        guard let f = fields(record) else { return nil }
+        var activity = Activity.empty
+        for declaration in ActivityField.declarations {
+            let given = f[declaration.name]
+            let value: FieldValue? = switch declaration.kind {
+            case .text: given?.stringValue.map(FieldValue.text)
+            case .optionalText where declaration.origin == .scene:
+                given?.objectPathValue.flatMap { try? SceneAddress.id(from: $0.text) }.map(FieldValue.optionalText)
+            case .optionalText: given?.stringValue.map(FieldValue.optionalText)
+            case .flag: given?.boolValue.map(FieldValue.flag)
+            case .list: given.flatMap([String].init(dbusValue:)).map(FieldValue.list)
+            case .time: given?.uint64Value.map(FieldValue.time)
+            case .optionalTime: given?.uint64Value.map(FieldValue.optionalTime)
+            }
+            if value == nil && declaration.required { return nil }
+            declaration.set(&activity, value ?? declaration.defaultValue)
+        }
+        return activity
     }
 
     /// Counts as `Import` and `ForgetApp` reply them (`a{su}`), by name.
@@ -269,31 +278,32 @@ public enum Records {
 
     /// The record fields' names.
     public enum Key {
-        public static let id = "id"
-        public static let type = "type"
-        public static let appID = "app_id"
-        public static let title = "title"
-        public static let payload = "payload"
-        public static let payloadType = "payload_type"
-        public static let targetContentID = "target_content_id"
-        public static let persistentID = "persistent_id"
-        public static let keywords = "keywords"
-        public static let webpageURL = "webpage_url"
-        public static let eligibleForHandoff = "eligible_for_handoff"
-        public static let eligibleForSearch = "eligible_for_search"
-        public static let eligibleForHistory = "eligible_for_history"
+        // An activity's fields: their declared names (ActivityField).
+        public static let id = ActivityField.id.name
+        public static let type = ActivityField.type.name
+        public static let appID = ActivityField.appID.name
+        public static let title = ActivityField.title.name
+        public static let payload = ActivityField.payload.name
+        public static let payloadType = ActivityField.payloadType.name
+        public static let targetContentID = ActivityField.targetContentID.name
+        public static let persistentID = ActivityField.persistentID.name
+        public static let keywords = ActivityField.keywords.name
+        public static let webpageURL = ActivityField.webpageURL.name
+        public static let eligibleForHandoff = ActivityField.eligibleForHandoff.name
+        public static let eligibleForSearch = ActivityField.eligibleForSearch.name
+        public static let eligibleForHistory = ActivityField.eligibleForHistory.name
         /// A past activity's: how it ended (`invalidated`, `expired`, `evicted`), why in a sentence, when.
         public static let endReason = "end_reason"
         public static let endDetail = "end_detail"
         public static let endedAt = "ended_at"
-        public static let scene = "scene"
-        public static let createdAt = "created_at"
+        public static let scene = ActivityField.sceneID.name
+        public static let createdAt = ActivityField.createdAt.name
         /// The sync id of the device that advertised it; absent for this machine's own.
-        public static let device = "device"
+        public static let device = ActivityField.deviceID.name
         /// That device's name, as it calls itself.
         public static let deviceName = "device_name"
-        public static let updatedAt = "updated_at"
-        public static let expiresAt = "expires_at"
+        public static let updatedAt = ActivityField.updatedAt.name
+        public static let expiresAt = ActivityField.expiresAt.name
         public static let handler = "handler"
         public static let handlerPath = "handler_path"
         public static let requiredKeys = "required_keys"

@@ -169,62 +169,46 @@ private struct WireType: Codable {
     }
 }
 
+/// An activity in the document: its fields by name (`ActivityField`), and a past one's end.
 private struct WireActivity: Codable {
-    var id, type, app_id, title, payload: String
-    var payload_type, target_content_id, persistent_id, webpage_url: String?
-    var keywords: [String]
-    var eligible_for_handoff, eligible_for_search, eligible_for_history: Bool
-    var created_at, updated_at: UInt64
-    var expires_at: UInt64?
-    // A past activity's.
+    var activity: Activity
     var ended_at: UInt64?
     var end_reason, end_detail: String?
 
     init(_ activity: Activity, ended: PastActivity?) {
-        id = activity.id
-        type = activity.type
-        app_id = activity.appID
-        title = activity.title
-        payload = activity.payload
-        payload_type = activity.payloadType
-        target_content_id = activity.targetContentID
-        persistent_id = activity.persistentID
-        webpage_url = activity.webpageURL
-        keywords = activity.keywords
-        eligible_for_handoff = activity.eligibleForHandoff
-        eligible_for_search = activity.eligibleForSearch
-        eligible_for_history = activity.eligibleForHistory
-        created_at = activity.createdAt
-        updated_at = activity.updatedAt
-        expires_at = activity.expiresAt
+        self.activity = activity
         ended_at = ended?.endedAt
         end_reason = ended?.endState
         end_detail = ended?.endReason
     }
 
-    /// The activity, checked as `Advertise` checks one, with its id and times kept.
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: FieldKey.self)
+        activity = try ActivityField.decode(from: container, as: .export)
+        ended_at = try container.decodeIfPresent(UInt64.self, forKey: FieldKey("ended_at"))
+        end_reason = try container.decodeIfPresent(String.self, forKey: FieldKey("end_reason"))
+        end_detail = try container.decodeIfPresent(String.self, forKey: FieldKey("end_detail"))
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: FieldKey.self)
+        try ActivityField.encode(activity, as: .export, to: &container)
+        try container.encodeIfPresent(ended_at, forKey: FieldKey("ended_at"))
+        try container.encodeIfPresent(end_reason, forKey: FieldKey("end_reason"))
+        try container.encodeIfPresent(end_detail, forKey: FieldKey("end_detail"))
+    }
+
+    /// The activity, checked as every activity is (`Activity.validate`), with its id, times and type's app.
     func checked(types: [String: ActivityType], limits: Limits) throws(BatonError) -> Activity {
-        let id = try Identifier.normalize(self.id)
-        guard let registration = types[type] else {
-            throw .unknownActivityType("activity type \(printable(type)) is neither in the export nor registered")
+        var activity = self.activity
+        activity.id = try Identifier.normalize(activity.id)
+        guard let registration = types[activity.type] else {
+            throw .unknownActivityType("activity type \(printable(activity.type)) is neither in the export nor registered")
         }
-        guard registration.appID == app_id else {
-            throw .invalidArgument("activity type \(type) belongs to \(registration.appID), not \(printable(app_id))")
+        guard registration.appID == activity.appID else {
+            throw .invalidArgument("activity type \(activity.type) belongs to \(registration.appID), not \(printable(activity.appID))")
         }
-        var options = [
-            "eligible_for_handoff": String(eligible_for_handoff), "eligible_for_search": String(eligible_for_search),
-            "eligible_for_history": String(eligible_for_history), "keywords": keywords.joined(separator: ","),
-        ]
-        options["target_content_id"] = target_content_id
-        options["persistent_id"] = persistent_id
-        options["webpage_url"] = webpage_url
-        options["payload_type"] = payload_type
-        if keywords.contains(where: { $0.contains(",") }) { throw .invalidArgument("a keyword contains a comma") }
-        let checked = try Advertisement.parse(type: registration, title: title, payload: payload, options: options, limits: limits)
-        var activity = checked.makeActivity(id: id, type: registration, sceneID: nil, now: created_at)
-        activity.payloadType = payload_type
-        activity.updatedAt = updated_at
-        activity.expiresAt = expires_at
+        try activity.validate(FieldContext(limits: limits, type: registration))
         return activity
     }
 }

@@ -13,11 +13,6 @@ struct OptionReader {
 
     mutating func take(_ key: String) -> String? { remaining.removeValue(forKey: key) }
 
-    mutating func takeBool(_ key: String, default value: Bool) throws(BatonError) -> Bool {
-        guard let text = take(key) else { return value }
-        return try Validate.boolean(text, option: key)
-    }
-
     /// Comma-separated text: items trimmed, empty items dropped.
     mutating func takeList(_ key: String) -> [String]? {
         take(key).map { text in
@@ -83,27 +78,18 @@ extension ActivityType {
 
 /// A checked `Advertise(type, title, payload_json, options)` call.
 public struct Advertisement: Equatable, Sendable {
-    public var title: String
-    public var payload: String
-    public var payloadType: String?
-    public var targetContentID: String?
-    public var persistentID: String?
-    public var keywords: [String]
-    public var webpageURL: String?
+    /// What the caller gave (the title, the payload and every option field), in an activity
+    /// that `makeActivity` completes with what batond decides.
+    public var fields: Activity
     /// Seconds from now.
     public var expiresIn: UInt64?
-    public var eligibleForHandoff: Bool
-    public var eligibleForSearch: Bool
-    public var eligibleForHistory = true
     /// The advertising scene, as the caller named it (object path or id); resolved by the service.
     public var scene: String?
     /// Makes the call idempotent: repeated within a day, it returns the first call's id.
     public var requestID: String?
 
-    static let options = [
-        "target_content_id", "persistent_id", "keywords", "webpage_url", "expires_in",
-        "eligible_for_handoff", "eligible_for_search", "eligible_for_history", "scene", "payload_type", "request_id",
-    ]
+    /// The option fields, then the options that are not fields.
+    static let options = ActivityField.optionNames + ["expires_in", "scene", "request_id"]
 
     /// Ten years: longer than any desktop session, short enough to stay far from overflow.
     public static let maximumExpiry: UInt64 = 10 * 365 * 24 * 3600
@@ -111,49 +97,25 @@ public struct Advertisement: Equatable, Sendable {
     public static func parse(
         type: ActivityType, title: String, payload: String, options: [String: String], limits: Limits
     ) throws(BatonError) -> Advertisement {
-        try Validate.text(title, what: "the title", limit: limits.titleBytes)
-        let members = try StrictJSON.parseObject(payload, maxBytes: limits.payloadBytes, maxDepth: limits.payloadDepth)
-        try type.checkRequiredKeys(members)
+        var fields = Activity.empty
+        fields.title = title
+        fields.payload = payload
+        fields.payloadType = type.payloadType
+        var advertisement = Advertisement(fields: fields)
         var reader = OptionReader(options, method: "Advertise")
-        var advertisement = Advertisement(
-            title: title, payload: payload, payloadType: type.payloadType, keywords: [],
-            eligibleForHandoff: true, eligibleForSearch: false)
-        try advertisement.read(&reader, limits: limits)
+        try advertisement.read(&reader)
         advertisement.scene = reader.take("scene").flatMap { $0.isEmpty ? nil : $0 }
         advertisement.requestID = try Validate.requestID(options)
         _ = reader.take("request_id")
         try reader.finish(known: Self.options)
+        try advertisement.fields.validate(FieldContext(limits: limits, type: type), origins: [.argument, .option])
         return advertisement
     }
 
-    /// Reads the options Advertise and Update share.
-    mutating func read(_ reader: inout OptionReader, limits: Limits) throws(BatonError) {
-        if let value = reader.take("target_content_id") {
-            try Validate.text(value, what: "target_content_id", limit: limits.nameBytes)
-            targetContentID = value.isEmpty ? nil : value
-        }
-        if let value = reader.take("persistent_id") {
-            try Validate.text(value, what: "persistent_id", limit: limits.nameBytes)
-            persistentID = value.isEmpty ? nil : value
-        }
-        if let value = reader.takeList("keywords") {
-            guard value.count <= limits.keywords else {
-                throw .quotaExceeded("\(value.count) keywords; the limit is \(limits.keywords)")
-            }
-            for keyword in value {
-                try Validate.text(keyword, what: "keyword '\(printable(keyword))'", limit: limits.keywordBytes)
-                try Validate.noControlCharacters(keyword, what: "keyword '\(printable(keyword))'")
-            }
-            keywords = value
-        }
-        if let value = reader.take("webpage_url") {
-            try Validate.text(value, what: "webpage_url", limit: limits.urlBytes)
-            let lowered = value.lowercased()
-            guard value.isEmpty || lowered.hasPrefix("https://") || lowered.hasPrefix("http://"),
-                  !value.unicodeScalars.contains(where: { $0.value <= 0x20 }) else {
-                throw .invalidArgument("webpage_url must be an http or https URL without spaces, not '\(printable(value))'")
-            }
-            webpageURL = value.isEmpty ? nil : value
+    /// Reads the options Advertise and Update share: every option field, and `expires_in`.
+    mutating func read(_ reader: inout OptionReader) throws(BatonError) {
+        for declaration in ActivityField.declarations where declaration.origin == .option {
+            if let text = reader.take(declaration.name) { declaration.set(&fields, try declaration.value(option: text)) }
         }
         if let value = reader.take("expires_in") {
             guard let seconds = UInt64(value), seconds > 0, seconds <= Self.maximumExpiry else {
@@ -161,22 +123,19 @@ public struct Advertisement: Equatable, Sendable {
             }
             expiresIn = seconds
         }
-        eligibleForHandoff = try reader.takeBool("eligible_for_handoff", default: eligibleForHandoff)
-        eligibleForSearch = try reader.takeBool("eligible_for_search", default: eligibleForSearch)
-        eligibleForHistory = try reader.takeBool("eligible_for_history", default: eligibleForHistory)
-        if let value = reader.take("payload_type") {
-            try Validate.text(value, what: "payload_type", limit: limits.nameBytes)
-            payloadType = value.isEmpty ? nil : value
-        }
     }
 
     /// The activity this advertisement creates.
     public func makeActivity(id: String, type: ActivityType, sceneID: String?, now: UInt64) -> Activity {
-        Activity(
-            id: id, type: type.type, appID: type.appID, title: title, payload: payload, payloadType: payloadType,
-            targetContentID: targetContentID, persistentID: persistentID, keywords: keywords, webpageURL: webpageURL,
-            eligibleForHandoff: eligibleForHandoff, eligibleForSearch: eligibleForSearch, eligibleForHistory: eligibleForHistory, sceneID: sceneID,
-            createdAt: now, updatedAt: now, expiresAt: expiresIn.map { now + $0 * 1_000_000 })
+        var activity = fields
+        activity.id = id
+        activity.type = type.type
+        activity.appID = type.appID
+        activity.sceneID = sceneID
+        activity.createdAt = now
+        activity.updatedAt = now
+        activity.expiresAt = expiresIn.map { now + $0 * 1_000_000 }
+        return activity
     }
 }
 
@@ -212,20 +171,12 @@ public struct ActivityUpdate: Sendable {
     /// The activity after this update, checked against its type and the limits.
     public func apply(to activity: Activity, type: ActivityType, now: UInt64, limits: Limits) throws(BatonError) -> Activity {
         var reader = OptionReader(options, method: "Update")
-        var fields = Advertisement(
-            title: activity.title, payload: activity.payload, payloadType: activity.payloadType,
-            targetContentID: activity.targetContentID, persistentID: activity.persistentID,
-            keywords: activity.keywords, webpageURL: activity.webpageURL, expiresIn: nil,
-            eligibleForHandoff: activity.eligibleForHandoff, eligibleForSearch: activity.eligibleForSearch,
-            eligibleForHistory: activity.eligibleForHistory)
-        if let title = reader.take("title") {
-            try Validate.text(title, what: "the title", limit: limits.titleBytes)
-            fields.title = title
-        }
-        try fields.read(&reader, limits: limits)
+        var changes = Advertisement(fields: activity)
+        if let title = reader.take("title") { changes.fields.title = title }
+        try changes.read(&reader)
         try reader.finish(known: Self.options)
 
-        var updated = activity
+        var updated = changes.fields
         if let payloadChanges {
             let current = replacePayload ? [] : try StrictJSON.parseObject(activity.payload, maxBytes: .max, maxDepth: .max)
             let merged = StrictJSON.merge(current, with: payloadChanges)
@@ -234,19 +185,12 @@ public struct ActivityUpdate: Sendable {
                 let members = (try? StrictJSON.parseObject(merged, maxBytes: .max, maxDepth: .max)) ?? []
                 throw SizeReport.error("the merged payload", bytes: size, limit: limits.payloadBytes, keys: SizeReport.keys(of: members))
             }
-            try type.checkRequiredKeys(try StrictJSON.parseObject(merged, maxBytes: .max, maxDepth: limits.payloadDepth))
             updated.payload = merged
         }
-        updated.title = fields.title
-        updated.payloadType = fields.payloadType
-        updated.targetContentID = fields.targetContentID
-        updated.persistentID = fields.persistentID
-        updated.keywords = fields.keywords
-        updated.webpageURL = fields.webpageURL
-        updated.eligibleForHandoff = fields.eligibleForHandoff
-        updated.eligibleForSearch = fields.eligibleForSearch
-        updated.eligibleForHistory = fields.eligibleForHistory
-        if let seconds = fields.expiresIn { updated.expiresAt = now + seconds * 1_000_000 }
+        // A payload the update leaves as it is was checked when it was stored.
+        try updated.validate(FieldContext(limits: limits, type: type), origins: [.argument, .option],
+                             except: payloadChanges == nil ? [.payload] : [])
+        if let seconds = changes.expiresIn { updated.expiresAt = now + seconds * 1_000_000 }
         updated.updatedAt = now
         return updated
     }

@@ -13,17 +13,9 @@ public final class UserActivity: Sendable {
     private let state: Mutex<State>
 
     struct State {
-        var title = ""
-        var payload = "{}"
-        var payloadType: String?
-        var targetContentIdentifier: String?
-        var persistentIdentifier: String?
-        var keywords: Set<String> = []
-        var webpageURL: URL?
+        /// Every field of the activity as it is sent (`Activity.options`); its id, type and times are batond's.
+        var fields = Activity.empty
         var expirationDate: Date?
-        var isEligibleForHandoff = true
-        var isEligibleForSearch = false
-        var isEligibleForHistory = true
         var requiredUserInfoKeys: Set<String> = []
         var needsSave = false
         var id: String?
@@ -43,17 +35,8 @@ public final class UserActivity: Sendable {
         activityType = activity.type
         self.client = client
         var state = State()
-        state.title = activity.title
-        state.payload = activity.payload
-        state.payloadType = activity.payloadType
-        state.targetContentIdentifier = activity.targetContentID
-        state.persistentIdentifier = activity.persistentID
-        state.keywords = Set(activity.keywords)
-        state.webpageURL = activity.webpageURL.flatMap(URL.init(string:))
+        state.fields = activity
         state.expirationDate = activity.expiresAt.map { Date(timeIntervalSince1970: Double($0) / 1_000_000) }
-        state.isEligibleForHandoff = activity.eligibleForHandoff
-        state.isEligibleForSearch = activity.eligibleForSearch
-        state.isEligibleForHistory = activity.eligibleForHistory
         state.id = activity.id
         self.state = Mutex(state)
     }
@@ -66,17 +49,21 @@ public final class UserActivity: Sendable {
         }
     }
 
-    public var title: String { get { field(\.title) } set { setField(\.title, newValue) } }
-    public var targetContentIdentifier: String? { get { field(\.targetContentIdentifier) } set { setField(\.targetContentIdentifier, newValue) } }
-    public var persistentIdentifier: String? { get { field(\.persistentIdentifier) } set { setField(\.persistentIdentifier, newValue) } }
-    public var keywords: Set<String> { get { field(\.keywords) } set { setField(\.keywords, newValue) } }
-    public var webpageURL: URL? { get { field(\.webpageURL) } set { setField(\.webpageURL, newValue) } }
+    // The activity's fields in NSUserActivity's words; what batond calls them is `ActivityField`'s.
+    public var title: String { get { field(\.fields.title) } set { setField(\.fields.title, newValue) } }
+    public var targetContentIdentifier: String? { get { field(\.fields.targetContentID) } set { setField(\.fields.targetContentID, newValue) } }
+    public var persistentIdentifier: String? { get { field(\.fields.persistentID) } set { setField(\.fields.persistentID, newValue) } }
+    public var keywords: Set<String> { get { Set(field(\.fields.keywords)) } set { setField(\.fields.keywords, newValue.sorted()) } }
+    public var webpageURL: URL? {
+        get { field(\.fields.webpageURL).flatMap(URL.init(string:)) }
+        set { setField(\.fields.webpageURL, newValue?.absoluteString) }
+    }
     public var expirationDate: Date? { get { field(\.expirationDate) } set { setField(\.expirationDate, newValue) } }
-    public var isEligibleForHandoff: Bool { get { field(\.isEligibleForHandoff) } set { setField(\.isEligibleForHandoff, newValue) } }
-    public var isEligibleForSearch: Bool { get { field(\.isEligibleForSearch) } set { setField(\.isEligibleForSearch, newValue) } }
+    public var isEligibleForHandoff: Bool { get { field(\.fields.eligibleForHandoff) } set { setField(\.fields.eligibleForHandoff, newValue) } }
+    public var isEligibleForSearch: Bool { get { field(\.fields.eligibleForSearch) } set { setField(\.fields.eligibleForSearch, newValue) } }
     /// Whether the user's history keeps it once it ends, to continue it later (default true;
     /// false for what should leave no trace).
-    public var isEligibleForHistory: Bool { get { field(\.isEligibleForHistory) } set { setField(\.isEligibleForHistory, newValue) } }
+    public var isEligibleForHistory: Bool { get { field(\.fields.eligibleForHistory) } set { setField(\.fields.eligibleForHistory, newValue) } }
     public var requiredUserInfoKeys: Set<String> { get { field(\.requiredUserInfoKeys) } set { setField(\.requiredUserInfoKeys, newValue) } }
     /// True when a field changed since the activity was last sent to the daemon.
     public var needsSave: Bool { get { field(\.needsSave) } set { state.withLock { $0.needsSave = newValue } } }
@@ -99,7 +86,7 @@ public final class UserActivity: Sendable {
     public var id: String? { field(\.id) }
     public var isCurrent: Bool { field(\.isCurrent) }
     /// The payload as JSON text.
-    public var payloadJSON: String { field(\.payload) }
+    public var payloadJSON: String { field(\.fields.payload) }
 
     // MARK: Typed payloads
 
@@ -112,8 +99,8 @@ public final class UserActivity: Sendable {
             throw PayloadError.notAnObject(String(describing: T.self))
         }
         state.withLock {
-            $0.payload = String(decoding: data, as: UTF8.self)
-            $0.payloadType = String(describing: T.self)
+            $0.fields.payload = String(decoding: data, as: UTF8.self)
+            $0.fields.payloadType = String(describing: T.self)
             $0.needsSave = true
         }
     }
@@ -144,7 +131,7 @@ public final class UserActivity: Sendable {
 
     /// Throws `missingKey` when the payload lacks one of `requiredUserInfoKeys`.
     func checkRequiredKeys() throws(PayloadError) {
-        let (payload, required) = state.withLock { ($0.payload, $0.requiredUserInfoKeys) }
+        let (payload, required) = state.withLock { ($0.fields.payload, $0.requiredUserInfoKeys) }
         guard !required.isEmpty else { return }
         let present: Set<String>
         do {
@@ -158,7 +145,7 @@ public final class UserActivity: Sendable {
     }
 
     /// The name of the payload's type, when it was set with `setTypedPayload(_:)`.
-    public var payloadType: String? { field(\.payloadType) }
+    public var payloadType: String? { field(\.fields.payloadType) }
 
     /// Advertises the activity (or saves it, if already advertised) as the current one of `scene`.
     public func becomeCurrent(in scene: SceneHandle? = nil) async throws {
@@ -168,7 +155,7 @@ public final class UserActivity: Sendable {
             let (title, payload, options) = state.withLock { state -> (String, String, [String: String]) in
                 var options = Self.options(state)
                 if let scene { options["scene"] = scene.path.text }
-                return (state.title, state.payload, options)
+                return (state.fields.title, state.fields.payload, options)
             }
             let id = try await client.advertise(type: activityType, title: title, payload: payload, options: options)
             let onContinued = state.withLock {
@@ -205,10 +192,10 @@ public final class UserActivity: Sendable {
         try checkRequiredKeys()
         let (payload, options) = state.withLock { state -> (String, [String: String]) in
             var options = Self.options(state)
-            options["title"] = state.title
+            options["title"] = state.fields.title
             options["replace_payload"] = "true"
             if let scene { options["scene"] = scene }
-            return (state.payload, options)
+            return (state.fields.payload, options)
         }
         try await client.update(id: id, payload: payload, options: options)
         state.withLock { $0.needsSave = false }
@@ -225,17 +212,9 @@ public final class UserActivity: Sendable {
         }
     }
 
+    /// Every option field (`Activity.options`), and when it expires.
     private static func options(_ state: State) -> [String: String] {
-        var options: [String: String] = [
-            "eligible_for_handoff": state.isEligibleForHandoff ? "true" : "false",
-            "eligible_for_search": state.isEligibleForSearch ? "true" : "false",
-            "eligible_for_history": state.isEligibleForHistory ? "true" : "false",
-            "keywords": state.keywords.sorted().joined(separator: ","),
-        ]
-        if let value = state.targetContentIdentifier { options["target_content_id"] = value }
-        if let value = state.persistentIdentifier { options["persistent_id"] = value }
-        if let value = state.webpageURL { options["webpage_url"] = value.absoluteString }
-        if let value = state.payloadType { options["payload_type"] = value }
+        var options = state.fields.options
         if let date = state.expirationDate {
             options["expires_in"] = String(max(1, Int(date.timeIntervalSinceNow.rounded(.up))))
         }

@@ -4,8 +4,8 @@ import GRDB
 
 // Each table's columns are declared once, as a row type's `Column` enum: the SQL column
 // lists, the statement arguments (an exhaustive switch, so the compiler asks for every new
-// column) and the decoding all follow from it. A new field is a migration, a case here and
-// its record field in the contract.
+// column) and the decoding all follow from it. An activity's columns are its declared fields
+// (`ActivityField`): a new field is a migration and its declaration.
 
 /// A table's columns, in the order the row type's queries select and bind them.
 protocol TableColumns: CaseIterable, RawRepresentable<Int32> where AllCases == [Self] {
@@ -57,66 +57,63 @@ struct ActivityTypeRow {
         + Column.allCases.dropFirst().map { "\($0.name) = excluded.\($0.name)" }.joined(separator: ", ")
 }
 
-/// `activity`: one live activity per row; `seq` (not listed) orders them and is the search indexes' rowid.
-struct ActivityRow {
-    /// `id` comes first: `update` binds it as `?1` and every other column by its position.
-    enum Column: Int32, TableColumns {
-        case id, type, appID, title, payload, payloadType, targetContentID, persistentID, keywords, webpageURL
-        case eligibleForHandoff, eligibleForSearch, sceneID, createdAt, updatedAt, expiresAt, deviceID, eligibleForHistory
+/// `activity`: one live activity per row; `seq` (not listed) orders them and is the search
+/// indexes' rowid. `history` has the same columns and a past activity's. One column per
+/// declared field (`ActivityField`), in its order.
+enum ActivityRow {
+    private static let declarations = ActivityField.declarations
 
-        var name: String {
-            switch self {
-            case .id: "id"
-            case .type: "type"
-            case .appID: "app_id"
-            case .title: "title"
-            case .payload: "payload"
-            case .payloadType: "payload_type"
-            case .targetContentID: "target_content_id"
-            case .persistentID: "persistent_id"
-            case .keywords: "keywords"
-            case .webpageURL: "webpage_url"
-            case .eligibleForHandoff: "eligible_for_handoff"
-            case .eligibleForSearch: "eligible_for_search"
-            case .sceneID: "scene_id"
-            case .createdAt: "created_at"
-            case .updatedAt: "updated_at"
-            case .expiresAt: "expires_at"
-            case .deviceID: "device_id"
-            case .eligibleForHistory: "eligible_for_history"
-            }
-        }
-    }
+    /// A field's column.
+    static func column(_ field: ActivityField) -> String { declarations[index(field)].column }
+
+    /// A field's column's index in `list`.
+    static func index(_ field: ActivityField) -> Int { ActivityField.allCases.firstIndex(of: field) ?? 0 }
+
+    /// The column names, comma-separated, in declaration order (`SELECT` and `INSERT` lists).
+    static let list = declarations.map(\.column).joined(separator: ", ")
+    /// How many: a query's columns after them start at this index.
+    static let count = Int32(declarations.count)
 
     static func decode(_ row: Columns) -> Activity {
-        Activity(
-            id: row.string(Column.id), type: row.string(Column.type), appID: row.string(Column.appID),
-            title: row.string(Column.title), payload: row.string(Column.payload), payloadType: row.optionalString(Column.payloadType),
-            targetContentID: row.optionalString(Column.targetContentID), persistentID: row.optionalString(Column.persistentID),
-            keywords: KeywordList.split(row.string(Column.keywords)), webpageURL: row.optionalString(Column.webpageURL),
-            eligibleForHandoff: row.bool(Column.eligibleForHandoff), eligibleForSearch: row.bool(Column.eligibleForSearch),
-            eligibleForHistory: row.bool(Column.eligibleForHistory),
-            sceneID: row.optionalString(Column.sceneID), createdAt: row.time(Column.createdAt), updatedAt: row.time(Column.updatedAt),
-            expiresAt: row.optionalTime(Column.expiresAt), deviceID: row.string(Column.deviceID))
+        var activity = Activity.empty
+        for (index, declaration) in declarations.enumerated() {
+            let column = Int32(index)
+            let value: FieldValue = switch declaration.kind {
+            case .text: .text(row.string(column))
+            case .optionalText: .optionalText(row.optionalString(column))
+            case .flag: .flag(row.bool(column))
+            case .list: .list(KeywordList.split(row.string(column)))
+            case .time: .time(row.time(column))
+            case .optionalTime: .optionalTime(row.optionalTime(column))
+            }
+            declaration.set(&activity, value)
+        }
+        return activity
     }
 
-    /// The values of `Column`, in its order (the round-trip tests fail when they are not). An
-    /// array literal: GRDB builds it without the generic conversions its other initializers make.
+    /// The values of the columns, in their order.
     static func arguments(_ activity: Activity) -> StatementArguments {
-        [
-            activity.id, activity.type, activity.appID, activity.title, activity.payload, activity.payloadType,
-            activity.targetContentID, activity.persistentID, KeywordList.join(activity.keywords), activity.webpageURL,
-            activity.eligibleForHandoff, activity.eligibleForSearch, activity.sceneID, Time.encode(activity.createdAt),
-            Time.encode(activity.updatedAt), activity.expiresAt.map(Time.encode), activity.deviceID, activity.eligibleForHistory,
-        ]
+        StatementArguments(declarations.map { declaration -> (any DatabaseValueConvertible)? in
+            switch declaration.get(activity) {
+            case .text(let value): value
+            case .optionalText(let value): value
+            case .flag(let value): value
+            case .list(let value): KeywordList.join(value)
+            case .time(let value): Time.encode(value)
+            case .optionalTime(let value): value.map(Time.encode)
+            }
+        })
     }
 
-    static let selectSQL = "SELECT \(Column.list) FROM activity"
-    static let insertSQL = "INSERT INTO activity (\(Column.list)) VALUES (\(Column.placeholders))"
+    static let selectSQL = "SELECT \(list) FROM activity"
+    static let insertSQL = "INSERT INTO activity (\(list)) VALUES (\(declarations.map { _ in "?" }.joined(separator: ", ")))"
     /// Every column but `id` set from its numbered parameter, so the arguments are the insert's.
     static let updateSQL = "UPDATE activity SET "
-        + Column.allCases.dropFirst().map { "\($0.name) = ?\($0.rawValue + 1)" }.joined(separator: ", ")
+        + declarations.enumerated().dropFirst().map { "\($0.element.column) = ?\($0.offset + 1)" }.joined(separator: ", ")
         + " WHERE id = ?1"
+
+    /// The columns a change of which other machines must hear of (the outbox trigger's `UPDATE OF`).
+    static let syncedColumns = declarations.filter { !$0.isLocal }.map(\.column).joined(separator: ", ")
 }
 
 /// `scene`: one window session per row (its storage is in `scene_storage`).

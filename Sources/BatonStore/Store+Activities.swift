@@ -201,10 +201,10 @@ extension Store {
         // One statement per combination of filter fields (at most 256), each prepared once.
         var conditions = ["(expires_at IS NULL OR expires_at > ?)"]
         var arguments: StatementArguments = [Time.encode(now)]
-        for (column, value) in [(ActivityRow.Column.type, filter.type), (.appID, filter.appID), (.sceneID, filter.sceneID),
-                                (.persistentID, filter.persistentID), (.targetContentID, filter.targetContentID)] {
+        for (field, value) in [(ActivityField.type, filter.type), (.appID, filter.appID), (.sceneID, filter.sceneID),
+                               (.persistentID, filter.persistentID), (.targetContentID, filter.targetContentID)] {
             if let value {
-                conditions.append("\(column.name) = ?")
+                conditions.append("\(ActivityRow.column(field)) = ?")
                 arguments += [value]
             }
         }
@@ -282,7 +282,7 @@ extension Store {
     /// Live matches from a search index, newest first.
     private static func searchQuery(_ index: String) -> String {
         """
-        SELECT \(ActivityRow.Column.allCases.map { "activity." + $0.name }.joined(separator: ", ")), activity.seq
+        SELECT \(ActivityField.declarations.map { "activity." + $0.column }.joined(separator: ", ")), activity.seq
         FROM \(index) JOIN activity ON activity.seq = \(index).rowid
         WHERE \(index) MATCH ? AND (activity.expires_at IS NULL OR activity.expires_at > ?)
         ORDER BY \(index).rowid DESC
@@ -293,7 +293,7 @@ extension Store {
     /// The seqs of every title match, in the index's forward order.
     private static let searchTitledSeqs = "SELECT rowid FROM activity_title_search WHERE activity_title_search MATCH ?"
     /// The column of the search queries that holds the activity's seq, after the activity's own.
-    private static let searchSeqColumn = Int32(ActivityRow.Column.allCases.count)
+    private static let searchSeqColumn = ActivityRow.count
 
     private static let activityByID = ActivityRow.selectSQL + " WHERE id = ?"
     private static let liveActivityByID = ActivityRow.selectSQL + " WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)"

@@ -104,8 +104,8 @@ extension Store {
 
     /// A past activity, as the history trigger writes one.
     private static let insertPastSQL = """
-        INSERT INTO history (\(ActivityRow.Column.list), ended_at, end_state, end_reason, size)
-        SELECT *, \(historySize(of: "")) FROM (SELECT \(ActivityRow.Column.allCases.map { "? AS \($0.name)" }.joined(separator: ", ")),
+        INSERT INTO history (\(ActivityRow.list), ended_at, end_state, end_reason, size)
+        SELECT *, \(historySize(of: "")) FROM (SELECT \(ActivityField.declarations.map { "? AS \($0.column)" }.joined(separator: ", ")),
                                                       ? AS ended_at, ? AS end_state, ? AS end_reason)
         """
 }

@@ -41,13 +41,14 @@ extension Store {
                 endings.historyAdded.store(true, ordering: .relaxed)
                 return nil
             })
-            let columns = ActivityRow.Column.allCases.map { $0 == .sceneID ? "NULL" : "old.\($0.name)" }.joined(separator: ", ")
+            // Scenes stay with the live activity: a past one has none.
+            let columns = ActivityField.declarations.map { $0.origin == .scene ? "NULL" : "old.\($0.column)" }.joined(separator: ", ")
             let size = historySize(of: "old.")
             try db.execute(sql: """
                 CREATE TEMP TRIGGER activity_history AFTER DELETE ON main.activity
                 WHEN old.eligible_for_history = 1 AND baton_into_history() BEGIN
                     DELETE FROM history WHERE id = old.id;
-                    INSERT INTO history (\(ActivityRow.Column.list), ended_at, end_state, end_reason, size)
+                    INSERT INTO history (\(ActivityRow.list), ended_at, end_state, end_reason, size)
                     VALUES (\(columns),
                             CASE WHEN baton_end_state() = 'expired' AND old.expires_at IS NOT NULL THEN old.expires_at ELSE baton_now() END,
                             baton_end_state(), baton_end_reason(), \(size));
@@ -159,10 +160,10 @@ extension Store {
         }
     }
 
-    static let pastSelect = "SELECT \(ActivityRow.Column.list), ended_at, end_state, end_reason FROM history"
+    static let pastSelect = "SELECT \(ActivityRow.list), ended_at, end_state, end_reason FROM history"
 
     static func decodePast(_ row: Columns) -> PastActivity {
-        let after = Int32(ActivityRow.Column.allCases.count)
+        let after = ActivityRow.count
         return PastActivity(activity: ActivityRow.decode(row), endedAt: row.time(after), endState: row.string(after + 1),
                             endReason: row.string(after + 2))
     }

@@ -103,8 +103,7 @@ extension Store {
     /// The outbox triggers, on the writer connection: every change of this machine's
     /// activities (but their scene) and types, while sync is on.
     static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell, clock: HybridClock, wallClock: DaemonClock) throws {
-        let synced = "title, payload, payload_type, target_content_id, persistent_id, keywords, webpage_url, "
-            + "eligible_for_handoff, eligible_for_search, expires_at, updated_at"
+        let synced = ActivityRow.syncedColumns
         try writer.inDatabase { db in
             db.add(function: DatabaseFunction("baton_outbox_added", argumentCount: 0, pure: false) { _ in
                 bell.raise()

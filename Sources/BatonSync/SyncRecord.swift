@@ -92,42 +92,26 @@ struct SyncRecord: Codable, Equatable {
     }
 }
 
-/// An activity as it crosses machines: everything but its scene (scenes stay on their machine)
-/// and its device (the log it is in says that).
+/// An activity as it crosses machines: every field but the local ones (its scene stays on its
+/// machine; the log it is in says its device), under format 1's keys (`ActivityField`'s `syncKey`).
 struct ActivityBody: Codable, Equatable {
-    var id, type, appID, title, payload: String
-    var payloadType, targetContentID, persistentID, webpageURL: String?
-    var keywords: [String]
-    var eligibleForHandoff, eligibleForSearch: Bool
-    /// Absent from the records of devices older than the history: true then.
-    var eligibleForHistory: Bool?
-    var createdAt, updatedAt: UInt64
-    var expiresAt: UInt64?
+    let activity: Activity
 
     init(_ activity: Activity) {
-        id = activity.id
-        type = activity.type
-        appID = activity.appID
-        title = activity.title
-        payload = activity.payload
-        payloadType = activity.payloadType
-        targetContentID = activity.targetContentID
-        persistentID = activity.persistentID
-        webpageURL = activity.webpageURL
-        keywords = activity.keywords
-        eligibleForHandoff = activity.eligibleForHandoff
-        eligibleForSearch = activity.eligibleForSearch
-        eligibleForHistory = activity.eligibleForHistory
-        createdAt = activity.createdAt
-        updatedAt = activity.updatedAt
-        expiresAt = activity.expiresAt
+        var crossing = activity
+        for declaration in ActivityField.declarations where declaration.isLocal {
+            declaration.set(&crossing, declaration.defaultValue)
+        }
+        self.activity = crossing
     }
 
-    var activity: Activity {
-        Activity(id: id, type: type, appID: appID, title: title, payload: payload, payloadType: payloadType,
-                 targetContentID: targetContentID, persistentID: persistentID, keywords: keywords, webpageURL: webpageURL,
-                 eligibleForHandoff: eligibleForHandoff, eligibleForSearch: eligibleForSearch, eligibleForHistory: eligibleForHistory ?? true,
-                 createdAt: createdAt, updatedAt: updatedAt, expiresAt: expiresAt)
+    init(from decoder: any Decoder) throws {
+        activity = try ActivityField.decode(from: decoder.container(keyedBy: FieldKey.self), as: .sync)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: FieldKey.self)
+        try ActivityField.encode(activity, as: .sync, to: &container)
     }
 }
 
@@ -139,22 +123,8 @@ enum RemoteCheck {
     static func check(_ change: Store.RemoteChange, limits: Limits) throws(BatonError) {
         switch change {
         case .activity(let activity):
-            _ = try Identifier.normalize(activity.id, what: "the activity's id")
-            try Validate.reverseDNS(activity.type, what: "the activity's type", limits: limits)
-            try Validate.reverseDNS(activity.appID, what: "the activity's app", limits: limits)
-            try Validate.text(activity.title, what: "the title", limit: limits.titleBytes)
-            _ = try StrictJSON.parseObject(activity.payload, maxBytes: limits.payloadBytes, maxDepth: limits.payloadDepth)
-            guard activity.keywords.count <= limits.keywords else {
-                throw .quotaExceeded("\(activity.keywords.count) keywords; the limit is \(limits.keywords)")
-            }
-            for keyword in activity.keywords {
-                try Validate.text(keyword, what: "a keyword", limit: limits.keywordBytes)
-                try Validate.noControlCharacters(keyword, what: "a keyword")
-            }
-            for text in [activity.targetContentID, activity.persistentID, activity.payloadType].compactMap({ $0 }) {
-                try Validate.text(text, what: "an identifier", limit: limits.nameBytes)
-            }
-            if let url = activity.webpageURL { try Validate.text(url, what: "webpage_url", limit: limits.urlBytes) }
+            // As local writes and Import are: every field's check. The type may be one no app here registered.
+            try activity.validate(FieldContext(limits: limits, type: nil))
         case .activityEnded(let id, let state, let reason):
             _ = try Identifier.normalize(id, what: "the activity's id")
             try Validate.text(state, what: "the end's state", limit: 32)

@@ -30,7 +30,7 @@ struct CLITests {
         #expect(table.stdout.hasPrefix("ID  "), "\(table)")
         #expect(table.stdout.contains("\(id)  \(type)  Chapter 3  just now"), "\(table.stdout)")
         #expect(try await world.baton(["activities", "search", "nov"]).stdout.contains(id))
-        #expect(try await world.baton(["activities", "show", id]).stdout.contains("expires             in 59 min"))
+        #expect(try await world.baton(["activities", "show", id]).stdout.contains("expires_at          in 59 min"))
 
         // Payloads from a file and from standard input.
         let file = world.bus.directory.appendingPathComponent("payload.json")

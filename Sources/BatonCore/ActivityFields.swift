@@ -1,0 +1,384 @@
+/// An activity's fields, each declared once.
+///
+/// A field's declaration (`declaration`) says everything the layers need: its name outside Swift
+/// (the D-Bus record key, the `Advertise`/`Update` option, the export's key), its SQL column, its
+/// key in sync records, who sets it, whether documents must carry it, and its check. The store's
+/// row, the D-Bus record, the sync body, the export, BatonKit's options and the CLI's `show` are
+/// walks over `ActivityField.declarations`, each with one `switch` over the few kinds of value;
+/// the one validation (`Activity.validate`) runs every field's check. A new field is a case here
+/// with its declaration, a property of `Activity`, a migration adding its column, and, if apps
+/// set it, BatonKit's property (README, "Developing").
+public enum ActivityField: CaseIterable, Sendable {
+    // In the order of the store's columns: `id` first (the row update binds it as `?1`).
+    case id, type, appID, title, payload, payloadType, targetContentID, persistentID, keywords, webpageURL
+    case eligibleForHandoff, eligibleForSearch, sceneID, createdAt, updatedAt, expiresAt, deviceID, eligibleForHistory
+
+    private var declaration: Declaration {
+        switch self {
+        case .id:
+            .text("id", \.id, from: .daemon, required: true) { value, _ throws(BatonError) in
+                guard try Identifier.normalize(value, what: "the activity's id") == value else {
+                    throw .invalidArgument("the activity's id '\(printable(value))' is not in lowercase")
+                }
+            }
+        case .type:
+            .text("type", \.type, from: .daemon, required: true) { value, context throws(BatonError) in
+                try Validate.reverseDNS(value, what: "activity type", limits: context.limits)
+            }
+        case .appID:
+            .text("app_id", \.appID, from: .daemon, sync: "appID", required: true) { value, context throws(BatonError) in
+                try Validate.reverseDNS(value, what: "app id", limits: context.limits)
+            }
+        case .title:
+            .text("title", \.title, from: .argument, required: true, example: "Field walk: the title") { value, context throws(BatonError) in
+                try Validate.text(value, what: "the title", limit: context.limits.titleBytes)
+            }
+        case .payload:
+            .text("payload", \.payload, from: .argument, required: true, example: #"{"id":"walk","page":7}"#) { value, context throws(BatonError) in
+                let members = try StrictJSON.parseObject(value, maxBytes: context.limits.payloadBytes, maxDepth: context.limits.payloadDepth)
+                try context.type?.checkRequiredKeys(members)
+            }
+        case .payloadType:
+            .optionalText("payload_type", \.payloadType, from: .option, sync: "payloadType", example: "WalkPayload", check: Check.name)
+        case .targetContentID:
+            .optionalText("target_content_id", \.targetContentID, from: .option, sync: "targetContentID", example: "walk-content",
+                          check: Check.name)
+        case .persistentID:
+            .optionalText("persistent_id", \.persistentID, from: .option, sync: "persistentID", example: "walk-saved", check: Check.name)
+        case .keywords:
+            .list("keywords", \.keywords, from: .option, example: ["walk", "fields"]) { value, context throws(BatonError) in
+                guard value.count <= context.limits.keywords else {
+                    throw .quotaExceeded("\(value.count) keywords; the limit is \(context.limits.keywords)")
+                }
+                for keyword in value {
+                    try Validate.text(keyword, what: "keyword '\(printable(keyword))'", limit: context.limits.keywordBytes)
+                    try Validate.noControlCharacters(keyword, what: "keyword '\(printable(keyword))'")
+                    // The option's form is comma-separated: a keyword with a comma could not be set again.
+                    guard !keyword.contains(",") else { throw .invalidArgument("keyword '\(printable(keyword))' contains a comma") }
+                }
+            }
+        case .webpageURL:
+            .optionalText("webpage_url", \.webpageURL, from: .option, sync: "webpageURL", example: "https://example.org/walk") {
+                value, context throws(BatonError) in
+                try Validate.text(value, what: "webpage_url", limit: context.limits.urlBytes)
+                let lowered = value.lowercased()
+                guard lowered.hasPrefix("https://") || lowered.hasPrefix("http://"),
+                      !value.unicodeScalars.contains(where: { $0.value <= 0x20 }) else {
+                    throw .invalidArgument("webpage_url must be an http or https URL without spaces, not '\(printable(value))'")
+                }
+            }
+        case .eligibleForHandoff:
+            .flag("eligible_for_handoff", \.eligibleForHandoff, default: true, sync: "eligibleForHandoff")
+        case .eligibleForSearch:
+            .flag("eligible_for_search", \.eligibleForSearch, default: false, sync: "eligibleForSearch")
+        case .eligibleForHistory:
+            .flag("eligible_for_history", \.eligibleForHistory, default: true, sync: "eligibleForHistory")
+        case .sceneID:
+            // Scenes stay on their machine: neither synced nor exported. On the bus, an object path.
+            .optionalText("scene", \.sceneID, from: .scene, column: "scene_id")
+        case .createdAt:
+            .time("created_at", \.createdAt, sync: "createdAt", required: true)
+        case .updatedAt:
+            .time("updated_at", \.updatedAt, sync: "updatedAt", required: true)
+        case .expiresAt:
+            .optionalTime("expires_at", \.expiresAt, sync: "expiresAt")
+        case .deviceID:
+            // The device that advertised it ("" for this machine's own); a sync log says it for its records.
+            .text("device", \.deviceID, from: .device, column: "device_id")
+        }
+    }
+
+    /// Every field's declaration, in `allCases`' order (made once: the walks run on every call).
+    public static let declarations: [Declaration] = allCases.map { field in
+        var declaration = field.declaration
+        declaration.field = field
+        return declaration
+    }
+
+    /// The field's name outside Swift: record key, option, export key.
+    public var name: String { Self.declarations[index].name }
+
+    private var index: Int { Self.allCases.firstIndex(of: self) ?? 0 }
+
+    /// The declaration named `name`, if an activity has such a field.
+    public static func named(_ name: String) -> Declaration? { declarations.first { $0.name == name } }
+
+    /// The fields an app sets through `Advertise` and `Update`'s options, by name.
+    public static let optionNames = declarations.filter { $0.origin == .option }.map(\.name)
+}
+
+/// One field's value, of one of the few kinds the layers know how to store, send and show.
+public enum FieldValue: Sendable, Equatable {
+    case text(String)
+    case optionalText(String?)
+    case flag(Bool)
+    case list([String])
+    /// Microseconds since the Unix epoch.
+    case time(UInt64)
+    case optionalTime(UInt64?)
+}
+
+/// What a field's check may consult besides the value.
+public struct FieldContext: Sendable {
+    public var limits: Limits
+    /// The activity's registered type, when known (the payload's required keys); another
+    /// machine's activity may be of a type no app here registered.
+    public var type: ActivityType?
+
+    public init(limits: Limits, type: ActivityType?) {
+        self.limits = limits
+        self.type = type
+    }
+}
+
+extension ActivityField {
+    /// Who sets a field.
+    public enum Origin: Sendable, Equatable {
+        /// batond: ids, the type's app, times.
+        case daemon
+        /// `Advertise`'s arguments (`title`, `payload`); `Update` takes them too.
+        case argument
+        /// `Advertise` and `Update`'s options (`a{ss}`), in text.
+        case option
+        /// The scene it shows in: this machine's only.
+        case scene
+        /// The device that advertised it: this machine's only.
+        case device
+    }
+
+    public enum Kind: Sendable, Equatable {
+        case text, optionalText, flag, list, time, optionalTime
+    }
+
+    /// A field as the layers read it.
+    public struct Declaration: Sendable {
+        public fileprivate(set) var field = ActivityField.id
+        /// Record key, option and export key (snake_case, as DESIGN names them).
+        public let name: String
+        /// The column in `activity` and `history`.
+        public let column: String
+        /// The key in sync records. Format 1's fields keep the keys already on servers; a new field uses its name.
+        public let syncKey: String
+        public let kind: Kind
+        public let origin: Origin
+        /// Whether a document (a record, an export, a sync record) without it is refused.
+        public let required: Bool
+        /// Its value when a document lacks it.
+        public let defaultValue: FieldValue
+        /// A valid value other than the default, for the test that walks every field through every path.
+        public let example: FieldValue?
+        /// Throws when the value is not one batond stores.
+        public let check: @Sendable (FieldValue, FieldContext) throws(BatonError) -> Void
+        public let get: @Sendable (Activity) -> FieldValue
+        public let set: @Sendable (inout Activity, FieldValue) -> Void
+
+        /// Whether it stays on this machine: not synced, not exported.
+        public var isLocal: Bool { origin == .scene || origin == .device }
+
+        /// The value of `text`, an option as `Advertise` and `Update` take it.
+        public func value(option text: String) throws(BatonError) -> FieldValue {
+            switch kind {
+            case .text: return .text(text)
+            case .optionalText: return .optionalText(text.isEmpty ? nil : text)
+            case .flag: return .flag(try Validate.boolean(text, option: name))
+            // Comma-separated; items trimmed, empty items dropped.
+            case .list:
+                return .list(text.split(separator: ",").map { String($0.trimmingSpaces) }.filter { !$0.isEmpty })
+            case .time, .optionalTime:
+                guard let number = UInt64(text) else {
+                    throw .invalidArgument("\(name) must be a whole number, not '\(printable(text))'")
+                }
+                return kind == .time ? .time(number) : .optionalTime(number)
+            }
+        }
+
+        /// The option text that sets `value`; nil for an absent value.
+        public func option(_ value: FieldValue) -> String? {
+            switch value {
+            case .text(let text): text
+            case .optionalText(let text): text
+            case .flag(let flag): flag ? "true" : "false"
+            case .list(let items): items.joined(separator: ",")
+            case .time(let time): String(time)
+            case .optionalTime(let time): time.map(String.init)
+            }
+        }
+    }
+}
+
+extension Activity {
+    /// An activity with every field at its declared default: the start of a decode.
+    public static var empty: Activity {
+        Activity(id: "", type: "", appID: "", title: "", payload: "{}", createdAt: 0, updatedAt: 0)
+    }
+
+    /// The one validation, for local writes, `Import` and other machines' records: throws the
+    /// first field's error. `origins`: only the fields those set (`Advertise` checks what its
+    /// caller gave; batond made the rest); `except`: fields known to be valid already.
+    public func validate(
+        _ context: FieldContext, origins: Set<ActivityField.Origin>? = nil, except: Set<ActivityField> = []
+    ) throws(BatonError) {
+        for declaration in ActivityField.declarations
+        where origins?.contains(declaration.origin) ?? true && !except.contains(declaration.field) {
+            try declaration.check(declaration.get(self), context)
+        }
+    }
+
+    /// Every field an app sets by option, as `Advertise` and `Update` take them (what BatonKit
+    /// sends); absent values are left out.
+    public var options: [String: String] {
+        var options: [String: String] = [:]
+        for declaration in ActivityField.declarations where declaration.origin == .option {
+            options[declaration.name] = declaration.option(declaration.get(self))
+        }
+        return options
+    }
+}
+
+// MARK: - Declaring
+
+/// The checks several fields share.
+private enum Check {
+    static let name: @Sendable (String, FieldContext) throws(BatonError) -> Void = { value, context throws(BatonError) in
+        try Validate.text(value, what: "an identifier", limit: context.limits.nameBytes)
+    }
+}
+
+fileprivate typealias Checked<T> = @Sendable (T, FieldContext) throws(BatonError) -> Void
+
+extension ActivityField.Declaration {
+    private init<T>(
+        _ name: String, _ path: WritableKeyPath<Activity, T> & Sendable, kind: ActivityField.Kind, origin: ActivityField.Origin,
+        column: String?, sync: String?, required: Bool, defaultValue: FieldValue, example: FieldValue?,
+        wrap: @escaping @Sendable (T) -> FieldValue, unwrap: @escaping @Sendable (FieldValue) -> T?, check: Checked<T>?
+    ) {
+        self.name = name
+        self.column = column ?? name
+        self.syncKey = sync ?? name
+        self.kind = kind
+        self.origin = origin
+        self.required = required
+        self.defaultValue = defaultValue
+        self.example = example
+        get = { wrap($0[keyPath: path]) }
+        set = { activity, value in
+            if let unwrapped = unwrap(value) { activity[keyPath: path] = unwrapped }
+        }
+        self.check = { value, context throws(BatonError) in
+            if let check, let unwrapped = unwrap(value) { try check(unwrapped, context) }
+        }
+    }
+
+    fileprivate static func text(
+        _ name: String, _ path: WritableKeyPath<Activity, String> & Sendable, from origin: ActivityField.Origin, column: String? = nil,
+        sync: String? = nil, required: Bool = false, example: String? = nil, check: Checked<String>? = nil
+    ) -> Self {
+        Self(name, path, kind: .text, origin: origin, column: column, sync: sync, required: required, defaultValue: .text(""),
+             example: example.map(FieldValue.text), wrap: { .text($0) }, unwrap: { if case .text(let v) = $0 { v } else { nil } },
+             check: check)
+    }
+
+    /// Absent: nil; only a present value is checked.
+    fileprivate static func optionalText(
+        _ name: String, _ path: WritableKeyPath<Activity, String?> & Sendable, from origin: ActivityField.Origin, column: String? = nil,
+        sync: String? = nil, example: String? = nil, check: Checked<String>? = nil
+    ) -> Self {
+        Self(name, path, kind: .optionalText, origin: origin, column: column, sync: sync, required: false,
+             defaultValue: .optionalText(nil), example: example.map(FieldValue.optionalText), wrap: { .optionalText($0) },
+             unwrap: { if case .optionalText(let v) = $0 { .some(v) } else { nil } },
+             check: presentOnly(check))
+    }
+
+    /// `check` run on a present value only.
+    private static func presentOnly(_ check: Checked<String>?) -> Checked<String?>? {
+        guard let check else { return nil }
+        return { value, context throws(BatonError) in
+            if let value { try check(value, context) }
+        }
+    }
+
+    /// Set by option, `true` or `false`.
+    fileprivate static func flag(_ name: String, _ path: WritableKeyPath<Activity, Bool> & Sendable, default value: Bool, sync: String? = nil) -> Self {
+        Self(name, path, kind: .flag, origin: .option, column: nil, sync: sync, required: false, defaultValue: .flag(value),
+             example: .flag(!value), wrap: { .flag($0) }, unwrap: { if case .flag(let v) = $0 { v } else { nil } }, check: nil)
+    }
+
+    fileprivate static func list(
+        _ name: String, _ path: WritableKeyPath<Activity, [String]> & Sendable, from origin: ActivityField.Origin,
+        sync: String? = nil, example: [String]? = nil, check: Checked<[String]>? = nil
+    ) -> Self {
+        Self(name, path, kind: .list, origin: origin, column: nil, sync: sync, required: false, defaultValue: .list([]),
+             example: example.map(FieldValue.list), wrap: { .list($0) }, unwrap: { if case .list(let v) = $0 { v } else { nil } },
+             check: check)
+    }
+
+    /// batond's: microseconds since the epoch.
+    fileprivate static func time(_ name: String, _ path: WritableKeyPath<Activity, UInt64> & Sendable, sync: String? = nil, required: Bool = false) -> Self {
+        Self(name, path, kind: .time, origin: .daemon, column: nil, sync: sync, required: required, defaultValue: .time(0),
+             example: nil, wrap: { .time($0) }, unwrap: { if case .time(let v) = $0 { v } else { nil } }, check: nil)
+    }
+
+    fileprivate static func optionalTime(_ name: String, _ path: WritableKeyPath<Activity, UInt64?> & Sendable, sync: String? = nil) -> Self {
+        Self(name, path, kind: .optionalTime, origin: .daemon, column: nil, sync: sync, required: false, defaultValue: .optionalTime(nil),
+             example: nil, wrap: { .optionalTime($0) }, unwrap: { if case .optionalTime(let v) = $0 { .some(v) } else { nil } }, check: nil)
+    }
+}
+
+// MARK: - JSON documents (the export, sync records)
+
+/// A JSON object's key, for documents keyed by the fields' names.
+public struct FieldKey: CodingKey, Sendable {
+    public let stringValue: String
+    public init(_ name: String) { stringValue = name }
+    public init?(stringValue: String) { self.stringValue = stringValue }
+    public var intValue: Int? { nil }
+    public init?(intValue: Int) { nil }
+}
+
+extension ActivityField {
+    /// Which names a JSON document gives the fields.
+    public enum Naming: Sendable {
+        /// The export: the fields' names, as in the D-Bus records.
+        case export
+        /// Sync records: `syncKey`.
+        case sync
+    }
+
+    /// Writes every field that leaves the machine (not `isLocal`) into `container`; absent values are left out.
+    public static func encode(_ activity: Activity, as naming: Naming, to container: inout KeyedEncodingContainer<FieldKey>) throws {
+        for declaration in declarations where !declaration.isLocal {
+            let key = FieldKey(naming == .export ? declaration.name : declaration.syncKey)
+            switch declaration.get(activity) {
+            case .text(let value): try container.encode(value, forKey: key)
+            case .optionalText(let value): try container.encodeIfPresent(value, forKey: key)
+            case .flag(let value): try container.encode(value, forKey: key)
+            case .list(let value): try container.encode(value, forKey: key)
+            case .time(let value): try container.encode(value, forKey: key)
+            case .optionalTime(let value): try container.encodeIfPresent(value, forKey: key)
+            }
+        }
+    }
+
+    /// The activity `container` describes: a required field it lacks throws; another gets its default.
+    /// Not checked: that is `Activity.validate`'s.
+    public static func decode(from container: KeyedDecodingContainer<FieldKey>, as naming: Naming) throws -> Activity {
+        var activity = Activity.empty
+        for declaration in declarations where !declaration.isLocal {
+            let key = FieldKey(naming == .export ? declaration.name : declaration.syncKey)
+            guard declaration.required || container.contains(key) else {
+                declaration.set(&activity, declaration.defaultValue)
+                continue
+            }
+            let value: FieldValue = switch declaration.kind {
+            case .text: .text(try container.decode(String.self, forKey: key))
+            case .optionalText: .optionalText(try container.decodeIfPresent(String.self, forKey: key))
+            case .flag: .flag(try container.decode(Bool.self, forKey: key))
+            case .list: .list(try container.decode([String].self, forKey: key))
+            case .time: .time(try container.decode(UInt64.self, forKey: key))
+            case .optionalTime: .optionalTime(try container.decodeIfPresent(UInt64.self, forKey: key))
+            }
+            declaration.set(&activity, value)
+        }
+        return activity
+    }
+}
