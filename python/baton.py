@@ -139,6 +139,11 @@ def _options(**fields):
     return options
 
 
+def _keywords(keywords):
+    """Keywords as a list, or as the contract's comma-separated text."""
+    return keywords if keywords is None or isinstance(keywords, str) else list(keywords)
+
+
 class Client:
     """A connection to batond on the session bus (or on `address`)."""
 
@@ -193,9 +198,9 @@ class Client:
         """Stores an activity; returns its id. `payload`: a dict (JSON object). Any other field
         an app sets goes by its record name (target_content_id="c3", webpage_url=..., and
         fields newer than this client): batond names the unknown ones in its error."""
-        options = _options(keywords=list(keywords) or None, eligible_for_search=searchable, eligible_for_handoff=handoff,
-                           eligible_for_history=history, expires_in=expires_in, scene=_path(scene), request_id=request_id,
-                           **fields)
+        options = _options(keywords=_keywords(keywords) or None, eligible_for_search=searchable, eligible_for_handoff=handoff,
+                           eligible_for_history=history, expires_in=expires_in, scene=_path(scene), request_id=request_id)
+        options.update(_options(**fields))
         text = json.dumps(payload if payload is not None else {})
         (id,) = self._write("Activities", "Advertise", "sssa{ss}", lambda o: (type, title, text, o), "s", options)
         return id
@@ -204,8 +209,9 @@ class Client:
                **fields):
         """Merges `payload`'s keys into the stored one (or replaces it with replace=True); other
         fields by their record names, as advertise takes them."""
-        options = _options(title=title, keywords=keywords, eligible_for_search=searchable, scene=_path(scene),
-                           replace_payload=True if replace else None, request_id=request_id, **fields)
+        options = _options(title=title, keywords=_keywords(keywords), eligible_for_search=searchable, scene=_path(scene),
+                           replace_payload=True if replace else None, request_id=request_id)
+        options.update(_options(**fields))
         text = json.dumps(payload) if payload is not None else ""
         self._write("Activities", "Update", "ssa{ss}", lambda o: (id, text, o), "", options)
 
