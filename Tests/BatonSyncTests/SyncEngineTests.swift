@@ -273,3 +273,41 @@ extension SyncEngineTests {
         try await eventually("the laptop knows the tablet by name") { try laptop.engine.knownDevices().contains { $0.name == "tablet" } }
     }
 }
+
+extension SyncEngineTests {
+    /// A server that stops answering mid-connection (the proxy forwards nothing more, either
+    /// way): every exchange gives up at the deadline (3 s here) — revoking, joining and the loop's
+    /// rounds fail with the server named, and the loop goes offline — and nothing waits for good.
+    /// (The bound is 20 s, not 3: beside other suites, timers on the two cores' shared pool run late.)
+    @Test func aServerThatStopsAnsweringIsGivenUpOnAtTheDeadline() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let sync = try await SyncServer(server)
+        let proxy = try TCPProxy(to: server.port)
+        defer { proxy.close() }
+        let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop"), tablet = try TestDevice(name: "tablet")
+        defer { desktop.close(); laptop.close(); tablet.close() }
+        try desktop.store.register(type)
+        let words = try await desktop.engine.initialize(url: proxy.url(try await sync.addDevice(user: "ana").url), deviceName: "desktop")
+        try await laptop.join(on: sync, words: words)
+        try await eventually("the desktop knows the laptop") {
+            try desktop.engine.state == .online && desktop.engine.knownDevices().contains { $0.name == "laptop" }
+        }
+
+        proxy.send("hold")
+        let clock = ContinuousClock()
+        var started = clock.now
+        await #expect(throws: SyncError.self) { try await within(.seconds(20), "revoke") { try await desktop.engine.revoke(deviceID: "laptop") } }
+        #expect(clock.now - started < .seconds(20), "revoke took \(clock.now - started)")
+        let tabletURL = proxy.url(try await sync.addDevice(user: "ana").url)
+        started = clock.now
+        await #expect(throws: SyncError.self) {
+            try await within(.seconds(20), "join") { try await tablet.engine.join(url: tabletURL, recoveryWords: words, deviceName: "tablet") }
+        }
+        #expect(clock.now - started < .seconds(20), "join took \(clock.now - started)")
+        #expect(desktop.engine.settings?.currentEpoch == 0 && tablet.engine.settings == nil)
+        _ = try desktop.store.insert(Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Unanswered",
+                                              payload: "{}", createdAt: 1, updatedAt: 1))
+        try await eventually("the desktop goes offline", timeout: .seconds(15)) { desktop.engine.state == .offline }
+    }
+}

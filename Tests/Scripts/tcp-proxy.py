@@ -5,6 +5,7 @@
   cut      closes every connection through it now (both sides), mid-stream or not
   refuse   closes new connections at once (the server looks down)
   accept   forwards new connections again
+  hold     forwards nothing more, either way, on any connection (the server stops answering)
   count    prints how many connections it has forwarded so far
 
 Each command is answered with "ok" (or the count) once done, so the test can wait for it.
@@ -15,12 +16,15 @@ import sys
 TARGET_PORT = int(sys.argv[1])
 live = set()
 refusing = False
+holding = False
 forwarded = 0
 
 
 async def pipe(reader, writer):
     try:
         while data := await reader.read(65536):
+            if holding:
+                continue
             writer.write(data)
             await writer.drain()
     except (ConnectionError, asyncio.CancelledError):
@@ -49,7 +53,7 @@ async def handle(client_reader, client_writer):
 
 
 async def commands():
-    global refusing
+    global refusing, holding
     loop = asyncio.get_running_loop()
     while line := await loop.run_in_executor(None, sys.stdin.readline):
         command = line.strip()
@@ -62,6 +66,8 @@ async def commands():
             refusing = True
         elif command == "accept":
             refusing = False
+        elif command == "hold":
+            holding = True
         elif command == "count":
             print(forwarded, flush=True)
             continue

@@ -1,4 +1,5 @@
 import DBus
+import Synchronization
 
 /// Waits until `condition` holds, checking every few milliseconds, and throws after
 /// `timeout`: how tests await a state they cannot subscribe to.
@@ -29,5 +30,38 @@ public func first(of stream: AsyncStream<Message>, timeout: Duration = .seconds(
         group.cancelAll()
         guard let message else { throw TestSupportError("no signal within \(timeout)") }
         return message
+    }
+}
+
+/// `body`'s result, or a failure after `timeout` when it has not finished: for a call that
+/// must not wait for good, so that its test fails instead of hanging (`body` is left behind).
+public func within<T: Sendable>(
+    _ timeout: Duration, _ what: String, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let outcome = Outcome<T>()
+    return try await withCheckedThrowingContinuation { continuation in
+        outcome.set(continuation)
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            outcome.finish(.failure(TestSupportError("\(what) did not finish within \(timeout)")))
+        }
+        Task {
+            let result: Result<T, any Error>
+            do { result = .success(try await body()) } catch { result = .failure(error) }
+            timer.cancel()
+            outcome.finish(result)
+        }
+    }
+}
+
+/// The first of two results to arrive resumes the caller.
+private final class Outcome<T: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<T, any Error>?>(nil)
+    func set(_ waiting: CheckedContinuation<T, any Error>) { continuation.withLock { $0 = waiting } }
+    func finish(_ result: Result<T, any Error>) {
+        continuation.withLock { waiting in
+            defer { waiting = nil }
+            return waiting
+        }?.resume(with: result)
     }
 }
