@@ -77,7 +77,7 @@ public enum Records {
     }
 
     /// The declared fields in their names' order: a record's keys come sorted.
-    private static let recordOrder = ActivityField.declarations.sorted { $0.name < $1.name }
+    private static let recordOrder = ActivityField.declarations.sorted { $0.name < $1.name }.map { ($0.field, $0.name, $0.origin) }
 
     /// The fields of an activity's record, in key order; with `ended`, a past one's after them.
     /// Absent values are left out; the scene is its object path; the device and its name are
@@ -85,9 +85,8 @@ public enum Records {
     private static func fields<Fields: RecordFields & ~Copyable>(
         of activity: Activity, deviceNames: [String: String] = [:], ended: PastActivity? = nil, to record: inout Fields
     ) throws(Fields.Failure) {
-        for declaration in recordOrder {
-            let name = declaration.name
-            switch (declaration.origin, declaration.get(activity)) {
+        for (field, name, origin) in recordOrder {
+            switch (origin, field.value(of: activity)) {
             case (.scene, .optionalText(let id?)): try record.field(name, objectPath: SceneAddress.objectPath(forID: id))
             case (.scene, _): break
             case (.device, .text(let device)):

@@ -114,8 +114,11 @@ public struct Advertisement: Equatable, Sendable {
 
     /// Reads the options Advertise and Update share: every option field, and `expires_in`.
     mutating func read(_ reader: inout OptionReader) throws(BatonError) {
-        for declaration in ActivityField.declarations where declaration.origin == .option {
-            if let text = reader.take(declaration.name) { declaration.set(&fields, try declaration.value(option: text)) }
+        let declarations = ActivityField.declarations
+        for index in declarations.indices where declarations[index].origin == .option {
+            if let text = reader.take(declarations[index].name) {
+                declarations[index].field.set(try declarations[index].value(option: text), in: &fields)
+            }
         }
         if let value = reader.take("expires_in") {
             guard let seconds = UInt64(value), seconds > 0, seconds <= Self.maximumExpiry else {

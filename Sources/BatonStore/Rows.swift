@@ -74,11 +74,15 @@ enum ActivityRow {
     /// How many: a query's columns after them start at this index.
     static let count = Int32(declarations.count)
 
+    /// The fields and their kinds, in column order (`ActivityField`'s hot-path arrays).
+    private static let fields = ActivityField.allCases
+    private static let kinds = ActivityField.kinds
+
     static func decode(_ row: Columns) -> Activity {
         var activity = Activity.empty
-        for (index, declaration) in declarations.enumerated() {
+        for index in fields.indices {
             let column = Int32(index)
-            let value: FieldValue = switch declaration.kind {
+            let value: FieldValue = switch kinds[index] {
             case .text: .text(row.string(column))
             case .optionalText: .optionalText(row.optionalString(column))
             case .flag: .flag(row.bool(column))
@@ -86,15 +90,15 @@ enum ActivityRow {
             case .time: .time(row.time(column))
             case .optionalTime: .optionalTime(row.optionalTime(column))
             }
-            declaration.set(&activity, value)
+            fields[index].set(value, in: &activity)
         }
         return activity
     }
 
     /// The values of the columns, in their order.
     static func arguments(_ activity: Activity) -> StatementArguments {
-        StatementArguments(declarations.map { declaration -> (any DatabaseValueConvertible)? in
-            switch declaration.get(activity) {
+        StatementArguments(fields.map { field -> (any DatabaseValueConvertible)? in
+            switch field.value(of: activity) {
             case .text(let value): value
             case .optionalText(let value): value
             case .flag(let value): value
