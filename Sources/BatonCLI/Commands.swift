@@ -157,9 +157,19 @@ struct Activities: AsyncParsableCommand {
             discussion: "The fields: \(ActivityField.optionNames.joined(separator: ", ")). Lists comma-separated, flags true or false.",
             valueName: "name=value")) var fields: [String] = []
 
-        /// The options to send; throws for a `--field` that is not NAME=VALUE of an option field.
-        func options(keepDefaults: Bool) throws -> [String: String] {
+        /// The options to send, only those given; a `--field` wins over its named option. Throws
+        /// for a `--field` that is not NAME=VALUE of an option field.
+        func options() throws -> [String: String] {
             var options: [String: String] = [:]
+            options["target_content_id"] = targetContentId
+            options["persistent_id"] = persistentId
+            if !keywords.isEmpty { options["keywords"] = keywords.joined(separator: ",") }
+            options["webpage_url"] = webpageUrl
+            options["expires_in"] = expiresIn.map(String.init)
+            if let handoff { options["eligible_for_handoff"] = handoff ? "true" : "false" }
+            if let searchable { options["eligible_for_search"] = searchable ? "true" : "false" }
+            if let history { options["eligible_for_history"] = history ? "true" : "false" }
+            options["payload_type"] = payloadType
             for field in fields {
                 let parts = field.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 guard parts.count == 2, ActivityField.optionNames.contains(String(parts[0])) else {
@@ -168,16 +178,6 @@ struct Activities: AsyncParsableCommand {
                 }
                 options[String(parts[0])] = String(parts[1])
             }
-            options["target_content_id"] = targetContentId
-            options["persistent_id"] = persistentId
-            if !keywords.isEmpty { options["keywords"] = keywords.joined(separator: ",") }
-            options["webpage_url"] = webpageUrl
-            options["expires_in"] = expiresIn.map(String.init)
-            // advertise states both; update sends only what was given.
-            if let handoff = handoff ?? (keepDefaults ? true : nil) { options["eligible_for_handoff"] = handoff ? "true" : "false" }
-            if let searchable = searchable ?? (keepDefaults ? false : nil) { options["eligible_for_search"] = searchable ? "true" : "false" }
-            if let history { options["eligible_for_history"] = history ? "true" : "false" }
-            options["payload_type"] = payloadType
             return options
         }
     }
@@ -262,7 +262,7 @@ struct Activities: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let daemon = try global.daemon()
-                var options = try fields.options(keepDefaults: false)
+                var options = try fields.options()
                 if let scene { options["scene"] = try await daemon.scenePath(scene).text }
                 let payload = try readPayload(payload)
                 let id = try await daemon.write(Contract.Activities.advertise, options: options) {
@@ -299,7 +299,7 @@ struct Activities: AsyncParsableCommand {
         func run() async throws {
             try await perform {
                 let daemon = try global.daemon()
-                var options = try fields.options(keepDefaults: false)
+                var options = try fields.options()
                 options["title"] = title
                 if replacePayload { options["replace_payload"] = "true" }
                 if let scene { options["scene"] = try await daemon.scenePath(scene).text }

@@ -89,8 +89,8 @@ public enum ActivityField: CaseIterable, Sendable {
         }
     }
 
-    /// The field's value in `activity`. A switch rather than key paths: applying a key path
-    /// cost Get 28% more instructions than f244e2b, Advertise 25% (Benchmarks/instructions).
+    /// The field's value in `activity`. A switch rather than key paths, as this runs for every
+    /// field of every record (Benchmarks/README, "One declaration of an activity's fields").
     public func value(of activity: Activity) -> FieldValue {
         switch self {
         case .id: .text(activity.id)
@@ -150,16 +150,17 @@ public enum ActivityField: CaseIterable, Sendable {
     public static let declarations: [Declaration] = allCases.map { field in
         var declaration = field.declaration
         declaration.field = field
+        // The declared kind types the check; `value(of:)` gives the value: they must agree, or
+        // the check would never run. Same every run, so the first test to start finds it.
+        precondition(field.value(of: .empty).kind == declaration.kind, "ActivityField.\(field): its declaration and value(of:) disagree")
         return declaration
     }
 
+    /// The field's declaration.
+    public var declared: Declaration { Self.declarations[Self.allCases.firstIndex(of: self) ?? 0] }
+
     /// The field's name outside Swift: record key, option, export key.
-    public var name: String { Self.declarations[index].name }
-
-    private var index: Int { Self.allCases.firstIndex(of: self) ?? 0 }
-
-    /// The declaration named `name`, if an activity has such a field.
-    public static func named(_ name: String) -> Declaration? { declarations.first { $0.name == name } }
+    public var name: String { declared.name }
 
     /// The fields an app sets through `Advertise` and `Update`'s options, by name.
     public static let optionNames = declarations.filter { $0.origin == .option }.map(\.name)
@@ -174,6 +175,17 @@ public enum FieldValue: Sendable, Equatable {
     /// Microseconds since the Unix epoch.
     case time(UInt64)
     case optionalTime(UInt64?)
+
+    public var kind: ActivityField.Kind {
+        switch self {
+        case .text: .text
+        case .optionalText: .optionalText
+        case .flag: .flag
+        case .list: .list
+        case .time: .time
+        case .optionalTime: .optionalTime
+        }
+    }
 }
 
 /// What a field's check may consult besides the value.
@@ -266,7 +278,8 @@ extension ActivityField {
 }
 
 extension Activity {
-    /// An activity with every field at its declared default: the start of a decode.
+    /// The start of a decode: no id, type or app, an empty object as payload, every other
+    /// field at its declared default.
     public static var empty: Activity {
         Activity(id: "", type: "", appID: "", title: "", payload: "{}", createdAt: 0, updatedAt: 0)
     }

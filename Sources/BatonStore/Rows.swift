@@ -63,12 +63,6 @@ struct ActivityTypeRow {
 enum ActivityRow {
     private static let declarations = ActivityField.declarations
 
-    /// A field's column.
-    static func column(_ field: ActivityField) -> String { declarations[index(field)].column }
-
-    /// A field's column's index in `list`.
-    static func index(_ field: ActivityField) -> Int { ActivityField.allCases.firstIndex(of: field) ?? 0 }
-
     /// The column names, comma-separated, in declaration order (`SELECT` and `INSERT` lists).
     static let list = declarations.map(\.column).joined(separator: ", ")
     /// How many: a query's columns after them start at this index.

@@ -204,7 +204,7 @@ extension Store {
         for (field, value) in [(ActivityField.type, filter.type), (.appID, filter.appID), (.sceneID, filter.sceneID),
                                (.persistentID, filter.persistentID), (.targetContentID, filter.targetContentID)] {
             if let value {
-                conditions.append("\(ActivityRow.column(field)) = ?")
+                conditions.append("\(field.declared.column) = ?")
                 arguments += [value]
             }
         }

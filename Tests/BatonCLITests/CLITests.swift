@@ -214,6 +214,14 @@ extension CLITests {
         #expect(try await world.baton(["activities", "update", id, "--no-searchable"]).status == 0)
         shown = try #require(try await world.json(["activities", "show", id]) as? [String: Any])
         #expect(shown["eligible_for_search"] as? Bool == false && shown["eligible_for_handoff"] as? Bool == true)
+        // Any option field by its record name; a --field wins over its named option.
+        let fielded = try await world.baton(["activities", "update", id, "--field", "target_content_id=c1", "--field", "eligible_for_search=true",
+                                             "--no-searchable"])
+        #expect(fielded.status == 0, "\(fielded)")
+        shown = try #require(try await world.json(["activities", "show", id]) as? [String: Any])
+        #expect(shown["target_content_id"] as? String == "c1" && shown["eligible_for_search"] as? Bool == true)
+        let unknown = try await world.baton(["activities", "update", id, "--field", "colour=red"])
+        #expect(unknown.status == 3 && unknown.stderr.contains("--field takes NAME=VALUE"), "\(unknown)")
 
         // --replace-payload drops the keys it does not give; --scene and --resign move it.
         #expect(try await world.baton(["activities", "update", id, #"{"id": "d1"}"#, "--replace-payload"]).status == 0)

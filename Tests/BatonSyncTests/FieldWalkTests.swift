@@ -27,10 +27,8 @@ import TestSupport
         let examples = given.compactMap { declaration in declaration.example.map { (declaration, $0) } }
         var options: [String: String] = [:]
         for (declaration, example) in examples where declaration.origin == .option { options[declaration.name] = declaration.option(example) }
-        func example(_ name: String) -> String? {
-            ActivityField.named(name).flatMap { declaration in declaration.example.flatMap(declaration.option) }
-        }
-        let title = try #require(example("title")), payload = try #require(example("payload"))
+        func example(_ field: ActivityField) -> String? { field.declared.example.flatMap(field.declared.option) }
+        let title = try #require(example(.title)), payload = try #require(example(.payload))
 
         let server = try await PostgresServer()
         defer { server.close() }
