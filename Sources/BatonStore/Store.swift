@@ -72,6 +72,10 @@ public final class Store: Sendable {
         configuration.prepareDatabase { db in
             // Deleted data is overwritten, not left in free pages.
             try db.execute(sql: "PRAGMA secure_delete = ON")
+            // Statement journals in memory: a statement that fires triggers inside a transaction
+            // keeps one, and past 64 KiB it went to a temporary file, written page by page: most of
+            // what an Advertise at the app's quota wrote (Benchmarks/README, "At the quota").
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
             try db.execute(sql: "PRAGMA cache_size = -\(Self.cacheKiB)")
             if let handle = db.sqliteConnection { checkpointer.attach(to: handle) }
         }
