@@ -36,3 +36,20 @@ stop_all() {
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     rm -rf "$work"
 }
+
+# settle PID: waits (up to 10 s) until the process has used no CPU for 200 ms, so that work
+# left over from one server's run (Zeitgeist indexes inserted events after replying, batond
+# checkpoints) does not slow the next server's measurement on these two cores.
+settle() {
+    local pid=$1 before after
+    for _ in $(seq 50); do
+        before=$(cpu_ticks "$pid")
+        sleep 0.2
+        after=$(cpu_ticks "$pid")
+        [ "$before" = "$after" ] && return 0
+    done
+    echo "${0##*/}: process $pid kept using CPU for 10 s" >&2
+}
+
+# cpu_ticks PID: the process's user + kernel CPU time so far, threads that ended included, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

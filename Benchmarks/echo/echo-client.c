@@ -4,7 +4,8 @@
  * Usage: echo-client BUS_NAME SERVER_PID PAYLOAD_BYTES SEQUENTIAL_CALLS PIPELINED_CALLS WINDOW [METHOD [ARG]]
  * METHOD: echo (default: Echo(s) with PAYLOAD_BYTES), or batond's
  *   property (Properties.Get of Status.Version: no storage), get ARG=id,
- *   advertise ARG=type (payload of PAYLOAD_BYTES), continue ARG=id, search ARG=query;
+ *   advertise ARG=type (payload of PAYLOAD_BYTES), advertise-searchable ARG=type (the same,
+ *   eligible for search with the keyword "benchmark"), continue ARG=id, search ARG=query;
  *   or Zeitgeist's Log: zg-insert (one event, payload of PAYLOAD_BYTES),
  *   zg-find ARG (an actor, application://…, for every event of that actor; otherwise a
  *   subject text, matched whole, as Zeitgeist's templates match text), 10 most recent.
@@ -74,12 +75,21 @@ static char *payload;
 static const char *method = "echo";
 static const char *argument = "";
 
-static void append_empty_options(DBusMessage *m) {
-    DBusMessageIter iter, dict;
+/* Appends an a{ss} of `count` key/value pairs (keys and values alternating in `pairs`). */
+static void append_options(DBusMessage *m, const char **pairs, int count) {
+    DBusMessageIter iter, dict, entry;
     dbus_message_iter_init_append(m, &iter);  /* appends after the arguments already there */
     dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "{ss}", &dict);
+    for (int i = 0; i < count; i++) {
+        dbus_message_iter_open_container(&dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
+        dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &pairs[2 * i]);
+        dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &pairs[2 * i + 1]);
+        dbus_message_iter_close_container(&dict, &entry);
+    }
     dbus_message_iter_close_container(&iter, &dict);
 }
+
+static void append_empty_options(DBusMessage *m) { append_options(m, NULL, 0); }
 
 /* Zeitgeist's event: (as event_data, aas subjects, ay payload). Empty strings are wildcards in templates. */
 static const char *zg_actor = "application://baton-bench.desktop";
@@ -126,11 +136,12 @@ static DBusMessage *make_call(void) {
     } else if (strcmp(method, "get") == 0) {
         m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Get");
         dbus_message_append_args(m, DBUS_TYPE_STRING, &argument, DBUS_TYPE_INVALID);
-    } else if (strcmp(method, "advertise") == 0) {
+    } else if (strcmp(method, "advertise") == 0 || strcmp(method, "advertise-searchable") == 0) {
         const char *title = "Benchmark";
         m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Advertise");
         dbus_message_append_args(m, DBUS_TYPE_STRING, &argument, DBUS_TYPE_STRING, &title, DBUS_TYPE_STRING, &payload, DBUS_TYPE_INVALID);
-        append_empty_options(m);
+        const char *searchable[] = {"eligible_for_search", "true", "keywords", "benchmark"};
+        append_options(m, searchable, strcmp(method, "advertise") == 0 ? 0 : 2);
     } else if (strcmp(method, "continue") == 0) {
         m = dbus_message_new_method_call(destination, "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Continue");
         dbus_message_append_args(m, DBUS_TYPE_STRING, &argument, DBUS_TYPE_INVALID);
@@ -205,7 +216,7 @@ int main(int argc, char **argv) {
     size_t bytes = strtoul(argv[3], NULL, 10);
     int sequential = atoi(argv[4]), pipelined = atoi(argv[5]), window = atoi(argv[6]);
     payload = malloc(bytes + 1);
-    if ((strcmp(method, "advertise") == 0 || strcmp(method, "zg-insert") == 0) && bytes >= 32) {
+    if ((strncmp(method, "advertise", 9) == 0 || strcmp(method, "zg-insert") == 0) && bytes >= 32) {
         /* a JSON object of about BYTES bytes: {"id":"x","t":"aaaa…"} */
         static const char prefix[] = "{\"id\":\"x\",\"t\":\"";
         size_t start = sizeof prefix - 1, filler = bytes - start - 2;
