@@ -88,8 +88,8 @@ public final class HandoffService: Sendable {
             this client has \(callsPerCaller) calls waiting for batond's answers already; wait for some of them, then send more
             """).dbusError)
         let ownUser = getuid()
-        connection.setAccessCheck { _, callerUser in
-            guard callerUser == ownUser else {
+        try await connection.setAccessCheck { call in
+            guard call.caller?.user == ownUser else {
                 throw BatonError.accessDenied("batond serves only its own user (uid \(ownUser))")
             }
         }

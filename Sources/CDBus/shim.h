@@ -4,6 +4,8 @@
 #include <dbus/dbus.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* The Swift importer drops libdbus's `((int) 's')` macros; these give the
  * type codes a name Swift can see. */
@@ -28,5 +30,10 @@ static inline const char *cdbus_iter_get_string(DBusMessageIter *it) { const cha
 static inline dbus_bool_t cdbus_iter_append_string(DBusMessageIter *it, int type, const char *value) {
     return dbus_message_iter_append_basic(it, type, &value);
 }
+
+/* pidfd_open(2), and whether the process a pidfd pins still runs (pidfd_send_signal(2) with
+ * signal 0): through syscall(2), which Swift cannot call (it is variadic). */
+static inline int cdbus_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+static inline int cdbus_pidfd_is_alive(int pidfd) { return syscall(SYS_pidfd_send_signal, pidfd, 0, (void *)0, 0) == 0; }
 
 #endif

@@ -19,7 +19,8 @@ public final class Connection: Sendable {
     private let loop: BusLoop
     private let registry = ObjectRegistry()
     private let nextSubscriptionID = Atomic<UInt64>(1)
-    private let uidCache = Mutex<[String: UInt32]>([:])
+    /// Callers identified so far, by unique name; each is forgotten when its name leaves the bus.
+    private let callers = Mutex<[String: Caller]>([:])
     private let log: @Sendable (String) -> Void
     private let accessCheck = Mutex<AccessCheck?>(nil)
 
@@ -27,8 +28,12 @@ public final class Connection: Sendable {
     /// it in a reabstraction thunk on every read, and the thunks piled up (measured:
     /// p50 of a trivial call grew from 78 to 609 µs over 4 000 calls).
     private final class AccessCheck: Sendable {
-        let check: @Sendable (MethodCall, UInt32?) throws -> Void
-        init(_ check: @escaping @Sendable (MethodCall, UInt32?) throws -> Void) { self.check = check }
+        let check: @Sendable (MethodCall) throws -> Void
+        let identification: SandboxIdentification
+        init(_ check: @escaping @Sendable (MethodCall) throws -> Void, identification: SandboxIdentification) {
+            self.check = check
+            self.identification = identification
+        }
     }
 
     /// The unique name the bus assigned, such as `:1.42`.
@@ -239,20 +244,39 @@ public final class Connection: Sendable {
         }
     }
 
-    /// The Unix user id of the process behind a unique bus name, as the bus daemon vouches.
-    ///
-    /// Cached: unique names are never reused during a bus's lifetime.
-    public func unixUser(of sender: String) async throws -> UInt32 {
-        if let cached = uidCache.withLock({ $0[sender] }) { return cached }
-        guard let uid = try await callBus("GetConnectionUnixUser", [.string(sender)]).first?.uint32Value else {
+    /// Who is behind a unique bus name: its Unix user, as the bus vouches, and its sandbox
+    /// (`SandboxIdentification`). Asked of the bus once per name, and remembered until the
+    /// name leaves the bus (while an access check is set) — a unique name is never reused.
+    public func caller(of sender: String, identification: SandboxIdentification = .init()) async throws -> Caller {
+        if let cached = callers.withLock({ $0[sender] }) { return cached }
+        let reply = try await callBus("GetConnectionCredentials", [.string(sender)])
+        guard let record = reply.first?.stringKeyedValue, let credentials = Credentials(record) else {
             throw DBusError.failed("the bus did not say which user \(sender) runs as")
         }
-        uidCache.withLock { cache in
+        let caller = try identification.caller(credentials)
+        callers.withLock { cache in
+            // A name that left before its entry was made is never removed: a bound, not a leak.
             if cache.count > 4096 { cache.removeAll() }
-            cache[sender] = uid
+            cache[sender] = caller
         }
-        return uid
+        return caller
     }
+
+    /// Forgets each caller as its unique name leaves the bus, until the connection closes.
+    private func forgetCallersAsTheyLeave() async throws {
+        let left = try await signals(matching: MatchRule(
+            sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged"))
+        Task(executorPreference: loop) { [weak self] in
+            for await change in left {
+                guard change.body.count == 3, let name = change.body[0].stringValue, name.hasPrefix(":"),
+                      change.body[2].stringValue?.isEmpty == true else { continue }
+                _ = self?.callers.withLock { $0.removeValue(forKey: name) }
+            }
+        }
+    }
+
+    /// How many callers are remembered now (for tests: each is forgotten as it leaves).
+    public var rememberedCallers: Int { callers.withLock { $0.count } }
 
     private func callBus(_ member: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
         try await call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", member, arguments)
@@ -293,14 +317,17 @@ public final class Connection: Sendable {
     }
 
     /// Runs `check` before every incoming call (standard interfaces included, except
-    /// `Peer`, which libdbus answers), with the Unix user id of the caller as the bus
-    /// vouches for it (nil for a call without a sender, as on a peer connection); what it
-    /// throws is the reply. Set it before exporting.
+    /// `Peer`, which libdbus answers), with `MethodCall.caller` set: who is calling, its Unix
+    /// user as the bus vouches and its sandbox (`identification`). What it throws is the reply;
+    /// a caller that cannot be identified is refused with `AccessDenied` before it runs.
     ///
-    /// The user id is asked of the bus once per caller and then remembered, so the check
-    /// itself is synchronous: it costs next to nothing on every call after the first.
-    public func setAccessCheck(_ check: @escaping @Sendable (MethodCall, _ callerUser: UInt32?) throws -> Void) {
-        let box = AccessCheck(check)
+    /// Each caller is identified once and remembered until its name leaves the bus, so the
+    /// check itself is synchronous: it costs next to nothing on every call after the first.
+    public func setAccessCheck(
+        identification: SandboxIdentification = .init(), _ check: @escaping @Sendable (MethodCall) throws -> Void
+    ) async throws {
+        try await forgetCallersAsTheyLeave()
+        let box = AccessCheck(check, identification: identification)
         accessCheck.withLock { $0 = box }
     }
 
@@ -340,7 +367,7 @@ public final class Connection: Sendable {
     /// Routes one incoming call (on the bus thread, in arrival order).
     /// The message is consumed into the `MethodCall`: a copy would retain every string it holds.
     private nonisolated(nonsending) func dispatch(_ message: consuming Message) async {
-        let call = MethodCall(message: message, connection: self)
+        var call = MethodCall(message: message, connection: self)
         let route: ObjectRegistry.Route
         do {
             route = try registry.resolve(call.message)
@@ -353,9 +380,8 @@ public final class Connection: Sendable {
         }
         if let box = accessCheck.withLock({ $0 }) {
             do {
-                var user: UInt32?
-                if let sender = call.sender { user = try await unixUser(of: sender) }
-                try box.check(call, user)
+                if let sender = call.sender { call.caller = try await caller(of: sender, identification: box.identification) }
+                try box.check(call)
             } catch {
                 return reply(to: call.message, with: .failure(error))
             }

@@ -60,6 +60,9 @@ public struct MethodCall: Sendable {
     public var path: ObjectPath { message.path ?? .root }
     /// The unique bus name of the caller.
     public var sender: String? { message.sender }
+    /// Who is calling, on a connection with an access check (`Connection.setAccessCheck`);
+    /// nil without one, or for a call without a sender (a peer connection).
+    public internal(set) var caller: Caller?
 
     /// The argument at `index` as a Swift value, or `InvalidArgs` naming what was wrong.
     public func argument<T: DBusArgument>(_ index: Int, as type: T.Type = T.self) throws(DBusError) -> T {

@@ -162,7 +162,7 @@ enum Fixture {
                     EncodedBody { body throws(DBusError) in try body.uint64(1) }
                 },
                 Method("CallerUser", out: [Argument("uid", "u")]) { call in
-                    [.uint32(try await call.connection.unixUser(of: call.sender ?? ""))]
+                    [.uint32(try await call.connection.caller(of: call.sender ?? "").user)]
                 },
             ],
             properties: [
