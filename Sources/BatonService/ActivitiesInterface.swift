@@ -32,7 +32,7 @@ extension HandoffService {
     func advertise(_ call: MethodCall) async throws -> [DBusValue] {
         let typeName: String = try call.argument(0)
         try Validate.reverseDNS(typeName, what: "activity type", limits: limits)
-        guard let type = try store.activityType(typeName) else {
+        guard let type = try store.activityType(typeName), call.mayUse(app: type.appID) else {
             throw BatonError.unknownActivityType(
                 "no activity type \(printable(typeName)) is registered; register it with RegisterActivityType first")
         }
@@ -66,6 +66,7 @@ extension HandoffService {
         let id: String = try call.argument(0)
         let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: limits)
         if let unrecorded = paused.activity(try Identifier.normalize(id)) {
+            guard call.mayUse(app: unrecorded.appID) else { throw Access.noActivity(unrecorded.id) }
             guard let type = try store.activityType(unrecorded.type) else {
                 throw BatonError.unknownActivityType("activity type \(unrecorded.type) is no longer registered")
             }
@@ -82,6 +83,7 @@ extension HandoffService {
             if let request, try store.result(of: request) != nil { return nil }
             let now = store.wallClock.now()
             let activity = try Self.liveActivity(id, in: store, now: now)
+            guard call.mayUse(app: activity.appID) else { throw Access.noActivity(activity.id) }
             guard !activity.isRemote else {
                 throw BatonError.accessDenied("""
                     activity \(activity.id) was advertised on another machine (device \(activity.deviceID)); only that machine changes it
@@ -107,6 +109,9 @@ extension HandoffService {
 
     func invalidate(_ call: MethodCall) async throws -> [DBusValue] {
         let id = try Identifier.normalize(try call.argument(0))
+        if call.confinedApp != nil, let app = try paused.activity(id)?.appID ?? store.storedActivity(id: id)?.appID, !call.mayUse(app: app) {
+            throw Access.noActivity(id)
+        }
         // Advertised while paused: forgotten, with no trace (nor history).
         if paused.remove(id) {
             announceRemoved([id])
@@ -127,11 +132,16 @@ extension HandoffService {
 
     func get(_ call: MethodCall) async throws -> EncodedBody {
         let activity = try liveActivity(try call.argument(0), now: clock.now())
+        guard call.mayUse(app: activity.appID) else { throw Access.noActivity(activity.id) }
         return Records.encodedRecord(activity, deviceNames: try deviceNames(for: [activity]))
     }
 
     func list(_ call: MethodCall) async throws -> EncodedBody {
-        let filter = try filter(try call.argument(0))
+        var filter = try filter(try call.argument(0))
+        if let app = call.confinedApp {
+            guard filter.appID == nil || filter.appID == app else { return Records.encodedRecords([Activity](), deviceNames: [:]) }
+            filter.appID = app
+        }
         let now = clock.now()
         var activities = try store.activities(filter, now: now)
         // Those advertised while paused are the newest.
@@ -144,8 +154,9 @@ extension HandoffService {
         let limit = requested == 0 ? 50 : Int(min(requested, 1000))
         let query: String = try call.argument(0)
         let now = clock.now()
-        let unrecorded = paused.isPaused ? paused.search(query, now: now).prefix(limit) : []
-        let activities = Array(unrecorded) + (try store.search(query, limit: limit - unrecorded.count, now: now))
+        let app = call.confinedApp
+        let unrecorded = paused.isPaused ? paused.search(query, now: now).filter { app == nil || $0.appID == app }.prefix(limit) : []
+        let activities = Array(unrecorded) + (try store.search(query, limit: limit - unrecorded.count, now: now, appID: app))
         return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
     }
 
@@ -156,13 +167,17 @@ extension HandoffService {
 
     func deleteSaved(_ call: MethodCall) async throws -> [DBusValue] {
         let persistentIDs: [String] = try call.argument(0)
-        let removed = try await store.writing { try $0.deleteSaved(persistentIDs: persistentIDs) }
+        let app = call.confinedApp
+        let removed = try await store.writing { try $0.deleteSaved(persistentIDs: persistentIDs, appID: app) }
         announceRemoved(removed)
         return [.uint32(UInt32(removed.count))]
     }
 
     func deleteAllSaved(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
+        guard call.mayUse(app: appID) else {
+            throw BatonError.accessDenied("the sandboxed app \(call.confinedApp ?? "") deletes only its own activities")
+        }
         let removed = try await store.writing { try $0.deleteAll(appID: appID) }
         announceRemoved(removed)
         return [.uint32(UInt32(removed.count))]
@@ -178,6 +193,11 @@ extension HandoffService {
         var continuable = false
         var searchable = false
         let unrecorded = paused.activity(id)
+        let ended = try store.tombstone(activityID: id)
+        if let app = call.confinedApp, let owner = try unrecorded?.appID ?? store.storedActivity(id: id)?.appID ?? ended?.appID, owner != app {
+            return [Records.Explanation(id: id, state: "unknown", continuable: false, searchable: false,
+                                        reasons: [Self.neverHere(id)], lastContinuation: nil).record]
+        }
         if let activity = try unrecorded ?? store.storedActivity(id: id) {
             let expired = activity.isExpired(at: now)
             if unrecorded != nil { reasons.append("advertised while recording was paused: kept in memory only, until resumed") }
@@ -192,7 +212,7 @@ extension HandoffService {
             if continuable, let type, type.handler == nil {
                 reasons.append("type \(type.type) has no handler: a continuation opens a scene for \(type.appID) to read when it starts")
             }
-        } else if let tombstone = try store.tombstone(activityID: id) {
+        } else if let tombstone = ended {
             state = tombstone.state
             reasons.append("\(tombstone.reason) (\(WallClock.text(tombstone.endedAt)))")
             if let past = try store.pastActivity(id: id) {
@@ -203,13 +223,17 @@ extension HandoffService {
             }
         } else {
             state = "unknown"
-            reasons.append("batond has no record of \(id): it never was here, or it ended more than 7 days ago")
+            reasons.append(Self.neverHere(id))
         }
         let last = try store.lastContinuation(activityID: id).map {
             Records.Explanation.LastContinuation(scene: $0.sceneID, state: $0.state, error: $0.error ?? "", at: $0.at)
         }
         return [Records.Explanation(id: id, state: state, continuable: continuable, searchable: searchable, reasons: reasons,
                                     lastContinuation: last).record]
+    }
+
+    static func neverHere(_ id: String) -> String {
+        "batond has no record of \(id): it never was here, or it ended more than 7 days ago"
     }
 
     /// The id of the scene `text` names (path or id), which must be one of `appID`'s.

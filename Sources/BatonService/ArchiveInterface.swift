@@ -63,14 +63,27 @@ extension HandoffService {
     }
 
     func history(_ call: MethodCall) async throws -> EncodedBody {
-        let past = try store.history(try historyFilter(try call.argument(0), method: "History"))
+        guard let filter = try historyFilter(try call.argument(0), method: "History", for: call) else {
+            return Records.encodedRecords([PastActivity](), deviceNames: [:])
+        }
+        let past = try store.history(filter)
         return Records.encodedRecords(past, deviceNames: try deviceNames(for: past.map(\.activity)))
     }
 
     func clearHistory(_ call: MethodCall) async throws -> [DBusValue] {
-        let filter = try historyFilter(try call.argument(0), method: "ClearHistory")
+        guard let filter = try historyFilter(try call.argument(0), method: "ClearHistory", for: call) else { return [.uint32(0)] }
         let removed = try await store.writing { try $0.clearHistory(filter) }
         return [.uint32(UInt32(clamping: removed))]
+    }
+
+    /// The filter `options` give, confined to a sandboxed caller's app; nil when they name another app.
+    private func historyFilter(_ options: [String: String], method: String, for call: MethodCall) throws(BatonError) -> Store.HistoryFilter? {
+        var filter = try historyFilter(options, method: method)
+        if let app = call.confinedApp {
+            guard filter.appID == nil || filter.appID == app else { return nil }
+            filter.appID = app
+        }
+        return filter
     }
 
     private func historyFilter(_ options: [String: String], method: String) throws(BatonError) -> Store.HistoryFilter {

@@ -40,6 +40,7 @@ extension HandoffService {
             return [.objectPath(first.isEmpty ? "/" : SceneAddress.objectPath(forID: first))]
         }
         let activity = try continuableActivity(try call.argument(0), now: now)
+        guard call.mayUse(app: activity.appID) else { throw Access.noActivity(activity.id) }
         guard activity.eligibleForHandoff else {
             throw BatonError.notEligible("activity \(activity.id) was advertised with eligible_for_handoff=false: it cannot be continued")
         }

@@ -92,7 +92,9 @@ public final class HandoffService: Sendable {
             guard call.caller?.user == ownUser else {
                 throw BatonError.accessDenied("batond serves only its own user (uid \(ownUser))")
             }
+            try Access.check(call)
         }
+        connection.setVisibility { [store] path, caller in Access.isVisible(path, to: caller, in: store) }
         let scenes = try store.scenes()
         restoredScenes.withLock { $0 = Set(scenes.map(\.id)) }
         // Scenes first: with no manager above them yet, restoring them announces nothing

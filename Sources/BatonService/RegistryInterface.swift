@@ -18,11 +18,14 @@ extension HandoffService {
         let type = try ActivityType.registration(
             type: try call.argument(0), appID: try call.argument(1), options: try call.argument(2), limits: limits)
         try Self.checkHandlerAddress(type)
+        if let app = call.confinedApp, type.appID != app || !type.type.hasPrefix(app + ".") {
+            throw BatonError.accessDenied("the sandboxed app \(app) registers types only for itself, named inside \(app). (like \(app).note)")
+        }
         let replace = try (try call.argument(2) as [String: String])["replace"].map { text throws(BatonError) in
             try Validate.boolean(text, option: "replace")
         } ?? false
         try await store.writing { store in
-            if !replace, let registered = try store.activityType(type.type), registered.appID != type.appID {
+            if let registered = try store.activityType(type.type), registered.appID != type.appID, !replace || call.confinedApp != nil {
                 throw BatonError.accessDenied("""
                     \(type.type) is registered to \(registered.appID); to give it to \(type.appID), register it with the option replace=true
                     """)
@@ -45,6 +48,9 @@ extension HandoffService {
 
     func unregisterActivityType(_ call: MethodCall) async throws -> [DBusValue] {
         let type: String = try call.argument(0)
+        if call.confinedApp != nil, let registered = try store.activityType(type), !call.mayUse(app: registered.appID) {
+            throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
+        }
         guard let removed = try await store.writing({ try $0.unregister(type: type) }) else {
             throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
         }
@@ -53,6 +59,6 @@ extension HandoffService {
     }
 
     func listActivityTypes(_ call: MethodCall) async throws -> [DBusValue] {
-        [.array(.dictionary(key: .string, value: .variant), try store.activityTypes().map(Records.record))]
+        [.array(.dictionary(key: .string, value: .variant), try store.activityTypes().filter { call.mayUse(app: $0.appID) }.map(Records.record))]
     }
 }

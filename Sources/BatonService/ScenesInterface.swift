@@ -58,6 +58,7 @@ extension HandoffService {
     func openScene(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
         try Validate.reverseDNS(appID, what: "app id", limits: limits)
+        try Self.refuseAnotherApp(appID, call, "opens scenes")
         let options: [String: String] = try call.argument(1)
         if let unknown = options.keys.first(where: { $0 != "title" && $0 != "request_id" }) {
             throw BatonError.invalidArgument("OpenScene has no option '\(printable(unknown))'; its options are title, request_id")
@@ -73,13 +74,21 @@ extension HandoffService {
     }
 
     func listScenes(_ call: MethodCall) async throws -> [DBusValue] {
-        let appID: String = try call.argument(0)
+        var appID: String = try call.argument(0)
+        if let app = call.confinedApp {
+            guard appID.isEmpty || appID == app else { return [.array(.objectPath, [])] }
+            appID = app
+        }
         let scenes = try store.scenes(appID: appID.isEmpty ? nil : appID)
         return [.array(.objectPath, scenes.map { .objectPath(SceneAddress.objectPath(forID: $0.id)) })]
     }
 
     func closeScene(_ call: MethodCall) async throws -> [DBusValue] {
-        try await close(scene: try SceneAddress.id(from: try call.argument(0, as: ObjectPath.self).text))
+        let id = try SceneAddress.id(from: try call.argument(0, as: ObjectPath.self).text)
+        if call.confinedApp != nil, let scene = try store.scene(id: id), !call.mayUse(app: scene.appID) {
+            throw BatonError.notFound("no scene \(id)")
+        }
+        try await close(scene: id)
         return []
     }
 
@@ -90,6 +99,7 @@ extension HandoffService {
     func restoreScenes(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
         try Validate.reverseDNS(appID, what: "app id", limits: limits)
+        try Self.refuseAnotherApp(appID, call, "restores scenes")
         let instance = call.sender ?? ""
         let restoration = try await store.writing { try $0.restoreScenes(appID: appID, instance: instance) }
         for scene in restoration.discarded {
@@ -113,8 +123,15 @@ extension HandoffService {
     func detach(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
         try Validate.reverseDNS(appID, what: "app id", limits: limits)
+        try Self.refuseAnotherApp(appID, call, "detaches")
         try await store.writing { try $0.detach(appID: appID) }
         return []
+    }
+
+    /// A sandboxed app acts for itself only.
+    static func refuseAnotherApp(_ appID: String, _ call: MethodCall, _ what: String) throws(BatonError) {
+        guard !call.mayUse(app: appID) else { return }
+        throw .accessDenied("the sandboxed app \(call.confinedApp ?? "") \(what) for itself only, not for \(appID)")
     }
 
     // MARK: A scene

@@ -107,12 +107,14 @@ extension Store {
     }
 
     /// Deletes every activity of this machine carrying one of `persistentIDs`; returns their ids.
-    public func deleteSaved(persistentIDs: [String]) throws -> [String] {
+    /// With `appID`, only that app's.
+    public func deleteSaved(persistentIDs: [String], appID: String? = nil) throws -> [String] {
         try writeActivities { db in
             try ending(.invalidated("deleted by its persistent id (DeleteSaved)")) {
             try persistentIDs.flatMap { persistentID in
                 try String.fetchAll(
-                    db.cachedStatement(sql: "DELETE FROM activity WHERE persistent_id = ? AND device_id = '' RETURNING id"), arguments: [persistentID])
+                    db.cachedStatement(sql: "DELETE FROM activity WHERE persistent_id = ?1 AND device_id = '' AND (?2 IS NULL OR app_id = ?2) RETURNING id"),
+                    arguments: [persistentID, appID])
             }
             }
         }
@@ -245,9 +247,10 @@ extension Store {
     ///   are read too, and the keyword matches fill what they leave.
     ///
     /// All reads are in the one snapshot, so they agree with each other.
-    public func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
+    /// With `appID`, that app's activities only.
+    public func search(_ query: String, limit: Int, now: UInt64, appID: String? = nil) throws -> [Activity] {
         guard limit > 0, let match = Self.ftsQuery(query) else { return [] }
-        let arguments: StatementArguments = [match, Time.encode(now)]
+        let arguments: StatementArguments = [match, Time.encode(now), appID]
         return try read { db in
             let newest = try Self.matches(db, Self.searchNewest, arguments, limit: limit)
             if newest.isEmpty { return [] }
@@ -284,7 +287,7 @@ extension Store {
         """
         SELECT \(ActivityField.declarations.map { "activity." + $0.column }.joined(separator: ", ")), activity.seq
         FROM \(index) JOIN activity ON activity.seq = \(index).rowid
-        WHERE \(index) MATCH ? AND (activity.expires_at IS NULL OR activity.expires_at > ?)
+        WHERE \(index) MATCH ?1 AND (activity.expires_at IS NULL OR activity.expires_at > ?2) AND (?3 IS NULL OR activity.app_id = ?3)
         ORDER BY \(index).rowid DESC
         """
     }

@@ -93,7 +93,18 @@ public struct SandboxIdentification: Sendable {
     /// and the caller is refused rather than taken for a host client.
     func identify(pid: Int32, user: UInt32) throws(DBusError) -> Caller {
         let root = open("\(proc)/\(pid)/root", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard root >= 0 else { throw Self.unknown("cannot open process \(pid)'s root: \(String(cString: strerror(errno)))") }
+        guard root >= 0 else {
+            let failure = errno
+            // The kernel lets a process read another's root only if it holds every capability
+            // that one holds: a caller with capabilities this process lacks (root's programs,
+            // with batond's capabilities dropped by its unit) is refused here. A sandbox holds
+            // none, so such a caller is a host client.
+            if failure == EACCES || failure == EPERM, let status = try Self.contents(of: "\(proc)/\(pid)/status", in: AT_FDCWD),
+               Self.holdsCapabilities(status: status) {
+                return Caller(user: user)
+            }
+            throw Self.unknown("cannot open process \(pid)'s root: \(String(cString: strerror(failure)))")
+        }
         defer { close(root) }
         if let info = try Self.contents(of: ".flatpak-info", in: root), let app = Self.flatpakAppID(info: info) {
             return Caller(user: user, kind: .flatpak, appID: app)
@@ -138,6 +149,14 @@ public struct SandboxIdentification: Sendable {
             }
         }
         return nil
+    }
+
+    /// Whether a `/proc/PID/status` gives the process any permitted capability (`CapPrm`).
+    static func holdsCapabilities(status: String) -> Bool {
+        for line in status.split(whereSeparator: \.isNewline) where line.hasPrefix("CapPrm:") {
+            return UInt64(line.dropFirst(7).trimmingSpaces, radix: 16).map { $0 != 0 } ?? false
+        }
+        return false
     }
 
     /// The `Pid:` of a pidfd's `/proc/self/fdinfo` entry; nil when absent or not positive

@@ -331,6 +331,15 @@ public final class Connection: Sendable {
         accessCheck.withLock { $0 = box }
     }
 
+    /// Decides which objects exist for which callers: a call to an object `visible` denies
+    /// its caller is answered `UnknownObject`, as if there were none, and introspection and
+    /// `GetManagedObjects` leave it out. Needs the access check (`setAccessCheck`), which
+    /// identifies callers; calls without a caller see every object.
+    public func setVisibility(_ visible: @escaping @Sendable (ObjectPath, Caller) -> Bool) {
+        let box = ObjectRegistry.Visibility(visible)
+        registry.visibility.withLock { $0 = box }
+    }
+
     /// Answers a caller's calls beyond `limit` in flight (received, not yet answered) with
     /// `refusal` at once, before they are read: one caller cannot fill the service's memory
     /// or take all of its time. Set it before exporting.
@@ -381,6 +390,9 @@ public final class Connection: Sendable {
         if let box = accessCheck.withLock({ $0 }) {
             do {
                 if let sender = call.sender { call.caller = try await caller(of: sender, identification: box.identification) }
+                guard registry.isVisible(call.path, to: call.caller) else {
+                    throw DBusError(name: DBusError.Name.unknownObject, message: "no object at \(call.path)")
+                }
                 try box.check(call)
             } catch {
                 return reply(to: call.message, with: .failure(error))

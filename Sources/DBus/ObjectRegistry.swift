@@ -20,6 +20,19 @@ final class ObjectRegistry: Sendable {
 
     private let objects = Mutex(Objects())
 
+    /// Whether the object at a path exists for a caller (`Connection.setVisibility`); all do without it.
+    final class Visibility: Sendable {
+        let visible: @Sendable (ObjectPath, Caller) -> Bool
+        init(_ visible: @escaping @Sendable (ObjectPath, Caller) -> Bool) { self.visible = visible }
+    }
+    let visibility = Mutex<Visibility?>(nil)
+
+    /// Whether `path` exists for `caller` (every path does for a call without one).
+    func isVisible(_ path: ObjectPath, to caller: Caller?) -> Bool {
+        guard let caller, let visibility = visibility.withLock({ $0 }) else { return true }
+        return visibility.visible(path, caller)
+    }
+
     // MARK: Registration
 
     /// Adds or replaces the object at `path`. Returns the object managers above it.
@@ -150,7 +163,7 @@ final class ObjectRegistry: Sendable {
         let path = call.path
         switch (standard, member) {
         case (.introspectable, _):
-            return [.string(introspect(path))]
+            return [.string(introspect(path, for: call.caller))]
         case (.properties, "Get"):
             let (_, property) = try findProperty(call, on: object, at: path)
             return [.variant(try await checkedValue(of: property, at: path))]
@@ -182,7 +195,7 @@ final class ObjectRegistry: Sendable {
             }
             return []
         case (.objectManager, _):
-            return [try await managedObjects(below: path)]
+            return [try await managedObjects(below: path, for: call.caller)]
         default:
             throw DBusError(name: DBusError.Name.unknownMethod, message: "\(standard.rawValue) has no method \(member)")
         }
@@ -242,10 +255,10 @@ final class ObjectRegistry: Sendable {
         return .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), entries)
     }
 
-    private func managedObjects(below manager: ObjectPath) async throws -> DBusValue {
+    private func managedObjects(below manager: ObjectPath, for caller: Caller?) async throws -> DBusValue {
         let below = objects.withLock { objects in
             objects.byPath.filter { $0.key.isDescendant(of: manager) }.sorted { $0.key < $1.key }
-        }
+        }.filter { isVisible($0.key, to: caller) }
         var entries: [DBusValue.DictionaryEntry] = []
         for (path, object) in below {
             entries.append(.init(.objectPath(path), try await interfacesRecord(object, at: path)))
@@ -257,16 +270,14 @@ final class ObjectRegistry: Sendable {
 
     // MARK: Introspection
 
-    /// The introspection XML of `path`: its interfaces and its direct children.
-    func introspect(_ path: ObjectPath) -> String {
-        let (object, children) = objects.withLock { objects -> (Object?, [String]) in
-            var children = Set<String>()
-            let depth = path.elements.count
-            for key in objects.byPath.keys where key.isDescendant(of: path) {
-                children.insert(String(key.elements[depth]))
-            }
-            return (objects.byPath[path], children.sorted())
+    /// The introspection XML of `path`: its interfaces and its direct children, those that
+    /// lead to an object `caller` may see.
+    func introspect(_ path: ObjectPath, for caller: Caller? = nil) -> String {
+        let (object, descendants) = objects.withLock { objects -> (Object?, [ObjectPath]) in
+            (objects.byPath[path], objects.byPath.keys.filter { $0.isDescendant(of: path) })
         }
+        let depth = path.elements.count
+        let children = Set(descendants.filter { isVisible($0, to: caller) }.map { String($0.elements[depth]) }).sorted()
         var xml = IntrospectionXML.header
         xml += "<node>\n"
         xml += IntrospectionXML.standard(objectManager: object?.isObjectManager == true, properties: object != nil)

@@ -46,6 +46,12 @@ struct CallerTests {
         #expect(SandboxIdentification.processID(fdinfo: "pos:\t0\n") == nil)
     }
 
+    @Test func capabilitiesAreReadFromStatus() {
+        #expect(SandboxIdentification.holdsCapabilities(status: "Name:\tpython3\nCapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\n"))
+        #expect(!SandboxIdentification.holdsCapabilities(status: "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"))
+        #expect(!SandboxIdentification.holdsCapabilities(status: "Name:\tx\n"))
+    }
+
     /// A directory laid out like /proc for this test process's pid, with `root` and `cgroup`.
     func fixture(flatpakInfo: String? = nil, cgroup: String? = nil) throws -> SandboxIdentification {
         let proc = try TemporaryDirectory.make(prefix: "baton-proc")

@@ -1,0 +1,55 @@
+import BatonContract
+import BatonCore
+import BatonStore
+import DBus
+
+/// Callers and access (docs/DESIGN.md): a sandboxed app (`Caller`, as the DBus layer
+/// identifies it) is confined to its own app id — its types, activities, history and scenes.
+/// Another app's activity or scene does not exist for it: `NotFound`, `UnknownActivityType`
+/// or `UnknownObject`, as for an id that was never there. What reaches every app's data or
+/// the whole store (Archive's export and import, Privacy, Sync, the test clock) is for host
+/// clients only: `AccessDenied`. Host clients — the CLI, the desktop, unsandboxed apps —
+/// keep full access, as with xdg-desktop-portal.
+extension MethodCall {
+    /// The app a sandboxed caller is confined to; nil for a host client.
+    var confinedApp: String? {
+        guard let caller, caller.isSandboxed else { return nil }
+        return caller.appID ?? ""
+    }
+
+    /// Whether this caller may see and change what belongs to `app`.
+    func mayUse(app: String) -> Bool {
+        confinedApp.map { $0 == app } ?? true
+    }
+}
+
+enum Access {
+    /// Members a sandboxed app may not call at all, by interface (every member) or by
+    /// `interface.member`: they reach every app's data or change what the user decides.
+    static let hostOnly: Set<String> = [
+        Contract.Interface.privacy,
+        Contract.Interface.sync,
+        Contract.Interface.testing,
+        Contract.Interface.archive + "." + Contract.Archive.export.name,
+        Contract.Interface.archive + "." + Contract.Archive.exportTo.name,
+        Contract.Interface.archive + "." + Contract.Archive.import.name,
+    ]
+
+    /// Refuses a sandboxed caller a host-only member (from the connection's access check).
+    static func check(_ call: MethodCall) throws(BatonError) {
+        guard let app = call.confinedApp, let interface = call.message.interface else { return }
+        if hostOnly.contains(interface) || hostOnly.contains(interface + "." + (call.message.member ?? "")) {
+            throw .accessDenied("\(interface).\(call.message.member ?? "") is for the user's own tools; the sandboxed app \(app) may not call it")
+        }
+    }
+
+    /// Whether the object at `path` exists for `caller`: a scene only for its own app.
+    static func isVisible(_ path: ObjectPath, to caller: Caller, in store: Store) -> Bool {
+        guard caller.isSandboxed, path.text.hasPrefix(SceneAddress.root + "/") else { return true }
+        guard let id = try? SceneAddress.id(from: path.text), let scene = try? store.scene(id: id) else { return true }
+        return scene.appID == caller.appID
+    }
+
+    /// The refusal of an activity that is another app's: as if there were none.
+    static func noActivity(_ id: String) -> BatonError { .notFound("no activity \(id)") }
+}

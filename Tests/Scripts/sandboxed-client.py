@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""A sandboxed app's calls to batond, run inside bubblewrap by SandboxTests.
+
+Usage: sandboxed-client.py OWN_APP OTHERS_JSON
+OWN_APP is the app id the sandbox's /.flatpak-info names; OTHERS_JSON holds what another
+app has in batond (its app id, type, an activity id, a persistent id, a scene path) and
+this app's own (own_activity, own_scene). Prints one JSON object: each check's name with
+"ok" (the call succeeded) or the D-Bus error name it got, and what the calls that succeed
+returned where the test needs it. Never stops at a failed call. (What signals reach it is
+not checked yet: issue #34.)
+"""
+import json
+import sys
+
+import dbus
+
+own, given = sys.argv[1], json.loads(sys.argv[2])
+other_app, other_type = given["app"], given["type"]
+bus = dbus.SessionBus()
+root = bus.get_object("org.baton.Handoff1", "/org/baton/Handoff1")
+
+
+def interface(name):
+    return dbus.Interface(root, "org.baton.Handoff1." + name)
+
+
+registry, activities, scenes, archive = (interface(n) for n in ("Registry", "Activities", "Scenes", "Archive"))
+privacy, sync = interface("Privacy"), interface("Sync")
+results = {}
+
+
+def check(name, call):
+    try:
+        value = call()
+        results[name] = "ok"
+        return value
+    except dbus.exceptions.DBusException as error:
+        results[name] = error.get_dbus_name()
+        return None
+
+
+# What it may do: its own type, activity, search, list, scene.
+check("register own type", lambda: registry.RegisterActivityType(own + ".note", own, {"title": "Note"}))
+mine = check("advertise own", lambda: activities.Advertise(own + ".note", "Mine", '{"id":"m"}', {"eligible_for_search": "true"}))
+results["own_id"] = str(mine or "")
+check("get own", lambda: activities.Get(given["own_activity"]))
+results["listed"] = sorted(str(a["id"]) for a in (check("list", lambda: activities.List({})) or []))
+results["searched"] = sorted(str(a["id"]) for a in (check("search", lambda: activities.Search("shared", 50)) or []))
+results["types"] = sorted(str(t["type"]) for t in (check("list types", lambda: registry.ListActivityTypes()) or []))
+results["scenes of all"] = sorted(str(p) for p in (check("list scenes", lambda: scenes.ListScenes("")) or []))
+check("open own scene", lambda: scenes.OpenScene(own, {}))
+check("own scene storage", lambda: dbus.Interface(bus.get_object("org.baton.Handoff1", given["own_scene"]),
+                                                   "org.baton.Handoff1.Scene").GetAll())
+
+# What it may not: everything of the other app, and the whole store.
+check("register for another app", lambda: registry.RegisterActivityType(own + ".stolen", other_app, {}))
+check("register outside its namespace", lambda: registry.RegisterActivityType("com.example.elsewhere.note", own, {}))
+check("take another app's type", lambda: registry.RegisterActivityType(other_type, own, {"replace": "true"}))
+check("unregister another app's type", lambda: registry.UnregisterActivityType(other_type))
+check("advertise under another app's type", lambda: activities.Advertise(other_type, "Forged", '{"id":"f"}', {}))
+check("get another app's", lambda: activities.Get(given["activity"]))
+check("update another app's", lambda: activities.Update(given["activity"], '{"id":"x"}', {}))
+check("continue another app's", lambda: activities.Continue(given["activity"], {"wait": "false"}))
+check("invalidate another app's", lambda: activities.Invalidate(given["activity"]))
+results["explained"] = str((check("explain another app's", lambda: activities.Explain(given["activity"])) or {}).get("state", ""))
+check("delete another app's saved", lambda: activities.DeleteSaved([given["persistent_id"]]))
+check("delete all of another app", lambda: activities.DeleteAllSaved(other_app))
+results["listed other"] = len(check("list another app", lambda: activities.List({"app_id": other_app})) or [])
+results["history other"] = len(check("history of another app", lambda: archive.History({"app_id": other_app})) or [])
+other_scene = dbus.Interface(bus.get_object("org.baton.Handoff1", given["scene"]), "org.baton.Handoff1.Scene")
+check("read another app's scene", lambda: other_scene.GetAll())
+check("write another app's scene", lambda: other_scene.Set("key", dbus.String("forged", variant_level=1)))
+check("scene properties of another app", lambda: dbus.Interface(bus.get_object("org.baton.Handoff1", given["scene"]),
+                                                                 "org.freedesktop.DBus.Properties").GetAll("org.baton.Handoff1.Scene"))
+check("close another app's scene", lambda: scenes.CloseScene(dbus.ObjectPath(given["scene"])))
+check("open a scene for another app", lambda: scenes.OpenScene(other_app, {}))
+check("restore another app's scenes", lambda: scenes.RestoreScenes(other_app))
+results["managed"] = sorted(str(p) for p in (check("managed objects", lambda: dbus.Interface(
+    root, "org.freedesktop.DBus.ObjectManager").GetManagedObjects()) or {}).keys())
+check("export", lambda: archive.Export({}))
+check("pause", lambda: privacy.Pause(dbus.UInt64(0)))
+check("forget another app", lambda: privacy.ForgetApp(other_app))
+check("sync devices", lambda: sync.Devices())
+
+print(json.dumps(results))
