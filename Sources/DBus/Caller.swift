@@ -61,9 +61,17 @@ public struct Credentials: Sendable {
 /// ended, so what was read was that process's.
 public struct SandboxIdentification: Sendable {
     public let proc: String
+    /// False: as where `pidfd_open` is missing (a kernel before 5.3, valgrind, a seccomp
+    /// filter without it), the process's start time pins it instead.
+    let pidfds: Bool
 
     public init(proc: String = "/proc") {
+        self.init(proc: proc, pidfds: true)
+    }
+
+    init(proc: String, pidfds: Bool) {
         self.proc = proc
+        self.pidfds = pidfds
     }
 
     public func caller(_ credentials: Credentials) throws(DBusError) -> Caller {
@@ -76,9 +84,15 @@ public struct SandboxIdentification: Sendable {
             }
             (pinned, pid) = (descriptor.raw, read)
         } else if let processID = credentials.processID, processID > 0, processID <= UInt32(Int32.max) {
-            guard let descriptor = Self.pin(Int32(processID)) else { throw Self.unknown("process \(processID) is gone") }
+            pid = Int32(processID)
+            var failure: Int32 = 0
+            guard pidfds, let descriptor = Self.pin(pid, failure: &failure) else {
+                // ESRCH: no such process. Anything else (ENOSYS, EPERM): no pidfds here.
+                if failure == ESRCH { throw Self.unknown("process \(pid) is gone") }
+                return try identifyByStartTime(pid: pid, user: credentials.user)
+            }
             opened = descriptor
-            (pinned, pid) = (descriptor.raw, Int32(processID))
+            pinned = descriptor.raw
         } else {
             throw Self.unknown("the bus did not say which process it is")
         }
@@ -86,6 +100,28 @@ public struct SandboxIdentification: Sendable {
         guard cdbus_pidfd_is_alive(pinned) != 0 else { throw Self.unknown("process \(pid) ended while it was being identified") }
         withExtendedLifetime(opened) {}
         return caller
+    }
+
+    /// Where there is no pidfd: the process's start time, read before and after its files,
+    /// tells whether the pid still names the same process (a pid and its start time do).
+    private func identifyByStartTime(pid: Int32, user: UInt32) throws(DBusError) -> Caller {
+        guard let started = Self.startTime(stat: try Self.contents(of: "/proc/\(pid)/stat", in: AT_FDCWD) ?? "") else {
+            throw Self.unknown("process \(pid) is gone")
+        }
+        let caller = try identify(pid: pid, user: user)
+        guard Self.startTime(stat: try Self.contents(of: "/proc/\(pid)/stat", in: AT_FDCWD) ?? "") == started else {
+            throw Self.unknown("process \(pid) ended while it was being identified")
+        }
+        return caller
+    }
+
+    /// The start time (field 22) of a `/proc/PID/stat`; its second field, the command name
+    /// in parentheses, may hold spaces and parentheses itself.
+    static func startTime(stat: String) -> UInt64? {
+        guard let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // fields[0] is field 3 (the state), so field 22 is fields[19].
+        return fields.count > 19 ? UInt64(fields[19]) : nil
     }
 
     /// The sandbox of process `pid` from its files under `proc`, which the caller pinned. A
@@ -115,9 +151,11 @@ public struct SandboxIdentification: Sendable {
         return Caller(user: user)
     }
 
-    /// A pidfd of process `pid` (`pidfd_open`), or nil when there is no such process.
-    static func pin(_ pid: Int32) -> FileDescriptor? {
+    /// A pidfd of process `pid` (`pidfd_open`), or nil with the reason in `failure` (`ESRCH`:
+    /// there is no such process).
+    static func pin(_ pid: Int32, failure: inout Int32) -> FileDescriptor? {
         let descriptor = cdbus_pidfd_open(pid)
+        if descriptor < 0 { failure = errno }
         return descriptor >= 0 ? FileDescriptor(owning: descriptor) : nil
     }
 

@@ -52,6 +52,19 @@ struct CallerTests {
         #expect(!SandboxIdentification.holdsCapabilities(status: "Name:\tx\n"))
     }
 
+    /// Where there is no pidfd_open (valgrind, a kernel before 5.3), the start time pins the process.
+    @Test func withoutPidfdsTheStartTimePinsTheProcess() async throws {
+        let stat = "4242 (a (tricky) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100"
+        #expect(SandboxIdentification.startTime(stat: stat) == 987_654)
+        #expect(SandboxIdentification.startTime(stat: "4242 (short) S 1") == nil)
+        let child = try Subprocess("/bin/sleep", ["30"])
+        let noPidfds = SandboxIdentification(proc: "/proc", pidfds: false)
+        #expect(try noPidfds.caller(Credentials(user: getuid(), processID: UInt32(child.pid))) == Caller(user: getuid()))
+        child.kill(SIGKILL)
+        await child.wait()
+        #expect(throws: DBusError.self) { try noPidfds.caller(Credentials(user: getuid(), processID: UInt32(child.pid))) }
+    }
+
     /// A directory laid out like /proc for this test process's pid, with `root` and `cgroup`.
     func fixture(flatpakInfo: String? = nil, cgroup: String? = nil) throws -> SandboxIdentification {
         let proc = try TemporaryDirectory.make(prefix: "baton-proc")
@@ -87,7 +100,8 @@ struct CallerTests {
     /// ended (its pid free for reuse) the same descriptor is refused.
     @Test func aProcessDescriptorIsFollowedAndAnEndedProcessRefused() async throws {
         let child = try Subprocess("/bin/sleep", ["30"])
-        let descriptor = try #require(SandboxIdentification.pin(child.pid))
+        var failure: Int32 = 0
+        let descriptor = try #require(SandboxIdentification.pin(child.pid, failure: &failure))
         let credentials = Credentials(user: getuid(), processFD: descriptor)
         #expect(try SandboxIdentification().caller(credentials) == Caller(user: getuid()))
         child.kill(SIGKILL)
