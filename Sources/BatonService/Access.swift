@@ -45,8 +45,12 @@ enum Access {
 
     /// Whether the object at `path` exists for `caller`: a scene only for its own app.
     static func isVisible(_ path: ObjectPath, to caller: Caller, in store: Store) -> Bool {
-        guard caller.isSandboxed, path.text.hasPrefix(SceneAddress.root + "/") else { return true }
-        guard let id = try? SceneAddress.id(from: path.text), let scene = try? store.scene(id: id) else { return true }
+        guard caller.isSandboxed, path.text.hasPrefix(SceneAddress.root + "/"),
+              let id = try? SceneAddress.id(from: path.text) else { return true }
+        // No such scene: the call says so itself. A scene that cannot be read is hidden.
+        let scene: Scene?
+        do { scene = try store.scene(id: id) } catch { return false }
+        guard let scene else { return true }
         return scene.appID == caller.appID
     }
 

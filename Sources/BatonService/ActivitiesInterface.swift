@@ -193,12 +193,13 @@ extension HandoffService {
         var continuable = false
         var searchable = false
         let unrecorded = paused.activity(id)
-        let ended = try store.tombstone(activityID: id)
-        if let app = call.confinedApp, let owner = try unrecorded?.appID ?? store.storedActivity(id: id)?.appID ?? ended?.appID, owner != app {
+        let live = try unrecorded ?? store.storedActivity(id: id)
+        let ended = live == nil ? try store.tombstone(activityID: id) : nil
+        if let app = call.confinedApp, let owner = live?.appID ?? ended?.appID, owner != app {
             return [Records.Explanation(id: id, state: "unknown", continuable: false, searchable: false,
                                         reasons: [Self.neverHere(id)], lastContinuation: nil).record]
         }
-        if let activity = try unrecorded ?? store.storedActivity(id: id) {
+        if let activity = live {
             let expired = activity.isExpired(at: now)
             if unrecorded != nil { reasons.append("advertised while recording was paused: kept in memory only, until resumed") }
             state = expired ? "expired" : "live"

@@ -19,7 +19,7 @@ extension HandoffService {
             type: try call.argument(0), appID: try call.argument(1), options: try call.argument(2), limits: limits)
         try Self.checkHandlerAddress(type)
         if let app = call.confinedApp, type.appID != app || !type.type.hasPrefix(app + ".") {
-            throw BatonError.accessDenied("the sandboxed app \(app) registers types only for itself, named inside \(app). (like \(app).note)")
+            throw BatonError.accessDenied("the sandboxed app \(app) registers types only for itself, named inside its id (like \(app).note)")
         }
         let replace = try (try call.argument(2) as [String: String])["replace"].map { text throws(BatonError) in
             try Validate.boolean(text, option: "replace")

@@ -75,14 +75,13 @@ public struct SandboxIdentification: Sendable {
     }
 
     public func caller(_ credentials: Credentials) throws(DBusError) -> Caller {
-        let pinned: Int32
+        let pinned: FileDescriptor
         let pid: Int32
-        var opened: FileDescriptor?
         if let descriptor = credentials.processFD {
             guard let read = Self.processID(fdinfo: try Self.contents(of: "/proc/self/fdinfo/\(descriptor.raw)", in: AT_FDCWD) ?? "") else {
                 throw Self.unknown("the bus gave a process descriptor that names no running process")
             }
-            (pinned, pid) = (descriptor.raw, read)
+            (pinned, pid) = (descriptor, read)
         } else if let processID = credentials.processID, processID > 0, processID <= UInt32(Int32.max) {
             pid = Int32(processID)
             var failure: Int32 = 0
@@ -91,25 +90,23 @@ public struct SandboxIdentification: Sendable {
                 if failure == ESRCH { throw Self.unknown("process \(pid) is gone") }
                 return try identifyByStartTime(pid: pid, user: credentials.user)
             }
-            opened = descriptor
-            pinned = descriptor.raw
+            pinned = descriptor
         } else {
             throw Self.unknown("the bus did not say which process it is")
         }
         let caller = try identify(pid: pid, user: credentials.user)
-        guard cdbus_pidfd_is_alive(pinned) != 0 else { throw Self.unknown("process \(pid) ended while it was being identified") }
-        withExtendedLifetime(opened) {}
+        guard cdbus_pidfd_is_alive(pinned.raw) != 0 else { throw Self.unknown("process \(pid) ended while it was being identified") }
         return caller
     }
 
     /// Where there is no pidfd: the process's start time, read before and after its files,
     /// tells whether the pid still names the same process (a pid and its start time do).
+    /// (Of the running process, whatever `proc` says: it pins, as a pidfd would.)
     private func identifyByStartTime(pid: Int32, user: UInt32) throws(DBusError) -> Caller {
-        guard let started = Self.startTime(stat: try Self.contents(of: "/proc/\(pid)/stat", in: AT_FDCWD) ?? "") else {
-            throw Self.unknown("process \(pid) is gone")
-        }
+        func startTime() throws(DBusError) -> UInt64? { Self.startTime(stat: try Self.contents(of: "/proc/\(pid)/stat", in: AT_FDCWD) ?? "") }
+        guard let started = try startTime() else { throw Self.unknown("process \(pid) is gone") }
         let caller = try identify(pid: pid, user: user)
-        guard Self.startTime(stat: try Self.contents(of: "/proc/\(pid)/stat", in: AT_FDCWD) ?? "") == started else {
+        guard try startTime() == started else {
             throw Self.unknown("process \(pid) ended while it was being identified")
         }
         return caller
@@ -128,14 +125,17 @@ public struct SandboxIdentification: Sendable {
     /// file that is not there says "not that sandbox"; one that cannot be read says nothing,
     /// and the caller is refused rather than taken for a host client.
     func identify(pid: Int32, user: UInt32) throws(DBusError) -> Caller {
-        let root = open("\(proc)/\(pid)/root", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        // The process's entry as `proc` holds it (fixtures in tests).
+        func file(_ name: String) -> String { "\(proc)/\(pid)/\(name)" }
+        let root = open(file("root"), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard root >= 0 else {
             let failure = errno
             // The kernel lets a process read another's root only if it holds every capability
             // that one holds: a caller with capabilities this process lacks (root's programs,
             // with batond's capabilities dropped by its unit) is refused here. A sandbox holds
             // none, so such a caller is a host client.
-            if failure == EACCES || failure == EPERM, let status = try Self.contents(of: "\(proc)/\(pid)/status", in: AT_FDCWD),
+            if failure == EACCES || failure == EPERM,
+               let status = try Self.contents(of: file("status"), in: AT_FDCWD),
                Self.holdsCapabilities(status: status) {
                 return Caller(user: user)
             }
@@ -145,7 +145,7 @@ public struct SandboxIdentification: Sendable {
         if let info = try Self.contents(of: ".flatpak-info", in: root), let app = Self.flatpakAppID(info: info) {
             return Caller(user: user, kind: .flatpak, appID: app)
         }
-        if let cgroup = try Self.contents(of: "\(proc)/\(pid)/cgroup", in: AT_FDCWD), let snap = Self.snapName(cgroup: cgroup) {
+        if let cgroup = try Self.contents(of: file("cgroup"), in: AT_FDCWD), let snap = Self.snapName(cgroup: cgroup) {
             return Caller(user: user, kind: .snap, appID: "snap.\(snap)")
         }
         return Caller(user: user)

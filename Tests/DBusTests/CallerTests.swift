@@ -9,6 +9,24 @@ import TestSupport
 /// Debian 12's gives none, so that path is tested here with a pidfd of our own child).
 /// Identification over a real bus, inside bubblewrap: SandboxTests.
 struct CallerTests {
+    /// On a real bus: a caller is identified at its first call, kept while it is connected,
+    /// forgotten once its unique name leaves.
+    @Test func aCallerIsRememberedUntilItLeavesTheBus() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let server = try bus.connect()
+        defer { server.close() }
+        try await server.setAccessCheck { call in
+            guard call.caller?.user == getuid(), call.caller?.isSandboxed == false else { throw DBusError.failed("not a host client") }
+        }
+        try await server.export("/org/baton/Test", [Interface("org.baton.Test1", methods: [Method("Ping") { _ in [] }])])
+        let client = try bus.connect()
+        for _ in 0..<3 { _ = try await client.call(server.uniqueName, "/org/baton/Test", "org.baton.Test1", "Ping") }
+        #expect(server.rememberedCallers == 1, "three calls, one identification")
+        client.close()
+        try await eventually("the caller forgotten once it left") { server.rememberedCallers == 0 }
+    }
+
     @Test func aFlatpakIsNamedByItsInfoFile() {
         let info = """
             [Application]
