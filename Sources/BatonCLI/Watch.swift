@@ -21,6 +21,10 @@ struct Watch: AsyncParsableCommand {
         try await perform {
             let daemon = try global.daemon()
             let signals = try await daemon.connection.signals(matching: MatchRule(sender: Daemon.busName, pathNamespace: Daemon.root))
+            // batond addresses each signal to the connections it has identified (docs/DESIGN.md,
+            // "Callers and access"); once a call is answered it has identified us, so "watching"
+            // is true. The call also starts batond if it is not running.
+            _ = try await daemon.properties(of: Contract.Interface.status)
             printError("watching \(Daemon.busName) (Ctrl-C to stop)")
             for await signal in signals {
                 if let event = Self.event(signal) {

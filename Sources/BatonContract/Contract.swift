@@ -275,8 +275,10 @@ extension Connection {
         try await call(Contract.busName, path, method.interface, method.name, arguments, timeout: timeout)
     }
 
-    /// Emits a contract signal from the object at `path`.
-    public func emit(_ signal: ContractSignal, path: ObjectPath = Contract.root, _ body: [DBusValue]) throws(DBusError) {
-        try emit(path: path, interface: signal.interface, member: signal.name, body)
+    /// Emits a contract signal from the object at `path`, heard by `audience` (see `Connection.emit`).
+    public func emit(
+        _ signal: ContractSignal, path: ObjectPath = Contract.root, _ body: [DBusValue], to audience: Audience? = nil
+    ) throws(DBusError) {
+        try emit(path: path, interface: signal.interface, member: signal.name, body, to: audience)
     }
 }

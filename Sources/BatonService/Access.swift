@@ -35,23 +35,16 @@ enum Access {
         Contract.Interface.archive + "." + Contract.Archive.import.name,
     ]
 
-    /// Refuses a sandboxed caller a host-only member (from the connection's access check).
+    /// Refuses a sandboxed caller a host-only member, or the properties of a host-only
+    /// interface (from the connection's access check).
     static func check(_ call: MethodCall) throws(BatonError) {
         guard let app = call.confinedApp, let interface = call.message.interface else { return }
+        if interface == "org.freedesktop.DBus.Properties", let named = try? call.argument(0, as: String.self), hostOnly.contains(named) {
+            throw .accessDenied("the properties of \(named) are for the user's own tools; the sandboxed app \(app) may not read them")
+        }
         if hostOnly.contains(interface) || hostOnly.contains(interface + "." + (call.message.member ?? "")) {
             throw .accessDenied("\(interface).\(call.message.member ?? "") is for the user's own tools; the sandboxed app \(app) may not call it")
         }
-    }
-
-    /// Whether the object at `path` exists for `caller`: a scene only for its own app.
-    static func isVisible(_ path: ObjectPath, to caller: Caller, in store: Store) -> Bool {
-        guard caller.isSandboxed, path.text.hasPrefix(SceneAddress.root + "/"),
-              let id = try? SceneAddress.id(from: path.text) else { return true }
-        // No such scene: the call says so itself. A scene that cannot be read is hidden.
-        let scene: Scene?
-        do { scene = try store.scene(id: id) } catch { return false }
-        guard let scene else { return true }
-        return scene.appID == caller.appID
     }
 
     /// The refusal of an activity that is another app's: as if there were none.

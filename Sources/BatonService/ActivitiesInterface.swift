@@ -46,7 +46,7 @@ extension HandoffService {
         // A repeated request stored nothing and announces nothing: the first call did.
         guard !inserted.repeated else { return [.string(inserted.id)] }
         announceRemoved(inserted.trimmed)
-        emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)])
+        emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
         if let sceneID { emitSceneChanged(sceneID) }
         return [.string(activity.id)]
     }
@@ -56,8 +56,8 @@ extension HandoffService {
     private func advertiseUnrecorded(_ activity: Activity, requestID: String?) -> [DBusValue] {
         let added = paused.add(activity, requestID: requestID, quota: limits.liveActivitiesPerApp)
         if let first = added.repeated { return [.string(first)] }
-        for id in added.removed { emit(Contract.Activities.invalidated, [.string(id)]) }
-        emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)])
+        announceRemoved(added.removed.map { (id: $0, app: activity.appID) })
+        emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
         return [.string(activity.id)]
     }
 
@@ -74,7 +74,7 @@ extension HandoffService {
             var updated = try update.apply(to: unrecorded, type: type, now: clock.now(), limits: limits)
             if let named = update.scene { updated.sceneID = named.isEmpty ? nil : try scene(named: named, ofApp: unrecorded.appID) }
             paused.replace(updated)
-            emit(Contract.Activities.updated, [.string(updated.id)])
+            emit(Contract.Activities.updated, [.string(updated.id)], to: .app(updated.appID))
             return []
         }
         let request = update.requestID.map { Request(id: $0, method: Contract.Activities.update.name) }
@@ -101,7 +101,7 @@ extension HandoffService {
             return updated
         }
         guard let changed else { return [] }
-        emit(Contract.Activities.updated, [.string(changed.id)])
+        emit(Contract.Activities.updated, [.string(changed.id)], to: .app(changed.appID))
         if update.scene != nil, let scene = changed.sceneID { emitSceneChanged(scene) }
         for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
         return []
@@ -113,8 +113,8 @@ extension HandoffService {
             throw Access.noActivity(id)
         }
         // Advertised while paused: forgotten, with no trace (nor history).
-        if paused.remove(id) {
-            announceRemoved([id])
+        if let removed = paused.remove(id) {
+            announceRemoved([(id: id, app: removed.appID)])
             return []
         }
         // Another machine's: gone here now, and a request in this machine's log for its own machine.

@@ -140,7 +140,7 @@ extension HandoffService {
             if let unreachable = error as? HandlerUnreachable { throw BatonError.handlerFailed(unreachable.reason) }
             throw error
         }
-        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)])
+        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)], to: .app(activity.appID))
         tellOriginator(activity, type: type, scene: path, device: thisDevice)
         return [.objectPath(path)]
     }
@@ -160,7 +160,7 @@ extension HandoffService {
             try await exportNew(scene)
         }
         let path = SceneAddress.objectPath(forID: scene.id)
-        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)])
+        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)], to: .app(activity.appID))
         return [.objectPath(path)]
     }
 
@@ -220,7 +220,7 @@ extension HandoffService {
             }
             emitSceneChanged(sceneID, activityID: activity.id, lastActiveAt: now, state: .ready)
             emitStorageChanged(sceneID, changed: storage, removed: [])
-            emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(pending.createdScene)])
+            emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(pending.createdScene)], to: .app(activity.appID))
             log.debug("continued \(activity.id) into \(path.text)")
             if activity.isRemote {
                 // Its originator is on the machine that advertised it: told through that machine's batond.

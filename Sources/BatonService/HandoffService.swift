@@ -94,13 +94,12 @@ public final class HandoffService: Sendable {
             }
             try Access.check(call)
         }
-        connection.setVisibility { [store] path, caller in Access.isVisible(path, to: caller, in: store) }
         let scenes = try store.scenes()
         restoredScenes.withLock { $0 = Set(scenes.map(\.id)) }
         // Scenes first: with no manager above them yet, restoring them announces nothing
         // (no one can be listening before the name is owned) and reads no properties.
         for scene in scenes {
-            try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface])
+            try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface], owner: scene.appID)
         }
         try await connection.export(
             Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface, privacyInterface]
@@ -196,19 +195,28 @@ public final class HandoffService: Sendable {
 
     // MARK: Signals
 
-    /// Emits a signal of the root object; a signal that cannot be sent is logged, not thrown.
-    func emit(_ signal: ContractSignal, _ body: [DBusValue]) {
+    /// Emits a signal of the root object to `audience`: what concerns one app reaches host
+    /// clients and that app only (docs/DESIGN.md, "Callers and access"). A signal that cannot
+    /// be sent is logged, not thrown.
+    func emit(_ signal: ContractSignal, _ body: [DBusValue], to audience: Audience) {
         do {
-            try connection.emit(signal, body)
+            try connection.emit(signal, body, to: audience)
         } catch {
             log.error("could not emit \(signal.name): \(error)")
         }
     }
 
-    /// Announces activities that went (`Invalidated` for each), then every scene whose
-    /// current activity went with them (`PropertiesChanged` for its `ActivityId`).
+    /// Announces activities the store deleted (`Invalidated` for each), then every scene
+    /// whose current activity went with them (`PropertiesChanged` for its `ActivityId`).
     func announceRemoved(_ ids: [String]) {
-        for id in ids { emit(Contract.Activities.invalidated, [.string(id)]) }
+        let apps = store.takeAppsOfEnded(ids)
+        announceRemoved(ids.map { (id: $0, app: apps[$0]) })
+    }
+
+    /// The same, for activities whose apps are known. One whose app is not (see
+    /// `Store.takeAppsOfEnded`) is told to host clients only.
+    func announceRemoved(_ ended: [(id: String, app: String?)]) {
+        for (id, app) in ended { emit(Contract.Activities.invalidated, [.string(id)], to: app.map(Audience.app) ?? .hosts) }
         for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
     }
 

@@ -35,11 +35,11 @@ final class PausedActivities: Sendable {
     }
 
     /// Ends the pause; returns the ids of the activities it forgets (nil: it was not paused).
-    func resume() -> [String]? {
+    func resume() -> [Activity]? {
         state.withLock { state in
             guard state.until != nil else { return nil }
             defer { state = State() }
-            return state.activities.values.sorted { $0.createdAt < $1.createdAt }.map(\.id)
+            return state.activities.values.sorted { $0.createdAt < $1.createdAt }
         }
     }
 
@@ -74,8 +74,9 @@ final class PausedActivities: Sendable {
         }
     }
 
-    func remove(_ id: String) -> Bool {
-        state.withLock { $0.activities.removeValue(forKey: id) != nil }
+    /// Forgets the activity with `id`; returns it, or nil when there was none.
+    func remove(_ id: String) -> Activity? {
+        state.withLock { $0.activities.removeValue(forKey: id) }
     }
 
     /// Those `filter` matches (they are all this machine's), newest first.

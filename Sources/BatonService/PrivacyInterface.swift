@@ -49,14 +49,14 @@ extension HandoffService {
         }
         guard let forgotten = paused.resume() else { return }
         log.info("recording resumed; \(forgotten.count) activities advertised while paused forgotten")
-        announceRemoved(forgotten)
+        announceRemoved(forgotten.map { (id: $0.id, app: $0.appID) })
         announcePause()
     }
 
     private func announcePause() {
         connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.privacy, changed: [
             Contract.Privacy.Property.paused: .boolean(paused.isPaused), Contract.Privacy.Property.pausedUntil: .uint64(paused.until ?? 0),
-        ])
+        ], to: .hosts)
     }
 
     private func setBlocked(_ call: MethodCall, _ blocked: Bool) async throws -> [DBusValue] {
@@ -66,7 +66,7 @@ extension HandoffService {
         log.info("\(blocked ? "blocked" : "unblocked") \(app)")
         connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.privacy, changed: [
             Contract.Privacy.Property.blockedApps: .strings(try store.blockedApps()),
-        ])
+        ], to: .hosts)
         return []
     }
 

@@ -238,7 +238,7 @@ extension HandoffService {
     func exportNew(_ scene: Scene) async throws {
         try await connection.export(
             SceneAddress.objectPath(forID: scene.id), [sceneInterface],
-            properties: [Contract.Interface.scene: sceneProperties(scene, handlesContent: [])])
+            properties: [Contract.Interface.scene: sceneProperties(scene, handlesContent: [])], owner: scene.appID)
     }
 
     /// Every property of a scene from one row: `GetAll`, and `InterfacesAdded` when a

@@ -80,9 +80,13 @@ extension HandoffService {
     func announce(_ applied: Store.Applied) {
         for id in applied.advertised {
             guard let activity = try? store.storedActivity(id: id) else { continue }
-            emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)])
+            emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
         }
-        for id in applied.updated { emit(Contract.Activities.updated, [.string(id)]) }
+        for id in applied.updated {
+            // Told to host clients only when it cannot be read now (it went meanwhile).
+            let app = (try? store.storedActivity(id: id))?.appID
+            emit(Contract.Activities.updated, [.string(id)], to: app.map(Audience.app) ?? .hosts)
+        }
         announceRemoved(applied.ended)
         // Another machine asked for these here: each scene is on the bus before its app is asked.
         for sceneID in applied.pendingScenes {
@@ -121,7 +125,7 @@ extension HandoffService {
             let changed = now.filter { announced[$0.key] != $0.value }
             guard !changed.isEmpty else { return }
             announced = now
-            connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.sync, changed: changed)
+            connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.sync, changed: changed, to: .hosts)
         }
     }
 

@@ -34,6 +34,8 @@ public final class Store: Sendable {
     /// Set once SQLite has reported the file damaged: no further write goes into it.
     /// Scenes whose current activity a write cleared, not yet taken (`takeScenesWithClearedActivity`).
     private let clearedScenes = ClearedScenes()
+    /// The app of each activity a write deleted, not yet taken (`takeAppsOfEnded`).
+    private let endedApps = EndedApps()
     /// Why the activities the write under way deletes end (`ending(_:_:)`).
     let endings = Endings()
     /// Raised by the outbox triggers in a write, and told after its commit.
@@ -85,6 +87,7 @@ public final class Store: Sendable {
             writer = try DatabaseQueue(path: path, configuration: configuration)
             try Schema.migrator.migrate(writer)
             try Self.noteClearedScenes(on: writer, in: self.clearedScenes)
+            try Self.noteEndedApps(on: writer, in: self.endedApps)
             try Self.keepTombstones(on: writer, endings: self.endings, clock: self.wallClock)
             try Self.keepHistory(on: writer, endings: self.endings, limits: limits)
             try Self.keepOutbox(on: writer, bell: self.outbox, clock: self.clock, wallClock: self.wallClock)
@@ -123,6 +126,39 @@ public final class Store: Sendable {
                     SELECT baton_scene_cleared(new.id);
                 END
                 """)
+        }
+    }
+
+    /// Every way an activity goes deletes its row: a temporary trigger on the writer notes
+    /// each one's app, so that the service tells only those who may know of the app that it
+    /// went (`takeAppsOfEnded`). An activity whose deletion rolled back is never asked for;
+    /// past a bound the notes are dropped, and what was not taken is then told to no app.
+    private static func noteEndedApps(on writer: DatabaseQueue, in ended: EndedApps) throws {
+        try writer.inDatabase { db in
+            db.add(function: DatabaseFunction("baton_activity_ended", argumentCount: 2, pure: false) { values in
+                if let id = String.fromDatabaseValue(values[0]), let app = String.fromDatabaseValue(values[1]) {
+                    ended.apps.withLock { apps in
+                        if apps.count >= EndedApps.bound { apps.removeAll() }
+                        apps[id] = app
+                    }
+                }
+                return nil
+            })
+            try db.execute(sql: """
+                CREATE TEMP TRIGGER activity_ended AFTER DELETE ON main.activity BEGIN
+                    SELECT baton_activity_ended(old.id, old.app_id);
+                END
+                """)
+        }
+    }
+
+    /// The app of each of `ids` that a write deleted, by id, forgotten once taken; an id
+    /// missing from the result was not noted (see `noteEndedApps`).
+    public func takeAppsOfEnded(_ ids: [String]) -> [String: String] {
+        endedApps.apps.withLock { apps in
+            var taken: [String: String] = [:]
+            for id in ids { taken[id] = apps.removeValue(forKey: id) }
+            return taken
         }
     }
 
@@ -552,6 +588,12 @@ public enum Ending: Sendable, Equatable {
         case .invalidated(let reason), .expired(let reason), .evicted(let reason): reason
         }
     }
+}
+
+/// Apps of deleted activities, by activity id, noted by the writer's trigger (`Store.noteEndedApps`).
+final class EndedApps: Sendable {
+    static let bound = 4096
+    let apps = Mutex<[String: String]>([:])
 }
 
 /// Scene ids noted by the writer connection's trigger (`Store.noteClearedScenes`).

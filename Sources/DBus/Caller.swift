@@ -29,6 +29,24 @@ public struct Caller: Sendable, Equatable {
     }
 }
 
+/// Who may hear a signal, on a connection that identifies its callers (`Connection.setAccessCheck`).
+public enum Audience: Sendable, Equatable {
+    /// Every caller.
+    case everyone
+    /// Host clients only: what concerns every app, or the user's own settings.
+    case hosts
+    /// Host clients and the sandboxed callers of one app: what belongs to that app.
+    case app(String)
+
+    public func admits(_ caller: Caller) -> Bool {
+        switch self {
+        case .everyone: true
+        case .hosts: !caller.isSandboxed
+        case .app(let app): !caller.isSandboxed || caller.appID == app
+        }
+    }
+}
+
 /// What the bus says of a connection's process (`GetConnectionCredentials`).
 public struct Credentials: Sendable {
     public var user: UInt32

@@ -111,19 +111,45 @@ public final class Connection: Sendable {
         }
     }
 
-    /// Emits a signal from `path`.
-    public func emit(path: ObjectPath, interface: String, member: String, _ body: [DBusValue] = []) throws(DBusError) {
-        try send(.signal(path: path, interface: interface, member: member, body: body))
+    /// Emits a signal from `path`, heard by `audience`: by default whoever may see the object
+    /// at `path` (see `export`'s `owner`); host clients only where no object is.
+    ///
+    /// Without an access check (`setAccessCheck`) the signal is broadcast to every match rule.
+    /// With one, it is never broadcast: each connection on the bus that `audience` admits
+    /// gets a copy addressed to it, so that no sandboxed app hears what is another app's
+    /// (xdg-dbus-proxy passes a talked-to name's broadcasts to every app behind it). Those
+    /// are the connections identified so far: one that connected a moment ago, before the
+    /// bus told us, may miss a signal it would have heard broadcast.
+    public func emit(
+        path: ObjectPath, interface: String, member: String, _ body: [DBusValue] = [], to audience: Audience? = nil
+    ) throws(DBusError) {
+        let signal = Message.signal(path: path, interface: interface, member: member, body: body)
+        guard accessCheck.withLock({ $0 }) != nil else { return try send(signal) }
+        try signal.validate()
+        let audience = audience ?? registry.object(at: path)?.audience ?? .hosts
+        let recipients = callers.withLock { callers in callers.compactMap { name, caller in audience.admits(caller) ? name : nil } }
+        guard !recipients.isEmpty else { return }
+        let send: @Sendable () -> Void = { [loop] in
+            for name in recipients {
+                var copy = signal
+                copy.destination = name
+                copy.noReplyExpected = true
+                _ = loop.sendNow(copy)
+            }
+        }
+        if loop.isCurrentThread { send() } else { loop.submit(send) }
     }
 
-    /// Emits `org.freedesktop.DBus.Properties.PropertiesChanged` for `interface` at `path`.
+    /// Emits `org.freedesktop.DBus.Properties.PropertiesChanged` for `interface` at `path`,
+    /// heard by `audience` as `emit` has it.
     public func emitPropertiesChanged(
-        path: ObjectPath, interface: String, changed: [String: DBusValue] = [:], invalidated: [String] = []
+        path: ObjectPath, interface: String, changed: [String: DBusValue] = [:], invalidated: [String] = [],
+        to audience: Audience? = nil
     ) {
         do {
             try emit(path: path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", [
                 .string(interface), .record(changed), .strings(invalidated),
-            ])
+            ], to: audience)
         } catch {
             log("could not emit PropertiesChanged for \(path): \(error)")
         }
@@ -254,23 +280,39 @@ public final class Connection: Sendable {
             throw DBusError.failed("the bus did not say which user \(sender) runs as")
         }
         let caller = try identification.caller(credentials)
-        callers.withLock { cache in
-            // A name that left before its entry was made is never removed: a bound, not a leak.
-            if cache.count > 4096 { cache.removeAll() }
+        let remembered = callers.withLock { cache in
             cache[sender] = caller
+            return cache.count
+        }
+        // A name that left while it was being identified stays remembered: now and then, the
+        // names no longer on the bus are dropped, so that they cannot pile up.
+        if remembered > 1024 && remembered.isMultiple(of: 256) {
+            let present = Set(try await callBus("ListNames", []).first?.arrayValue?.compactMap(\.stringValue) ?? [])
+            callers.withLock { cache in cache = cache.filter { present.contains($0.key) } }
         }
         return caller
     }
 
-    /// Forgets each caller as its unique name leaves the bus, until the connection closes.
-    private func forgetCallersAsTheyLeave() async throws {
-        let left = try await signals(matching: MatchRule(
+    /// Keeps `callers` to the connections on the bus, until this one closes: each is
+    /// identified as it connects (those already there, after this returns) and forgotten as it
+    /// leaves, so that signals reach listeners that never call (`emit`). One at a time, in the
+    /// bus's order: a name that leaves is never identified after it was forgotten.
+    private func followConnections(identification: SandboxIdentification) async throws {
+        let changes = try await signals(matching: MatchRule(
             sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged"))
-        Task(executorPreference: loop) { [weak self] in
-            for await change in left {
-                guard change.body.count == 3, let name = change.body[0].stringValue, name.hasPrefix(":"),
-                      change.body[2].stringValue?.isEmpty == true else { continue }
-                _ = self?.callers.withLock { $0.removeValue(forKey: name) }
+        Task(executorPreference: loop) { [weak self, uniqueName] in
+            let present = (try? await self?.callBus("ListNames", []))?.first?.arrayValue?.compactMap(\.stringValue) ?? []
+            for name in present where name.hasPrefix(":") && name != uniqueName {
+                _ = try? await self?.caller(of: name, identification: identification)
+            }
+            for await change in changes {
+                guard change.body.count == 3, let name = change.body[0].stringValue, name.hasPrefix(":"), name != uniqueName,
+                      let newOwner = change.body[2].stringValue else { continue }
+                if newOwner.isEmpty {
+                    _ = self?.callers.withLock { $0.removeValue(forKey: name) }
+                } else {
+                    _ = try? await self?.caller(of: name, identification: identification)
+                }
             }
         }
     }
@@ -291,17 +333,23 @@ public final class Connection: Sendable {
     /// `InterfacesAdded`, with the values in `properties` (by interface name: every property
     /// of that interface) where given, so that a caller who just stored them need not have
     /// them read back. Export before requesting a name: activated services get calls at once.
+    ///
+    /// An object with an `owner` (an app id) belongs to that app: for a sandboxed caller of
+    /// another app it does not exist (its calls are answered `UnknownObject`; introspection
+    /// and `GetManagedObjects` leave it out), and its signals, `InterfacesAdded` and
+    /// `InterfacesRemoved` included, do not reach it.
     public func export(
-        _ path: ObjectPath, _ interfaces: [Interface], objectManager: Bool = false, properties: [String: [String: DBusValue]] = [:]
+        _ path: ObjectPath, _ interfaces: [Interface], objectManager: Bool = false,
+        properties: [String: [String: DBusValue]] = [:], owner: String? = nil
     ) async throws {
-        let object = ObjectRegistry.Object(interfaces: interfaces, isObjectManager: objectManager)
+        let object = ObjectRegistry.Object(interfaces: interfaces, isObjectManager: objectManager, owner: owner)
         let managers = registry.add(path, object)
         guard !managers.isEmpty else { return }
         let record = try await registry.interfacesRecord(object, at: path, known: properties)
         for manager in managers {
             try emit(path: manager, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded", [
                 .objectPath(path), record,
-            ])
+            ], to: object.audience)
         }
     }
 
@@ -312,7 +360,7 @@ public final class Connection: Sendable {
         for manager in managers {
             try? emit(path: manager, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved", [
                 .objectPath(path), .strings(names),
-            ])
+            ], to: object.audience)
         }
     }
 
@@ -321,23 +369,15 @@ public final class Connection: Sendable {
     /// user as the bus vouches and its sandbox (`identification`). What it throws is the reply;
     /// a caller that cannot be identified is refused with `AccessDenied` before it runs.
     ///
-    /// Each caller is identified once and remembered until its name leaves the bus, so the
-    /// check itself is synchronous: it costs next to nothing on every call after the first.
+    /// Each connection on the bus is identified once, as it connects, and remembered until
+    /// its name leaves the bus, so the check itself is synchronous: it costs next to nothing
+    /// on every call. From then on, signals go to each connection its own copy (`emit`).
     public func setAccessCheck(
         identification: SandboxIdentification = .init(), _ check: @escaping @Sendable (MethodCall) throws -> Void
     ) async throws {
-        try await forgetCallersAsTheyLeave()
         let box = AccessCheck(check, identification: identification)
         accessCheck.withLock { $0 = box }
-    }
-
-    /// Decides which objects exist for which callers: a call to an object `visible` denies
-    /// its caller is answered `UnknownObject`, as if there were none, and introspection and
-    /// `GetManagedObjects` leave it out. Needs the access check (`setAccessCheck`), which
-    /// identifies callers; calls without a caller see every object.
-    public func setVisibility(_ visible: @escaping @Sendable (ObjectPath, Caller) -> Bool) {
-        let box = ObjectRegistry.Visibility(visible)
-        registry.visibility.withLock { $0 = box }
+        try await followConnections(identification: identification)
     }
 
     /// Answers a caller's calls beyond `limit` in flight (received, not yet answered) with

@@ -9,6 +9,12 @@ final class ObjectRegistry: Sendable {
     struct Object {
         var interfaces: [Interface]
         var isObjectManager: Bool
+        /// The app the object belongs to: it exists only for host clients and that app's
+        /// sandboxed callers, and its signals reach only them. Nil: it exists for everyone.
+        var owner: String?
+
+        /// Who may see the object and hear its signals.
+        var audience: Audience { owner.map(Audience.app) ?? .everyone }
     }
 
     private struct Objects {
@@ -20,17 +26,10 @@ final class ObjectRegistry: Sendable {
 
     private let objects = Mutex(Objects())
 
-    /// Whether the object at a path exists for a caller (`Connection.setVisibility`); all do without it.
-    final class Visibility: Sendable {
-        let visible: @Sendable (ObjectPath, Caller) -> Bool
-        init(_ visible: @escaping @Sendable (ObjectPath, Caller) -> Bool) { self.visible = visible }
-    }
-    let visibility = Mutex<Visibility?>(nil)
-
     /// Whether `path` exists for `caller` (every path does for a call without one).
     func isVisible(_ path: ObjectPath, to caller: Caller?) -> Bool {
-        guard let caller, let visibility = visibility.withLock({ $0 }) else { return true }
-        return visibility.visible(path, caller)
+        guard let caller, caller.isSandboxed else { return true }
+        return object(at: path)?.audience.admits(caller) ?? true
     }
 
     // MARK: Registration
@@ -258,7 +257,7 @@ final class ObjectRegistry: Sendable {
     private func managedObjects(below manager: ObjectPath, for caller: Caller?) async throws -> DBusValue {
         let below = objects.withLock { objects in
             objects.byPath.filter { $0.key.isDescendant(of: manager) }.sorted { $0.key < $1.key }
-        }.filter { isVisible($0.key, to: caller) }
+        }.filter { caller.map($0.value.audience.admits) ?? true }
         var entries: [DBusValue.DictionaryEntry] = []
         for (path, object) in below {
             entries.append(.init(.objectPath(path), try await interfacesRecord(object, at: path)))
@@ -274,10 +273,10 @@ final class ObjectRegistry: Sendable {
     /// lead to an object `caller` may see.
     func introspect(_ path: ObjectPath, for caller: Caller? = nil) -> String {
         let (object, descendants) = objects.withLock { objects -> (Object?, [ObjectPath]) in
-            (objects.byPath[path], objects.byPath.keys.filter { $0.isDescendant(of: path) })
+            (objects.byPath[path], objects.byPath.filter { $0.key.isDescendant(of: path) && (caller.map($0.value.audience.admits) ?? true) }.map(\.key))
         }
         let depth = path.elements.count
-        let children = Set(descendants.filter { isVisible($0, to: caller) }.map { String($0.elements[depth]) }).sorted()
+        let children = Set(descendants.map { String($0.elements[depth]) }).sorted()
         var xml = IntrospectionXML.header
         xml += "<node>\n"
         xml += IntrospectionXML.standard(objectManager: object?.isObjectManager == true, properties: object != nil)

@@ -14,9 +14,14 @@ struct SandboxTests {
     static let activities = "org.baton.Handoff1.Activities"
     static let error = "org.baton.Handoff1.Error."
 
-    /// Runs the client script in a sandbox whose `/.flatpak-info` names `app`.
-    func runSandboxed(_ world: BatonWorld, as app: String, _ given: [String: String]) async throws -> [String: Any] {
+    /// Runs the client script (`mode` checks or listen) in a sandbox whose `/.flatpak-info`
+    /// names `app`, behind xdg-dbus-proxy as Flatpak runs an app; `shared`, if given, is
+    /// bound at the same path inside. Returns the JSON object it printed.
+    func runSandboxed(
+        _ world: BatonWorld, as app: String, _ mode: String, _ argument: String, sharing shared: URL? = nil
+    ) async throws -> [String: Any] {
         let bwrap = try Executables.require("bwrap", package: "bubblewrap")
+        _ = try Executables.require("xdg-dbus-proxy", package: "xdg-dbus-proxy")
         let directory = try TemporaryDirectory.make(prefix: "baton-sandbox")
         defer { try? FileManager.default.removeItem(at: directory) }
         let info = directory.appendingPathComponent("flatpak-info")
@@ -27,8 +32,8 @@ struct SandboxTests {
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
             "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
             "--ro-bind", info.path, "/.flatpak-info", "--bind", bus, bus, "--ro-bind", script, "/client.py",
-            "--unshare-pid", "--die-with-parent", "--", "/usr/bin/python3", "/client.py", app,
-            String(decoding: try JSONSerialization.data(withJSONObject: given), as: UTF8.self),
+        ] + (shared.map { ["--bind", $0.path, $0.path] } ?? []) + [
+            "--unshare-pid", "--die-with-parent", "--", "/usr/bin/python3", "/client.py", mode, app, argument,
         ]
         let result = try await world.run(bwrap, arguments)
         try #require(result.status == 0, "\(result)")
@@ -68,15 +73,17 @@ struct SandboxTests {
         }
         let before = try await export()
 
-        let results = try await runSandboxed(world, as: Self.own, [
+        let given = [
             "app": Self.other, "type": Self.other + ".note", "activity": theirs, "persistent_id": "p-theirs",
             "scene": theirScene.text, "own_activity": mine, "own_scene": myScene.text,
-        ])
+        ]
+        let results = try await runSandboxed(
+            world, as: Self.own, "checks", String(decoding: try JSONSerialization.data(withJSONObject: given), as: UTF8.self))
         func outcome(_ check: String) -> String { results[check] as? String ?? "missing" }
 
         // What it may do.
         for check in ["register own type", "advertise own", "get own", "list", "search", "list types", "list scenes",
-                      "open own scene", "own scene storage"] {
+                      "open own scene", "own scene storage", "status properties"] {
             #expect(outcome(check) == "ok", "\(check): \(outcome(check))")
         }
         let ownAdvertised = try #require(results["own_id"] as? String)
@@ -96,7 +103,7 @@ struct SandboxTests {
             ("delete all of another app", "AccessDenied"), ("close another app's scene", "NotFound"),
             ("open a scene for another app", "AccessDenied"), ("restore another app's scenes", "AccessDenied"),
             ("export", "AccessDenied"), ("pause", "AccessDenied"), ("forget another app", "AccessDenied"),
-            ("sync devices", "AccessDenied"),
+            ("sync devices", "AccessDenied"), ("privacy properties", "AccessDenied"), ("sync properties", "AccessDenied"),
         ]
         for (check, error) in refused {
             #expect(outcome(check) == Self.error + error, "\(check): \(outcome(check))")
@@ -114,5 +121,69 @@ struct SandboxTests {
         #expect(listed == 3, "the host lists both apps' activities")
         #expect(try await world.call(Self.activities, "Get", [.string(theirs)]).first != nil)
         _ = try await world.call("org.baton.Handoff1.Scene", "Get", [.string("secret")], path: theirScene)
+    }
+
+    /// Two sandboxed apps side by side, each with a match rule for every signal of batond,
+    /// while the host advertises, updates, continues and invalidates each app's activity and
+    /// opens, writes and closes a scene of each: each app hears all of its own and nothing of
+    /// the other's, nor the user's privacy settings.
+    @Test func twoSandboxedAppsHearOnlyTheirOwnSignals() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let apps = [Self.own, Self.other]
+        for app in apps {
+            _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+                .string(app + ".note"), .string(app), .stringMap(["title": "Note"]),
+            ])
+        }
+        let shared = try TemporaryDirectory.make(prefix: "baton-listen")
+        defer { try? FileManager.default.removeItem(at: shared) }
+        // Each signal it heard as one line: member, path, arguments.
+        let listeners = apps.map { app in
+            Task { () throws -> (heard: [String], timedOut: Bool) in
+                let result = try await runSandboxed(world, as: app, "listen", shared.appendingPathComponent(app).path, sharing: shared)
+                let heard = (result["heard"] as? [[String: Any]] ?? []).map { signal in
+                    ([signal["member"] as? String ?? "", signal["path"] as? String ?? ""] + (signal["arguments"] as? [String] ?? []))
+                        .joined(separator: " ")
+                }
+                return (heard, result["timed_out"] as? Bool ?? true)
+            }
+        }
+        try await eventually("both sandboxed apps listen") {
+            apps.allSatisfy { FileManager.default.fileExists(atPath: shared.appendingPathComponent($0).path) }
+        }
+
+        // What the signals of each app's things carry: its activity's id and title, its scene's path.
+        var carried: [String: (activity: String, title: String, scene: String)] = [:]
+        for app in apps {
+            let title = "secret of \(app)"
+            let id = try await advertise(world, app + ".note", title, ["eligible_for_search": "true"])
+            _ = try await world.call(Self.activities, "Update", [.string(id), .string(#"{"id":"y"}"#), .stringMap([:])])
+            let scene = try await openScene(world, for: app)
+            _ = try await world.call("org.baton.Handoff1.Scene", "Set", [.string("key"), .variant(.string("value"))], path: scene)
+            let continued = try #require(try await world.call(Self.activities, "Continue", [.string(id), .stringMap(["wait": "false"])])
+                .first?.objectPathValue)
+            _ = try await world.call(Self.activities, "Invalidate", [.string(id)])
+            _ = try await world.call("org.baton.Handoff1.Scenes", "CloseScene", [.objectPath(scene)])
+            carried[app] = (id, title, scene.text)
+            #expect(continued != scene)
+        }
+        _ = try await world.call("org.baton.Handoff1.Privacy", "BlockApp", [.string("org.example.Third")])
+        for app in apps { _ = try await advertise(world, app + ".note", "end of test", [:]) }
+
+        for (app, listener) in zip(apps, listeners) {
+            let (heard, timedOut) = try await listener.value
+            #expect(!timedOut, "\(app) heard its own \"end of test\"")
+            let mine = try #require(carried[app])
+            for (member, needle) in [("Advertised", mine.title), ("Updated", mine.activity), ("Continued", mine.activity),
+                                     ("Invalidated", mine.activity), ("InterfacesAdded", mine.scene),
+                                     ("StorageChanged", mine.scene), ("InterfacesRemoved", mine.scene)] {
+                #expect(heard.contains { $0.hasPrefix(member + " ") && $0.contains(needle) }, "\(app) hears \(member) of its own: \(heard)")
+            }
+            let theirs = try #require(carried[apps.first { $0 != app } ?? ""])
+            for needle in [theirs.activity, theirs.title, theirs.scene, "org.baton.Handoff1.Privacy", "org.example.Third"] {
+                #expect(!heard.contains { $0.contains(needle) }, "\(app) hears nothing of \(needle): \(heard)")
+            }
+        }
     }
 }

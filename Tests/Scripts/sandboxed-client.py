@@ -1,23 +1,76 @@
 #!/usr/bin/python3
 """A sandboxed app's calls to batond, run inside bubblewrap by SandboxTests.
 
-Usage: sandboxed-client.py OWN_APP OTHERS_JSON
-OWN_APP is the app id the sandbox's /.flatpak-info names; OTHERS_JSON holds what another
-app has in batond (its app id, type, an activity id, a persistent id, a scene path) and
-this app's own (own_activity, own_scene). Prints one JSON object: each check's name with
-"ok" (the call succeeded) or the D-Bus error name it got, and what the calls that succeed
-returned where the test needs it. Never stops at a failed call. (What signals reach it is
-not checked yet: issue #34.)
+Usage: sandboxed-client.py checks OWN_APP GIVEN_JSON
+       sandboxed-client.py listen OWN_APP READY_FILE
+
+OWN_APP is the app id the sandbox's /.flatpak-info names. Either way the app reaches the bus
+through xdg-dbus-proxy, started here as Flatpak starts it for an app whose manifest has
+--talk-name=org.baton.Handoff1 (in the sandbox, so batond finds the proxy's /.flatpak-info).
+
+checks: GIVEN_JSON holds what another app has in batond (its app id, type, an activity id, a
+persistent id, a scene path) and this app's own (own_activity, own_scene). Prints one JSON
+object: each check's name with "ok" (the call succeeded) or the D-Bus error name it got, and
+what the calls that succeed returned where the test needs it. Never stops at a failed call.
+
+listen: adds a match rule for every signal of batond, creates READY_FILE, and prints as JSON
+every signal it hears (member, path, arguments) until batond announces an activity of its own
+app titled "end of test", or 20 seconds pass ("timed_out": true).
 """
 import json
+import os
+import subprocess
 import sys
 
 import dbus
+import dbus.mainloop.glib
+from gi.repository import GLib
 
-own, given = sys.argv[1], json.loads(sys.argv[2])
+NAME = "org.baton.Handoff1"
+mode, own = sys.argv[1], sys.argv[2]
+
+
+def connect_through_proxy():
+    ready, told = os.pipe()
+    subprocess.Popen(["xdg-dbus-proxy", os.environ["DBUS_SESSION_BUS_ADDRESS"], "/tmp/bus", "--filter",
+                      "--talk=" + NAME, "--own=" + own, "--fd=%d" % told], pass_fds=[told])
+    os.close(told)
+    # It writes one byte once it listens, and stops when this process (holding `ready`) ends.
+    if os.read(ready, 1) != b"x":
+        sys.exit("xdg-dbus-proxy did not start")
+    return dbus.bus.BusConnection("unix:path=/tmp/bus")
+
+
+def listen():
+    dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+    bus = connect_through_proxy()
+    batond = bus.get_name_owner(NAME)
+    heard, loop = [], GLib.MainLoop()
+
+    def on_message(connection, message):
+        if message.get_type() == 4 and message.get_sender() == batond:  # a signal of batond's, broadcast or to us
+            arguments = [str(argument) for argument in message.get_args_list()]
+            heard.append({"member": message.get_member(), "path": message.get_path() or "", "arguments": arguments})
+            if message.get_member() == "Advertised" and "end of test" in arguments:
+                loop.quit()
+    bus.add_message_filter(on_message)
+    bus.add_match_string("type='signal',sender='%s'" % NAME)
+    with open(sys.argv[3], "w"):
+        pass
+    timed_out = []
+    GLib.timeout_add_seconds(20, lambda: timed_out.append(True) or loop.quit())
+    loop.run()
+    print(json.dumps({"heard": heard, "timed_out": bool(timed_out)}))
+
+
+if mode == "listen":
+    listen()
+    sys.exit(0)
+
+given = json.loads(sys.argv[3])
 other_app, other_type = given["app"], given["type"]
-bus = dbus.SessionBus()
-root = bus.get_object("org.baton.Handoff1", "/org/baton/Handoff1")
+bus = connect_through_proxy()
+root = bus.get_object(NAME, "/org/baton/Handoff1")
 
 
 def interface(name):
@@ -81,5 +134,9 @@ check("export", lambda: archive.Export({}))
 check("pause", lambda: privacy.Pause(dbus.UInt64(0)))
 check("forget another app", lambda: privacy.ForgetApp(other_app))
 check("sync devices", lambda: sync.Devices())
+properties = dbus.Interface(root, "org.freedesktop.DBus.Properties")
+check("privacy properties", lambda: properties.GetAll("org.baton.Handoff1.Privacy"))
+check("sync properties", lambda: properties.Get("org.baton.Handoff1.Sync", "DeviceName"))
+check("status properties", lambda: properties.GetAll("org.baton.Handoff1.Status"))
 
 print(json.dumps(results))
