@@ -18,14 +18,22 @@ extension HandoffService {
         let type = try ActivityType.registration(
             type: try call.argument(0), appID: try call.argument(1), options: try call.argument(2), limits: limits)
         try Self.checkHandlerAddress(type)
-        if let app = call.confinedApp, type.appID != app || !type.type.hasPrefix(app + ".") {
-            throw BatonError.accessDenied("the sandboxed app \(app) registers types only for itself, named inside its id (like \(app).note)")
+        if let app = call.confinedApp {
+            guard type.appID == app, type.type.hasPrefix(app + ".") else {
+                throw BatonError.accessDenied("the sandboxed app \(app) registers types only for itself, named inside its id (like \(app).note)")
+            }
+            // The bus would start whatever service batond calls: a sandboxed app names only its own.
+            if let handler = type.handler, handler != app, !handler.hasPrefix(app + ".") {
+                throw BatonError.accessDenied("the sandboxed app \(app) names only itself as handler (\(app), or a name inside it)")
+            }
         }
         let replace = try (try call.argument(2) as [String: String])["replace"].map { text throws(BatonError) in
             try Validate.boolean(text, option: "replace")
         } ?? false
         try await store.writing { store in
             if let registered = try store.activityType(type.type), registered.appID != type.appID, !replace || call.confinedApp != nil {
+                // A sandboxed app is not told which other app it is.
+                guard call.confinedApp == nil else { throw BatonError.accessDenied("\(type.type) is registered to another app") }
                 throw BatonError.accessDenied("""
                     \(type.type) is registered to \(registered.appID); to give it to \(type.appID), register it with the option replace=true
                     """)

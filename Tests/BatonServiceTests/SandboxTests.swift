@@ -21,23 +21,33 @@ struct SandboxTests {
         _ world: BatonWorld, as app: String, _ mode: String, _ argument: String, sharing shared: URL? = nil
     ) async throws -> [String: Any] {
         let bwrap = try Executables.require("bwrap", package: "bubblewrap")
-        _ = try Executables.require("xdg-dbus-proxy", package: "xdg-dbus-proxy")
         let directory = try TemporaryDirectory.make(prefix: "baton-sandbox")
         defer { try? FileManager.default.removeItem(at: directory) }
+        let arguments = try sandboxArguments(world, as: app, mode, argument, sharing: shared, in: directory)
+        let result = try await world.run(bwrap, arguments)
+        try #require(result.status == 0, "\(result)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result)")
+    }
+
+    /// bwrap's arguments for the client script in a sandbox of `app` (its `/.flatpak-info`
+    /// written into `directory`), `shared` bound at the same path inside.
+    func sandboxArguments(
+        _ world: BatonWorld, as app: String, _ mode: String, _ argument: String, sharing shared: URL?, in directory: URL
+    ) throws -> [String] {
+        _ = try Executables.require("xdg-dbus-proxy", package: "xdg-dbus-proxy")
         let info = directory.appendingPathComponent("flatpak-info")
         try "[Application]\nname=\(app)\nruntime=runtime/org.freedesktop.Platform/x86_64/23.08\n".write(to: info, atomically: true, encoding: .utf8)
         let script = Repository.root.appendingPathComponent("Tests/Scripts/sandboxed-client.py").path
         let bus = world.bus.directory.path
-        let arguments = [
+        return [
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
             "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
             "--ro-bind", info.path, "/.flatpak-info", "--bind", bus, bus, "--ro-bind", script, "/client.py",
         ] + (shared.map { ["--bind", $0.path, $0.path] } ?? []) + [
-            "--unshare-pid", "--die-with-parent", "--", "/usr/bin/python3", "/client.py", mode, app, argument,
-        ]
-        let result = try await world.run(bwrap, arguments)
-        try #require(result.status == 0, "\(result)")
-        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result)")
+            // The bus starts a service through a helper process that ends once the service has
+            // its name: the app started for `handle` must outlive it, as an app flatpak runs does.
+            "--unshare-pid",
+        ] + (mode == "handle" ? [] : ["--die-with-parent"]) + ["--", "/usr/bin/python3", "/client.py", mode, app, argument]
     }
 
     func advertise(_ world: BatonWorld, _ type: String, _ title: String, _ options: [String: String]) async throws -> String {
@@ -59,6 +69,10 @@ struct SandboxTests {
                 .string(app + ".note"), .string(app), .stringMap(["title": "Note"]),
             ])
         }
+        // A type inside the sandboxed app's namespace that the user gave the other app.
+        _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+            .string(Self.own + ".borrowed"), .string(Self.other), .stringMap([:]),
+        ])
         let theirs = try await advertise(world, Self.other + ".note", "shared theirs", [
             "eligible_for_search": "true", "persistent_id": "p-theirs", "keywords": "shared",
         ])
@@ -75,7 +89,7 @@ struct SandboxTests {
 
         let given = [
             "app": Self.other, "type": Self.other + ".note", "activity": theirs, "persistent_id": "p-theirs",
-            "scene": theirScene.text, "own_activity": mine, "own_scene": myScene.text,
+            "scene": theirScene.text, "own_activity": mine, "own_scene": myScene.text, "borrowed_type": Self.own + ".borrowed",
         ]
         let results = try await runSandboxed(
             world, as: Self.own, "checks", String(decoding: try JSONSerialization.data(withJSONObject: given), as: UTF8.self))
@@ -97,7 +111,8 @@ struct SandboxTests {
         // What it may not: the other app's things do not exist for it; the whole store is the user's.
         let refused: [(String, String)] = [
             ("register for another app", "AccessDenied"), ("register outside its namespace", "AccessDenied"),
-            ("take another app's type", "AccessDenied"), ("unregister another app's type", "UnknownActivityType"),
+            ("take another app's type", "AccessDenied"), ("take a type of its namespace that is another app's", "AccessDenied"),
+            ("name another app as handler", "AccessDenied"), ("unregister another app's type", "UnknownActivityType"),
             ("advertise under another app's type", "UnknownActivityType"), ("get another app's", "NotFound"),
             ("update another app's", "NotFound"), ("continue another app's", "NotFound"), ("invalidate another app's", "NotFound"),
             ("delete all of another app", "AccessDenied"), ("close another app's scene", "NotFound"),
@@ -112,6 +127,8 @@ struct SandboxTests {
             #expect(outcome(check) == DBusError.Name.unknownObject, "\(check): \(outcome(check))")
         }
         #expect(results["explained"] as? String == "unknown", "Explain does not say the other app's activity exists")
+        let borrowed = (results["messages"] as? [String: String])?["take a type of its namespace that is another app's"]
+        #expect(borrowed?.contains(Self.other) == false, "the refusal does not say whose the type is: \(borrowed ?? "none")")
         #expect(results["listed other"] as? Int == 0 && results["history other"] as? Int == 0)
         #expect(outcome("delete another app's saved") == "ok", "DeleteSaved of another app's persistent id deletes nothing of it")
 
@@ -185,5 +202,32 @@ struct SandboxTests {
                 #expect(!heard.contains { $0.contains(needle) }, "\(app) hears nothing of \(needle): \(heard)")
             }
         }
+    }
+
+    /// Continuing into a sandboxed app from the host: the bus starts the app through the
+    /// `.service` file its sandbox exports (as Flatpak exports one for an app that owns its
+    /// id on the bus), the app answers from inside the sandbox, and the scene holds its answer.
+    @Test func theHostContinuesIntoASandboxedAppTheBusStarts() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let advertised = try await runSandboxed(world, as: Self.own, "advertise", "Chapter 9")
+        let id = try #require(advertised["id"] as? String)
+
+        // The exported service: the bus runs the app in its sandbox, as `flatpak run` does.
+        let shared = try TemporaryDirectory.make(prefix: "baton-activated")
+        defer { try? FileManager.default.removeItem(at: shared) }
+        let log = shared.appendingPathComponent("continued").path
+        let launcher = shared.appendingPathComponent("run-sandboxed.sh")
+        let arguments = try sandboxArguments(world, as: Self.own, "handle", log, sharing: shared, in: shared)
+        try ("exec " + ([try Executables.require("bwrap", package: "bubblewrap")] + arguments).map { "'\($0)'" }.joined(separator: " ") + "\n")
+            .write(to: launcher, atomically: true, encoding: .utf8)
+        try world.bus.installService(name: Self.own, exec: "/bin/sh \(launcher.path)")
+
+        let continued = try await world.baton(["continue", id])
+        #expect(continued.status == 0, "\(continued)")
+        #expect(try String(contentsOfFile: log, encoding: .utf8) == id + "\n", "the sandboxed app's handler was asked once")
+        let scene = try ObjectPath(validating: continued.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let storage = try await world.call("org.baton.Handoff1.Scene", "Get", [.string("continued_in")], path: scene)
+        #expect(storage.first?.unwrapped == .string("sandbox of \(Self.own)"))
     }
 }

@@ -3,6 +3,8 @@
 
 Usage: sandboxed-client.py checks OWN_APP GIVEN_JSON
        sandboxed-client.py listen OWN_APP READY_FILE
+       sandboxed-client.py advertise OWN_APP TITLE
+       sandboxed-client.py handle OWN_APP LOG_FILE
 
 OWN_APP is the app id the sandbox's /.flatpak-info names. Either way the app reaches the bus
 through xdg-dbus-proxy, started here as Flatpak starts it for an app whose manifest has
@@ -16,6 +18,13 @@ what the calls that succeed returned where the test needs it. Never stops at a f
 listen: adds a match rule for every signal of batond, creates READY_FILE, and prints as JSON
 every signal it hears (member, path, arguments) until batond announces an activity of its own
 app titled "end of test", or 20 seconds pass ("timed_out": true).
+
+advertise: registers OWN_APP.handled with OWN_APP as its handler and advertises one activity
+of it titled TITLE; prints {"id": ...}.
+
+handle: the app as the bus starts it to continue an activity: owns OWN_APP, answers
+Handler.ContinueActivity with storage {"continued_in": "sandbox of OWN_APP"}, appends the
+activity's id to LOG_FILE, and ends a second after its last call (at most 20 seconds).
 """
 import json
 import os
@@ -24,6 +33,7 @@ import sys
 
 import dbus
 import dbus.mainloop.glib
+import dbus.service
 from gi.repository import GLib
 
 NAME = "org.baton.Handoff1"
@@ -32,7 +42,9 @@ mode, own = sys.argv[1], sys.argv[2]
 
 def connect_through_proxy():
     ready, told = os.pipe()
-    subprocess.Popen(["xdg-dbus-proxy", os.environ["DBUS_SESSION_BUS_ADDRESS"], "/tmp/bus", "--filter",
+    # Started by the bus (handle), the app is told the bus's address as DBUS_STARTER_ADDRESS.
+    address = os.environ.get("DBUS_STARTER_ADDRESS") or os.environ["DBUS_SESSION_BUS_ADDRESS"]
+    subprocess.Popen(["xdg-dbus-proxy", address, "/tmp/bus", "--filter",
                       "--talk=" + NAME, "--own=" + own, "--fd=%d" % told], pass_fds=[told])
     os.close(told)
     # It writes one byte once it listens, and stops when this process (holding `ready`) ends.
@@ -63,8 +75,35 @@ def listen():
     print(json.dumps({"heard": heard, "timed_out": bool(timed_out)}))
 
 
-if mode == "listen":
-    listen()
+def handle():
+    dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+    bus = connect_through_proxy()
+
+    class Handler(dbus.service.Object):
+        @dbus.service.method(NAME + ".Handler", in_signature="oa{sv}", out_signature="a{sv}")
+        def ContinueActivity(self, scene, activity):
+            with open(sys.argv[3], "a") as log:
+                log.write(str(activity["id"]) + "\n")
+            GLib.timeout_add_seconds(1, loop.quit)
+            return dbus.Dictionary({"continued_in": dbus.String("sandbox of " + own, variant_level=1)}, signature="sv")
+
+    loop = GLib.MainLoop()
+    keep = (Handler(bus, "/"), dbus.service.BusName(own, bus))
+    GLib.timeout_add_seconds(20, loop.quit)
+    loop.run()
+    return keep
+
+
+def advertise():
+    bus = connect_through_proxy()
+    root = bus.get_object(NAME, "/org/baton/Handoff1")
+    dbus.Interface(root, NAME + ".Registry").RegisterActivityType(own + ".handled", own, {"title": "Handled", "handler": own})
+    id = dbus.Interface(root, NAME + ".Activities").Advertise(own + ".handled", sys.argv[3], '{"id":"h"}', {})
+    print(json.dumps({"id": str(id)}))
+
+
+if mode != "checks":
+    {"listen": listen, "handle": handle, "advertise": advertise}[mode]()
     sys.exit(0)
 
 given = json.loads(sys.argv[3])
@@ -79,7 +118,7 @@ def interface(name):
 
 registry, activities, scenes, archive = (interface(n) for n in ("Registry", "Activities", "Scenes", "Archive"))
 privacy, sync = interface("Privacy"), interface("Sync")
-results = {}
+results = {"messages": {}}
 
 
 def check(name, call):
@@ -89,6 +128,7 @@ def check(name, call):
         return value
     except dbus.exceptions.DBusException as error:
         results[name] = error.get_dbus_name()
+        results["messages"][name] = error.get_dbus_message()
         return None
 
 
@@ -109,6 +149,9 @@ check("own scene storage", lambda: dbus.Interface(bus.get_object("org.baton.Hand
 check("register for another app", lambda: registry.RegisterActivityType(own + ".stolen", other_app, {}))
 check("register outside its namespace", lambda: registry.RegisterActivityType("com.example.elsewhere.note", own, {}))
 check("take another app's type", lambda: registry.RegisterActivityType(other_type, own, {"replace": "true"}))
+check("take a type of its namespace that is another app's",
+      lambda: registry.RegisterActivityType(given["borrowed_type"], own, {"replace": "true"}))
+check("name another app as handler", lambda: registry.RegisterActivityType(own + ".relay", own, {"handler": other_app}))
 check("unregister another app's type", lambda: registry.UnregisterActivityType(other_type))
 check("advertise under another app's type", lambda: activities.Advertise(other_type, "Forged", '{"id":"f"}', {}))
 check("get another app's", lambda: activities.Get(given["activity"]))
