@@ -5,50 +5,15 @@ import Testing
 import TestSupport
 
 /// Sandboxed apps see and change only their own: a python3-dbus client inside bubblewrap,
-/// its root holding a `/.flatpak-info` as Flatpak's does, against the real batond on a
-/// private bus (Tests/Scripts/sandboxed-client.py makes the calls, one per rule).
+/// its root holding a `/.flatpak-info` and its bus reached through xdg-dbus-proxy as Flatpak
+/// runs an app, against the real batond on a private bus (`BatonWorld.runSandboxed`;
+/// Tests/Scripts/sandboxed-client.py makes the calls, one per rule).
 @Suite(.serialized)
 struct SandboxTests {
     static let own = "org.example.Sandboxed"
     static let other = "org.example.Other"
     static let activities = "org.baton.Handoff1.Activities"
     static let error = "org.baton.Handoff1.Error."
-
-    /// Runs the client script (`mode` checks or listen) in a sandbox whose `/.flatpak-info`
-    /// names `app`, behind xdg-dbus-proxy as Flatpak runs an app; `shared`, if given, is
-    /// bound at the same path inside. Returns the JSON object it printed.
-    func runSandboxed(
-        _ world: BatonWorld, as app: String, _ mode: String, _ argument: String, sharing shared: URL? = nil
-    ) async throws -> [String: Any] {
-        let bwrap = try Executables.require("bwrap", package: "bubblewrap")
-        let directory = try TemporaryDirectory.make(prefix: "baton-sandbox")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let arguments = try sandboxArguments(world, as: app, mode, argument, sharing: shared, in: directory)
-        let result = try await world.run(bwrap, arguments)
-        try #require(result.status == 0, "\(result)")
-        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result)")
-    }
-
-    /// bwrap's arguments for the client script in a sandbox of `app` (its `/.flatpak-info`
-    /// written into `directory`), `shared` bound at the same path inside.
-    func sandboxArguments(
-        _ world: BatonWorld, as app: String, _ mode: String, _ argument: String, sharing shared: URL?, in directory: URL
-    ) throws -> [String] {
-        _ = try Executables.require("xdg-dbus-proxy", package: "xdg-dbus-proxy")
-        let info = directory.appendingPathComponent("flatpak-info")
-        try "[Application]\nname=\(app)\nruntime=runtime/org.freedesktop.Platform/x86_64/23.08\n".write(to: info, atomically: true, encoding: .utf8)
-        let script = Repository.root.appendingPathComponent("Tests/Scripts/sandboxed-client.py").path
-        let bus = world.bus.directory.path
-        return [
-            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-            "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--ro-bind", info.path, "/.flatpak-info", "--bind", bus, bus, "--ro-bind", script, "/client.py",
-        ] + (shared.map { ["--bind", $0.path, $0.path] } ?? []) + [
-            // The bus starts a service through a helper process that ends once the service has
-            // its name: the app started for `handle` must outlive it, as an app flatpak runs does.
-            "--unshare-pid",
-        ] + (mode == "handle" ? [] : ["--die-with-parent"]) + ["--", "/usr/bin/python3", "/client.py", mode, app, argument]
-    }
 
     func advertise(_ world: BatonWorld, _ type: String, _ title: String, _ options: [String: String]) async throws -> String {
         try #require(try await world.call(Self.activities, "Advertise", [
@@ -91,8 +56,8 @@ struct SandboxTests {
             "app": Self.other, "type": Self.other + ".note", "activity": theirs, "persistent_id": "p-theirs",
             "scene": theirScene.text, "own_activity": mine, "own_scene": myScene.text, "borrowed_type": Self.own + ".borrowed",
         ]
-        let results = try await runSandboxed(
-            world, as: Self.own, "checks", String(decoding: try JSONSerialization.data(withJSONObject: given), as: UTF8.self))
+        let results = try await world.runSandboxed(
+            as: Self.own, "checks", String(decoding: try JSONSerialization.data(withJSONObject: given), as: UTF8.self))
         func outcome(_ check: String) -> String { results[check] as? String ?? "missing" }
 
         // What it may do.
@@ -158,7 +123,7 @@ struct SandboxTests {
         // Each signal it heard as one line: member, path, arguments.
         let listeners = apps.map { app in
             Task { () throws -> (heard: [String], timedOut: Bool) in
-                let result = try await runSandboxed(world, as: app, "listen", shared.appendingPathComponent(app).path, sharing: shared)
+                let result = try await world.runSandboxed(as: app, "listen", shared.appendingPathComponent(app).path, sharing: shared)
                 let heard = (result["heard"] as? [[String: Any]] ?? []).map { signal in
                     ([signal["member"] as? String ?? "", signal["path"] as? String ?? ""] + (signal["arguments"] as? [String] ?? []))
                         .joined(separator: " ")
@@ -210,7 +175,7 @@ struct SandboxTests {
     @Test func theHostContinuesIntoASandboxedAppTheBusStarts() async throws {
         let world = try await BatonWorld.started()
         defer { world.close() }
-        let advertised = try await runSandboxed(world, as: Self.own, "advertise", "Chapter 9")
+        let advertised = try await world.runSandboxed(as: Self.own, "advertise", "Chapter 9")
         let id = try #require(advertised["id"] as? String)
 
         // The exported service: the bus runs the app in its sandbox, as `flatpak run` does.
@@ -218,7 +183,7 @@ struct SandboxTests {
         defer { try? FileManager.default.removeItem(at: shared) }
         let log = shared.appendingPathComponent("continued").path
         let launcher = shared.appendingPathComponent("run-sandboxed.sh")
-        let arguments = try sandboxArguments(world, as: Self.own, "handle", log, sharing: shared, in: shared)
+        let arguments = try world.sandboxArguments(as: Self.own, "handle", log, sharing: shared, in: shared)
         try ("exec " + ([try Executables.require("bwrap", package: "bubblewrap")] + arguments).map { "'\($0)'" }.joined(separator: " ") + "\n")
             .write(to: launcher, atomically: true, encoding: .utf8)
         try world.bus.installService(name: Self.own, exec: "/bin/sh \(launcher.path)")

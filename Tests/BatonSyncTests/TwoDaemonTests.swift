@@ -197,3 +197,40 @@ extension TwoDaemonTests {
         await watcher.stop()
     }
 }
+
+/// Sandboxed apps and sync: what a sandboxed app advertises on one machine keeps its app on
+/// the other, where only that app's sandbox (and host clients) sees or continues it.
+@Suite(.serialized) struct SandboxedSyncTests {
+    static let app = "org.example.Sandboxed"
+    static let otherApp = "org.example.Other"
+
+    @Test func aSandboxedAppsActivityReachesOnlyThatAppOnTheOtherMachine() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+        let initialized = try await desktop.baton(["sync", "init", try await setup.addDevice(user: "ana").url, "--name", "desktop", "--json"])
+        let words = try #require(initialized.stdout.split(separator: "\"").dropFirst(3).first.map(String.init), "\(initialized)")
+        let joined = try await laptop.baton(["sync", "join", try await setup.addDevice(user: "ana").url, "--name", "laptop"], stdin: words + "\n")
+        #expect(joined.status == 0, "\(joined)")
+
+        // Advertised from inside the app's sandbox on the desktop.
+        let id = try #require(try await desktop.runSandboxed(as: Self.app, "advertise", "Chapter 9")["id"] as? String)
+        try await eventually("the laptop has it") {
+            (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+        }
+        let record = try #require(try await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)]).first?.stringKeyedValue)
+        #expect(record["app_id"]?.unwrapped == .string(Self.app), "the record keeps the app that advertised it")
+
+        // On the laptop: the same app's sandbox sees it and continues it; another app's does not know it exists.
+        let same = try await laptop.runSandboxed(as: Self.app, "look", id)
+        #expect(same["listed"] as? [String] == [id] && same["searched"] as? [String] == [id], "\(same)")
+        #expect(same["get"] as? String == "ok" && same["continue"] as? String == "ok", "\(same)")
+        let other = try await laptop.runSandboxed(as: Self.otherApp, "look", id)
+        #expect(other["listed"] as? [String] == [] && other["searched"] as? [String] == [], "\(other)")
+        let notFound = "org.baton.Handoff1.Error.NotFound"
+        #expect(other["get"] as? String == notFound && other["continue"] as? String == notFound, "\(other)")
+        #expect(other["explained"] as? String == "unknown", "\(other)")
+    }
+}

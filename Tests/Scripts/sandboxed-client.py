@@ -5,6 +5,7 @@ Usage: sandboxed-client.py checks OWN_APP GIVEN_JSON
        sandboxed-client.py listen OWN_APP READY_FILE
        sandboxed-client.py advertise OWN_APP TITLE
        sandboxed-client.py handle OWN_APP LOG_FILE
+       sandboxed-client.py look OWN_APP ACTIVITY_ID
 
 OWN_APP is the app id the sandbox's /.flatpak-info names. Either way the app reaches the bus
 through xdg-dbus-proxy, started here as Flatpak starts it for an app whose manifest has
@@ -20,11 +21,16 @@ every signal it hears (member, path, arguments) until batond announces an activi
 app titled "end of test", or 20 seconds pass ("timed_out": true).
 
 advertise: registers OWN_APP.handled with OWN_APP as its handler and advertises one activity
-of it titled TITLE; prints {"id": ...}.
+of it titled TITLE, eligible for search; prints {"id": ...}.
 
 handle: the app as the bus starts it to continue an activity: owns OWN_APP, answers
 Handler.ContinueActivity with storage {"continued_in": "sandbox of OWN_APP"}, appends the
 activity's id to LOG_FILE, and ends a second after its last call (at most 20 seconds).
+
+look: registers OWN_APP.handled as advertise does (as the app does wherever it runs), then
+prints what the app can learn of and do with ACTIVITY_ID: {"listed": the ids List gives,
+"searched": the ids Search("Chapter") gives, "get"/"continue": "ok" or the error name,
+"explained": the state Explain gives}.
 """
 import json
 import os
@@ -94,16 +100,42 @@ def handle():
     return keep
 
 
+def register(root):
+    dbus.Interface(root, NAME + ".Registry").RegisterActivityType(own + ".handled", own, {"title": "Handled", "handler": own})
+
+
 def advertise():
     bus = connect_through_proxy()
     root = bus.get_object(NAME, "/org/baton/Handoff1")
-    dbus.Interface(root, NAME + ".Registry").RegisterActivityType(own + ".handled", own, {"title": "Handled", "handler": own})
-    id = dbus.Interface(root, NAME + ".Activities").Advertise(own + ".handled", sys.argv[3], '{"id":"h"}', {})
+    register(root)
+    id = dbus.Interface(root, NAME + ".Activities").Advertise(own + ".handled", sys.argv[3], '{"id":"h"}', {"eligible_for_search": "true"})
     print(json.dumps({"id": str(id)}))
 
 
+def look():
+    bus = connect_through_proxy()
+    root = bus.get_object(NAME, "/org/baton/Handoff1")
+    register(root)
+    activities = dbus.Interface(root, NAME + ".Activities")
+    id = sys.argv[3]
+
+    def outcome(call):
+        try:
+            call()
+            return "ok"
+        except dbus.exceptions.DBusException as error:
+            return error.get_dbus_name()
+    print(json.dumps({
+        "listed": sorted(str(a["id"]) for a in activities.List({})),
+        "searched": sorted(str(a["id"]) for a in activities.Search("Chapter", 50)),
+        "get": outcome(lambda: activities.Get(id)),
+        "continue": outcome(lambda: activities.Continue(id, {"wait": "false"})),
+        "explained": str(activities.Explain(id).get("state", "")),
+    }))
+
+
 if mode != "checks":
-    {"listen": listen, "handle": handle, "advertise": advertise}[mode]()
+    {"listen": listen, "handle": handle, "advertise": advertise, "look": look}[mode]()
     sys.exit(0)
 
 given = json.loads(sys.argv[3])
