@@ -131,8 +131,9 @@ import TestSupport
     }
 
     /// A device with the key that sends what no caller could (a payload that is not JSON, a
-    /// title over the limit, a kind from the future) has those records skipped; the rest of
-    /// its log still applies.
+    /// title over the limit, a page that is not http(s), an app id that is not one, a kind from
+    /// the future) has those records skipped — the one validation local writes get; the rest
+    /// of its log still applies.
     @Test func hostileRecordsAreSkippedAndTheLogGoesOn() async throws {
         let server = try await PostgresServer()
         defer { server.close() }
@@ -148,12 +149,14 @@ import TestSupport
         func hex(_ bytes: [UInt8]) -> String { "\\x" + bytes.map { String(format: "%02x", $0) }.joined() }
         let name = try Seal.seal(Array("rogue".utf8), key: key, context: Seal.nameContext(user: "ana", device: "rogue"))
         try await rogue.run("INSERT INTO baton.device (user_name, device_id, public_key, sealed_name) VALUES ('ana', 'rogue', '\\x00', '\(hex(name))')")
-        func activity(_ title: String, payload: String) -> String {
-            #"{"v":1,"kind":"activity","activity":{"id":"\#(Identifier.make())","type":"org.example.t","appID":"org.example","title":"\#(title)","payload":\#(StrictJSON.quote(payload)),"keywords":[],"eligibleForHandoff":true,"eligibleForSearch":false,"createdAt":1,"updatedAt":1}}"#
+        func activity(_ title: String, payload: String, app: String = "org.example", extra: String = "") -> String {
+            #"{"v":1,"kind":"activity","activity":{"id":"\#(Identifier.make())","type":"org.example.t","appID":"\#(app)","title":"\#(title)","payload":\#(StrictJSON.quote(payload)),"keywords":[],"eligibleForHandoff":true,"eligibleForSearch":false,"createdAt":1,"updatedAt":1\#(extra)}}"#
         }
         let bodies = [
             activity("Not JSON", payload: "{nope"),
             activity(String(repeating: "x", count: 2000), payload: "{}"),
+            activity("Script page", payload: "{}", extra: #","webpageURL":"javascript:alert(1)""#),
+            activity("No app", payload: "{}", app: "not an app id"),
             #"{"v":2,"kind":"hologram","id":"x"}"#,
             "not even JSON",
             activity("Fine", payload: #"{"ok":true}"#),
@@ -165,7 +168,7 @@ import TestSupport
         }
         try await rogue.run("NOTIFY \(SyncEngine.channel(user: "ana"))")
         try await eventually("the laptop read the rogue log to its end", timeout: .seconds(10)) {
-            try laptop.store.syncCursors()["rogue"] == 5
+            try laptop.store.syncCursors()["rogue"] == 7
         }
         #expect(try laptop.store.activities(.init(), now: 2).map(\.title) == ["Fine"])
         #expect(laptop.engine.state == .online)
