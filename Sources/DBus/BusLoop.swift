@@ -351,6 +351,22 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         return dbus_connection_send(connection, raw, nil) != 0
     }
 
+    /// Sends `message` to each of `destinations`, a copy addressed to each, expecting no reply.
+    /// Built once and copied by libdbus: building it again for each was most of the cost
+    /// (Benchmarks/README, "Signals addressed to each connection").
+    func send(_ message: Message, toEach destinations: [String]) throws(DBusError) {
+        guard !finished, !destinations.isEmpty else { return }
+        let raw = try message.makeRaw()
+        defer { dbus_message_unref(raw) }
+        for destination in destinations {
+            guard let copy = dbus_message_copy(raw) else { return }
+            defer { dbus_message_unref(copy) }
+            dbus_message_set_no_reply(copy, 1)
+            guard destination.withCString({ dbus_message_set_destination(copy, $0) }) != 0,
+                  dbus_connection_send(connection, copy, nil) != 0 else { return }
+        }
+    }
+
     func startCall(
         _ message: Message, timeout: Duration, cancellation: CallCancellation,
         continuation: CheckedContinuation<Message, any Error>

@@ -129,15 +129,11 @@ public final class Connection: Sendable {
         let audience = audience ?? registry.object(at: path)?.audience ?? .hosts
         let recipients = callers.withLock { callers in callers.compactMap { name, caller in audience.admits(caller) ? name : nil } }
         guard !recipients.isEmpty else { return }
-        let send: @Sendable () -> Void = { [loop] in
-            for name in recipients {
-                var copy = signal
-                copy.destination = name
-                copy.noReplyExpected = true
-                _ = loop.sendNow(copy)
-            }
+        if loop.isCurrentThread {
+            try loop.send(signal, toEach: recipients)
+        } else {
+            loop.submit { [loop] in try? loop.send(signal, toEach: recipients) }
         }
-        if loop.isCurrentThread { send() } else { loop.submit(send) }
     }
 
     /// Emits `org.freedesktop.DBus.Properties.PropertiesChanged` for `interface` at `path`,
