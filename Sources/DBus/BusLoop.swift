@@ -51,6 +51,8 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     private var refusal = DBusError.failed("too many calls in flight")
     /// Work to run once the calls received so far have been dispatched (`afterDispatch`).
     private var afterDispatch: [Job] = []
+    /// Told of each connection the bus announces, as the announcement is read (`Peers.appeared`).
+    var connectionAppeared: (@Sendable (String) -> Void)?
     private var stopping = false
     private var finished = false
 
@@ -540,6 +542,11 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
 
     private func deliverSignal(_ raw: OpaquePointer) {
         guard !subscriptions.isEmpty, let signal = try? Message(raw: raw, known: &headerStrings) else { return }
+        if let connectionAppeared, signal.sender == "org.freedesktop.DBus", signal.member == "NameOwnerChanged",
+           signal.body.count == 3, let name = signal.body[0].stringValue, name.hasPrefix(":"),
+           signal.body[1].stringValue == "", signal.body[2].stringValue == name {
+            connectionAppeared(name)
+        }
         for subscription in subscriptions.values where subscription.rule.matches(signal) {
             subscription.continuation.yield(signal)
         }

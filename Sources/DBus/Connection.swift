@@ -19,8 +19,8 @@ public final class Connection: Sendable {
     private let loop: BusLoop
     private let registry = ObjectRegistry()
     private let nextSubscriptionID = Atomic<UInt64>(1)
-    /// Callers identified so far, by unique name; each is forgotten when its name leaves the bus.
-    private let callers = Mutex<[String: Caller]>([:])
+    /// The other connections on the bus, identified while an access check is set.
+    private let peers = Peers()
     private let log: @Sendable (String) -> Void
     private let accessCheck = Mutex<AccessCheck?>(nil)
 
@@ -115,11 +115,9 @@ public final class Connection: Sendable {
     /// at `path` (see `export`'s `owner`); host clients only where no object is.
     ///
     /// Without an access check (`setAccessCheck`) the signal is broadcast to every match rule.
-    /// With one, it is never broadcast: each connection on the bus that `audience` admits
-    /// gets a copy addressed to it, so that no sandboxed app hears what is another app's
-    /// (xdg-dbus-proxy passes a talked-to name's broadcasts to every app behind it). Those
-    /// are the connections identified so far: one that connected a moment ago, before the
-    /// bus told us, may miss a signal it would have heard broadcast.
+    /// With one, it is broadcast only while no sandboxed app is on the bus; else each
+    /// connection that `audience` admits gets a copy addressed to it (`Peers`). Either way a
+    /// listener's match rules work as they always did.
     public func emit(
         path: ObjectPath, interface: String, member: String, _ body: [DBusValue] = [], to audience: Audience? = nil
     ) throws(DBusError) {
@@ -127,12 +125,18 @@ public final class Connection: Sendable {
         guard accessCheck.withLock({ $0 }) != nil else { return try send(signal) }
         try signal.validate()
         let audience = audience ?? registry.object(at: path)?.audience ?? .hosts
-        let recipients = callers.withLock { callers in callers.compactMap { name, caller in audience.admits(caller) ? name : nil } }
-        guard !recipients.isEmpty else { return }
+        // Decided on the bus thread as it sends: every announcement read by then counts.
+        let send: @Sendable () throws(DBusError) -> Void = { [loop, peers] () throws(DBusError) in
+            if let recipients = peers.recipients(for: audience) {
+                try loop.send(signal, toEach: recipients)
+            } else {
+                _ = try loop.send(signal)
+            }
+        }
         if loop.isCurrentThread {
-            try loop.send(signal, toEach: recipients)
+            try send()
         } else {
-            loop.submit { [loop] in try? loop.send(signal, toEach: recipients) }
+            loop.submit { try? send() }
         }
     }
 
@@ -270,42 +274,50 @@ public final class Connection: Sendable {
     /// (`SandboxIdentification`). Asked of the bus once per name, and remembered until the
     /// name leaves the bus (while an access check is set) — a unique name is never reused.
     public func caller(of sender: String, identification: SandboxIdentification = .init()) async throws -> Caller {
-        if let cached = callers.withLock({ $0[sender] }) { return cached }
+        if let cached = peers.caller(sender) { return cached }
         let reply = try await callBus("GetConnectionCredentials", [.string(sender)])
         guard let record = reply.first?.stringKeyedValue, let credentials = Credentials(record) else {
             throw DBusError.failed("the bus did not say which user \(sender) runs as")
         }
-        let caller = try identification.caller(credentials)
-        let remembered = callers.withLock { cache in
-            cache[sender] = caller
-            return cache.count
+        let caller: Caller
+        do {
+            caller = try identification.caller(credentials)
+        } catch {
+            peers.unidentifiable(sender)
+            throw error
         }
         // A name that left while it was being identified stays remembered: now and then, the
         // names no longer on the bus are dropped, so that they cannot pile up.
+        let remembered = peers.identified(sender, as: caller)
         if remembered > 1024 && remembered.isMultiple(of: 256) {
-            let present = Set(try await callBus("ListNames", []).first?.arrayValue?.compactMap(\.stringValue) ?? [])
-            callers.withLock { cache in cache = cache.filter { present.contains($0.key) } }
+            peers.keep(Set(try await callBus("ListNames", []).first?.arrayValue?.compactMap(\.stringValue) ?? []))
         }
         return caller
     }
 
-    /// Keeps `callers` to the connections on the bus, until this one closes: each is
-    /// identified as it connects (those already there, after this returns) and forgotten as it
-    /// leaves, so that signals reach listeners that never call (`emit`). One at a time, in the
-    /// bus's order: a name that leaves is never identified after it was forgotten.
+    /// Keeps `peers` to the connections on the bus, until this one closes: each is identified
+    /// as it connects (those already there, after this returns) and forgotten as it leaves,
+    /// so that signals reach listeners that never call (`emit`). One at a time, in the bus's
+    /// order: a name that leaves is never identified after it was forgotten.
     private func followConnections(identification: SandboxIdentification) async throws {
+        let appeared: @Sendable (String) -> Void = { [peers, uniqueName] name in
+            if name != uniqueName { peers.appeared(name) }
+        }
+        loop.submit { [loop] in loop.connectionAppeared = appeared }
         let changes = try await signals(matching: MatchRule(
             sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged"))
+        let present = try await callBus("ListNames", []).first?.arrayValue?.compactMap(\.stringValue).filter { $0.hasPrefix(":") } ?? []
+        for name in present { appeared(name) }
+        peers.sweptStart()
         Task(executorPreference: loop) { [weak self, uniqueName] in
-            let present = (try? await self?.callBus("ListNames", []))?.first?.arrayValue?.compactMap(\.stringValue) ?? []
-            for name in present where name.hasPrefix(":") && name != uniqueName {
+            for name in present where name != uniqueName {
                 _ = try? await self?.caller(of: name, identification: identification)
             }
             for await change in changes {
                 guard change.body.count == 3, let name = change.body[0].stringValue, name.hasPrefix(":"), name != uniqueName,
                       let newOwner = change.body[2].stringValue else { continue }
                 if newOwner.isEmpty {
-                    _ = self?.callers.withLock { $0.removeValue(forKey: name) }
+                    self?.peers.left(name)
                 } else {
                     _ = try? await self?.caller(of: name, identification: identification)
                 }
@@ -314,7 +326,7 @@ public final class Connection: Sendable {
     }
 
     /// How many callers are remembered now (for tests: each is forgotten as it leaves).
-    public var rememberedCallers: Int { callers.withLock { $0.count } }
+    public var rememberedCallers: Int { peers.count }
 
     private func callBus(_ member: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
         try await call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", member, arguments)
@@ -367,7 +379,7 @@ public final class Connection: Sendable {
     ///
     /// Each connection on the bus is identified once, as it connects, and remembered until
     /// its name leaves the bus, so the check itself is synchronous: it costs next to nothing
-    /// on every call. From then on, signals go to each connection its own copy (`emit`).
+    /// on every call. From then on, signals reach only those that may hear them (`emit`).
     public func setAccessCheck(
         identification: SandboxIdentification = .init(), _ check: @escaping @Sendable (MethodCall) throws -> Void
     ) async throws {

@@ -195,4 +195,35 @@ struct SandboxTests {
         let storage = try await world.call("org.baton.Handoff1.Scene", "Get", [.string("continued_in")], path: scene)
         #expect(storage.first?.unwrapped == .string("sandbox of \(Self.own)"))
     }
+
+    /// Signals are broadcast, as ever, while only host clients are on the bus; once a sandboxed
+    /// app has been on it, each is addressed to those that may hear it, also after it left.
+    @Test func signalsAreAddressedOnceASandboxedAppHasBeenOnTheBus() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let monitor = try await BusMonitor(bus: world.bus, rules: ["type='signal',member='Advertised'"])
+        defer { monitor.stop() }
+        _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+            .string(Self.other + ".note"), .string(Self.other), .stringMap([:]),
+        ])
+        func advertised(_ title: String) async throws -> String {
+            _ = try await advertise(world, Self.other + ".note", title, [:])
+            let seen: @Sendable () -> String? = {
+                monitor.text.components(separatedBy: "\nsignal ").first { $0.contains("member=Advertised") && $0.contains(title) }
+            }
+            try await eventually("dbus-monitor saw \(title)") { seen() != nil }
+            return seen() ?? ""
+        }
+        // batond identifies each connection as it joins (dbus-monitor's, say) and addresses its
+        // signals until it has: under load that can take a moment.
+        var broadcast = false
+        for round in 1...50 where !broadcast {
+            broadcast = try await advertised("before any sandbox \(round)").contains("destination=(null destination)")
+        }
+        #expect(broadcast, "a broadcast while only hosts are there")
+        _ = try await world.runSandboxed(as: Self.own, "advertise", "Chapter 1")
+        let after = try await advertised("after a sandbox")
+        #expect(after.contains("destination=:") && !after.contains("null destination"), "addressed: \(after)")
+        #expect(monitor.text.components(separatedBy: "\nsignal ").filter { $0.contains("after a sandbox") && $0.contains("null destination") }.isEmpty)
+    }
 }
