@@ -97,7 +97,7 @@ public struct SandboxIdentification: Sendable {
         let pid: Int32
         if let descriptor = credentials.processFD {
             guard let read = Self.processID(fdinfo: try Self.contents(of: "/proc/self/fdinfo/\(descriptor.raw)", in: AT_FDCWD) ?? "") else {
-                throw Self.unknown("the bus gave a process descriptor that names no running process")
+                throw Self.gone("the bus gave a process descriptor that names no running process")
             }
             (pinned, pid) = (descriptor, read)
         } else if let processID = credentials.processID, processID > 0, processID <= UInt32(Int32.max) {
@@ -105,15 +105,20 @@ public struct SandboxIdentification: Sendable {
             var failure: Int32 = 0
             guard pidfds, let descriptor = Self.pin(pid, failure: &failure) else {
                 // ESRCH: no such process. Anything else (ENOSYS, EPERM): no pidfds here.
-                if failure == ESRCH { throw Self.unknown("process \(pid) is gone") }
+                if failure == ESRCH { throw Self.gone("process \(pid) is gone") }
                 return try identifyByStartTime(pid: pid, user: credentials.user)
             }
             pinned = descriptor
         } else {
             throw Self.unknown("the bus did not say which process it is")
         }
-        let caller = try identify(pid: pid, user: credentials.user)
-        guard cdbus_pidfd_is_alive(pinned.raw) != 0 else { throw Self.unknown("process \(pid) ended while it was being identified") }
+        let caller: Caller
+        do {
+            caller = try identify(pid: pid, user: credentials.user)
+        } catch where cdbus_pidfd_is_alive(pinned.raw) == 0 {
+            throw Self.gone("process \(pid) ended while it was being identified")
+        }
+        guard cdbus_pidfd_is_alive(pinned.raw) != 0 else { throw Self.gone("process \(pid) ended while it was being identified") }
         return caller
     }
 
@@ -122,10 +127,15 @@ public struct SandboxIdentification: Sendable {
     /// (Of the running process, whatever `proc` says: it pins, as a pidfd would.)
     private func identifyByStartTime(pid: Int32, user: UInt32) throws(DBusError) -> Caller {
         func startTime() throws(DBusError) -> UInt64? { Self.startTime(stat: try Self.contents(of: "/proc/\(pid)/stat", in: AT_FDCWD) ?? "") }
-        guard let started = try startTime() else { throw Self.unknown("process \(pid) is gone") }
-        let caller = try identify(pid: pid, user: user)
+        guard let started = try startTime() else { throw Self.gone("process \(pid) is gone") }
+        let caller: Caller
+        do {
+            caller = try identify(pid: pid, user: user)
+        } catch where (try? startTime()) != started {
+            throw Self.gone("process \(pid) ended while it was being identified")
+        }
         guard try startTime() == started else {
-            throw Self.unknown("process \(pid) ended while it was being identified")
+            throw Self.gone("process \(pid) ended while it was being identified")
         }
         return caller
     }
@@ -247,6 +257,11 @@ public struct SandboxIdentification: Sendable {
 
     static func unknown(_ reason: String) -> DBusError {
         DBusError(name: DBusError.Name.accessDenied, message: "cannot tell which app is calling: \(reason)")
+    }
+
+    /// The process ended before it could be identified (its connection is leaving the bus).
+    static func gone(_ reason: String) -> DBusError {
+        DBusError(name: DBusError.Name.unixProcessIdUnknown, message: "cannot tell which app is calling: \(reason)")
     }
 }
 

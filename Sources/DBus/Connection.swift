@@ -283,7 +283,8 @@ public final class Connection: Sendable {
         do {
             caller = try identification.caller(credentials)
         } catch {
-            peers.unidentifiable(sender)
+            // A process that ended is leaving; one that cannot be read might be in a sandbox.
+            if error.name != DBusError.Name.unixProcessIdUnknown { peers.unidentifiable(sender) }
             throw error
         }
         // A name that left while it was being identified stays remembered: now and then, the

@@ -50,6 +50,8 @@ extension DBusError {
         public static let propertyReadOnly = "org.freedesktop.DBus.Error.PropertyReadOnly"
         public static let accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
         public static let nameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
+        /// A process that ended: nothing can be told of it, and its connection is going.
+        public static let unixProcessIdUnknown = "org.freedesktop.DBus.Error.UnixProcessIdUnknown"
         public static let serviceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
         public static let noMemory = "org.freedesktop.DBus.Error.NoMemory"
         /// Not in the specification: this layer's name for "another connection owns the name".
