@@ -160,6 +160,42 @@ extension Contract {
         }
     }
 
+    /// GNOME Shell's search provider interface, on its own object (docs/DESIGN.md, "Desktop
+    /// surfaces"): results are activity ids.
+    public enum SearchProvider {
+        public static let interface = "org.gnome.Shell.SearchProvider2"
+        public static let path = ObjectPath(stringLiteral: rootPath + "/SearchProvider")
+        public static let getInitialResultSet = ContractMethod(
+            interface, "GetInitialResultSet", in: [Argument("terms", "as")], out: [Argument("results", "as")])
+        public static let getSubsearchResultSet = ContractMethod(
+            interface, "GetSubsearchResultSet", in: [Argument("previous_results", "as"), Argument("terms", "as")],
+            out: [Argument("results", "as")])
+        public static let getResultMetas = ContractMethod(
+            interface, "GetResultMetas", in: [Argument("identifiers", "as")], out: [Argument("metas", "aa{sv}")])
+        public static let activateResult = ContractMethod(
+            interface, "ActivateResult", in: [Argument("identifier", "s"), Argument("terms", "as"), Argument("timestamp", "u")])
+        public static let launchSearch = ContractMethod(
+            interface, "LaunchSearch", in: [Argument("terms", "as"), Argument("timestamp", "u")])
+    }
+
+    /// KRunner's D-Bus runner interface (API DBus2), on its own object: match ids are activity ids.
+    public enum KRunner {
+        public static let interface = "org.kde.krunner1"
+        public static let path = ObjectPath(stringLiteral: rootPath + "/KRunner")
+        public static let actions = ContractMethod(interface, "Actions", out: [Argument("matches", "a(sss)")])
+        public static let match = ContractMethod(interface, "Match", in: [Argument("query", "s")], out: [Argument("matches", "a(sssida{sv})")])
+        public static let run = ContractMethod(interface, "Run", in: [Argument("matchId", "s"), Argument("actionId", "s")])
+        public static let config = ContractMethod(interface, "Config", out: [Argument("config", "a{sv}")])
+        public static let teardown = ContractMethod(interface, "Teardown")
+
+        /// The action ids (docs/DESIGN.md): continue here, in a new scene, on the machine it came from.
+        public enum Action {
+            public static let continueHere = "continue"
+            public static let newScene = "new-scene"
+            public static let onDevice = "on-device"
+        }
+    }
+
     /// `org.baton.Handoff1.Testing` on the root object of a batond started with `--test-clock`:
     /// tests move its clock ahead instead of sleeping. Not part of the contract.
     public enum Testing {

@@ -30,6 +30,9 @@ enum Access {
         Contract.Interface.privacy,
         Contract.Interface.sync,
         Contract.Interface.testing,
+        // The desktop's search sees every app's activities.
+        Contract.SearchProvider.interface,
+        Contract.KRunner.interface,
         Contract.Interface.archive + "." + Contract.Archive.export.name,
         Contract.Interface.archive + "." + Contract.Archive.exportTo.name,
         Contract.Interface.archive + "." + Contract.Archive.import.name,

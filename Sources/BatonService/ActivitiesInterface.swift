@@ -152,12 +152,18 @@ extension HandoffService {
     func search(_ call: MethodCall) async throws -> EncodedBody {
         let requested: UInt32 = try call.argument(1)
         let limit = requested == 0 ? 50 : Int(min(requested, 1000))
-        let query: String = try call.argument(0)
-        let now = clock.now()
-        let app = call.confinedApp
-        let unrecorded = paused.isPaused ? paused.search(query, now: now).filter { app == nil || $0.appID == app }.prefix(limit) : []
-        let activities = Array(unrecorded) + (try store.search(query, limit: limit - unrecorded.count, now: now, appID: app))
+        let activities = try searchActivities(try call.argument(0), limit: limit, confinedTo: call.confinedApp)
         return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
+    }
+
+    /// The one search, for `Search` and the desktop's (the search provider, KRunner): live,
+    /// searchable activities of this machine and the others whose title or keywords have a
+    /// word beginning with each word of `query`; title matches first, then newest first.
+    /// Those advertised while recording is paused come first. With `app`, that app's only.
+    func searchActivities(_ query: String, limit: Int, confinedTo app: String?) throws -> [Activity] {
+        let now = clock.now()
+        let unrecorded = paused.isPaused ? paused.search(query, now: now).filter { app == nil || $0.appID == app }.prefix(limit) : []
+        return Array(unrecorded) + (try store.search(query, limit: limit - unrecorded.count, now: now, appID: app))
     }
 
     /// The other devices' names, read only when one of `activities` came from another device.

@@ -22,8 +22,13 @@ extension HandoffService {
     static let stopping = BatonError.storageUnavailable("batond is stopping; the continuation is delivered when it starts again")
 
     func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
+        try await continueActivity(try call.argument(0), options: try call.argument(1), confinedTo: call.confinedApp)
+    }
+
+    /// `Continue` of the activity `id` with `options`, for a caller confined to an app, or not
+    /// (nil): the method, and the desktop's search (the search provider, KRunner).
+    func continueActivity(_ id: String, options: [String: String], confinedTo confinedApp: String?) async throws -> [DBusValue] {
         let now = clock.now()
-        let options: [String: String] = try call.argument(1)
         if let unknown = options.keys.first(where: { !Self.continueOptions.contains($0) }) {
             throw BatonError.invalidArgument(
                 "Continue has no option '\(printable(unknown))'; its options are \(Self.continueOptions.joined(separator: ", "))")
@@ -39,8 +44,8 @@ extension HandoffService {
             // Empty: the first call asked another machine (`device`), which chose the scene.
             return [.objectPath(first.isEmpty ? "/" : SceneAddress.objectPath(forID: first))]
         }
-        let activity = try continuableActivity(try call.argument(0), now: now)
-        guard call.mayUse(app: activity.appID) else { throw Access.noActivity(activity.id) }
+        let activity = try continuableActivity(id, now: now)
+        guard confinedApp.map({ $0 == activity.appID }) ?? true else { throw Access.noActivity(activity.id) }
         guard activity.eligibleForHandoff else {
             throw BatonError.notEligible("activity \(activity.id) was advertised with eligible_for_handoff=false: it cannot be continued")
         }

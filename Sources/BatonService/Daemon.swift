@@ -92,7 +92,7 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
     }
     let service = HandoffService(
         connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller,
-        testClock: options.testClock)
+        testClock: options.testClock, applicationDirectories: XDGData.directories(environment: environment).map { $0 + "/applications" })
     let bus = BusService(
         service: service, connection: connection, systemd: SystemdNotifier(environment: environment),
         typeDirectories: options.typeDirectories ?? DeclaredTypes.directories(environment: environment), logger: logger)

@@ -24,11 +24,7 @@ public enum DeclaredTypes {
 
     /// The directories searched, most important first.
     public static func directories(environment: [String: String]) -> [String] {
-        let home = environment["HOME"] ?? ""
-        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (home.isEmpty ? nil : home + "/.local/share")
-        let dataDirs = (environment["XDG_DATA_DIRS"].flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share")
-            .split(separator: ":").map(String.init).filter { $0.hasPrefix("/") }
-        return ([dataHome].compactMap { $0 } + dataDirs).map { $0 + "/baton/types" }
+        XDGData.directories(environment: environment).map { $0 + "/baton/types" }
     }
 
     /// Every declaration in `directories`, and a sentence for each file that could not be read.

@@ -51,9 +51,10 @@ public final class HandoffService: Sendable {
     /// `testClock`: exports `org.baton.Handoff1.Testing` (see `DaemonOptions.testClock`).
     public init(
         connection: Connection, store: Store, log: Logger, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256,
-        testClock: Bool = false
+        testClock: Bool = false, applicationDirectories: [String] = []
     ) {
         self.testClock = testClock
+        self.applicationDirectories = applicationDirectories
         self.connection = connection
         self.store = store
         self.log = log
@@ -69,6 +70,8 @@ public final class HandoffService: Sendable {
 
     private let callsPerCaller: Int
     private let testClock: Bool
+    /// Where apps' desktop entries are (`AppEntry`): the `applications` of the XDG data directories.
+    let applicationDirectories: [String]
 
     /// Makes the sync engine, with its settings in `configPath`; its changes are announced on the bus.
     public func attachSync(configPath: String, catchUpPeriod: Duration = .seconds(30)) throws -> SyncEngine {
@@ -101,6 +104,9 @@ public final class HandoffService: Sendable {
         for scene in scenes {
             try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface], owner: scene.appID)
         }
+        // Not among the objects the root manages: those are the scenes.
+        try await connection.export(Contract.SearchProvider.path, [searchProviderInterface], managed: false)
+        try await connection.export(Contract.KRunner.path, [krunnerInterface], managed: false)
         try await connection.export(
             Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface, privacyInterface]
                 + (testClock ? [testingInterface] : []), objectManager: true)

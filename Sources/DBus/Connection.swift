@@ -346,12 +346,13 @@ public final class Connection: Sendable {
     /// An object with an `owner` (an app id) belongs to that app: for a sandboxed caller of
     /// another app it does not exist (its calls are answered `UnknownObject`; introspection
     /// and `GetManagedObjects` leave it out), and its signals, `InterfacesAdded` and
-    /// `InterfacesRemoved` included, do not reach it.
+    /// `InterfacesRemoved` included, do not reach it. An object that is not `managed` is left
+    /// out of the managers above it: a service's own endpoint among the objects it manages.
     public func export(
         _ path: ObjectPath, _ interfaces: [Interface], objectManager: Bool = false,
-        properties: [String: [String: DBusValue]] = [:], owner: String? = nil
+        properties: [String: [String: DBusValue]] = [:], owner: String? = nil, managed: Bool = true
     ) async throws {
-        let object = ObjectRegistry.Object(interfaces: interfaces, isObjectManager: objectManager, owner: owner)
+        let object = ObjectRegistry.Object(interfaces: interfaces, isObjectManager: objectManager, owner: owner, isManaged: managed)
         let managers = registry.add(path, object)
         guard !managers.isEmpty else { return }
         let record = try await registry.interfacesRecord(object, at: path, known: properties)

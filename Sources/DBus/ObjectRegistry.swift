@@ -12,6 +12,8 @@ final class ObjectRegistry: Sendable {
         /// The app the object belongs to: it exists only for host clients and that app's
         /// sandboxed callers, and its signals reach only them. Nil: it exists for everyone.
         var owner: String?
+        /// Whether the object managers above it list it (`GetManagedObjects`) and announce it.
+        var isManaged = true
 
         /// Who may see the object and hear its signals.
         var audience: Audience { owner.map(Audience.app) ?? .everyone }
@@ -39,7 +41,7 @@ final class ObjectRegistry: Sendable {
         objects.withLock { objects in
             objects.byPath[path] = object
             if object.isObjectManager { objects.managers.insert(path) } else { objects.managers.remove(path) }
-            return Self.managers(above: path, in: objects)
+            return object.isManaged ? Self.managers(above: path, in: objects) : []
         }
     }
 
@@ -48,7 +50,7 @@ final class ObjectRegistry: Sendable {
         objects.withLock { objects in
             guard let object = objects.byPath.removeValue(forKey: path) else { return nil }
             objects.managers.remove(path)
-            return (object, Self.managers(above: path, in: objects))
+            return (object, object.isManaged ? Self.managers(above: path, in: objects) : [])
         }
     }
 
@@ -256,7 +258,7 @@ final class ObjectRegistry: Sendable {
 
     private func managedObjects(below manager: ObjectPath, for caller: Caller?) async throws -> DBusValue {
         let below = objects.withLock { objects in
-            objects.byPath.filter { $0.key.isDescendant(of: manager) }.sorted { $0.key < $1.key }
+            objects.byPath.filter { $0.key.isDescendant(of: manager) && $0.value.isManaged }.sorted { $0.key < $1.key }
         }.filter { caller.map($0.value.audience.admits) ?? true }
         var entries: [DBusValue.DictionaryEntry] = []
         for (path, object) in below {

@@ -84,6 +84,7 @@ struct SandboxTests {
             ("open a scene for another app", "AccessDenied"), ("restore another app's scenes", "AccessDenied"),
             ("export", "AccessDenied"), ("pause", "AccessDenied"), ("forget another app", "AccessDenied"),
             ("sync devices", "AccessDenied"), ("privacy properties", "AccessDenied"), ("sync properties", "AccessDenied"),
+            ("the desktop's search", "AccessDenied"), ("KRunner", "AccessDenied"),
         ]
         for (check, error) in refused {
             #expect(outcome(check) == Self.error + error, "\(check): \(outcome(check))")

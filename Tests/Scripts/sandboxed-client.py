@@ -213,5 +213,8 @@ properties = dbus.Interface(root, "org.freedesktop.DBus.Properties")
 check("privacy properties", lambda: properties.GetAll("org.baton.Handoff1.Privacy"))
 check("sync properties", lambda: properties.Get("org.baton.Handoff1.Sync", "DeviceName"))
 check("status properties", lambda: properties.GetAll("org.baton.Handoff1.Status"))
+check("the desktop's search", lambda: dbus.Interface(bus.get_object(NAME, "/org/baton/Handoff1/SearchProvider"),
+                                                     "org.gnome.Shell.SearchProvider2").GetInitialResultSet(["shared"]))
+check("KRunner", lambda: dbus.Interface(bus.get_object(NAME, "/org/baton/Handoff1/KRunner"), "org.kde.krunner1").Match("shared"))
 
 print(json.dumps(results))

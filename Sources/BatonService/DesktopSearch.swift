@@ -1,0 +1,171 @@
+import BatonContract
+import BatonCore
+import BatonStore
+import DBus
+import Logging
+
+/// The desktop's search (docs/DESIGN.md, "Desktop surfaces"): GNOME Shell's search provider
+/// and KRunner's runner, both over the one search `Search` makes (`searchActivities`). A
+/// result's id is its activity's id; activating one continues it as `Continue` does. Both are
+/// for the desktop, a host client: a sandboxed app may not call them (`Access.hostOnly`).
+extension HandoffService {
+    /// How many results a search gives the desktop: it shows a handful.
+    static let desktopResults = 20
+
+    /// `org.gnome.Shell.SearchProvider2` at `/org/baton/Handoff1/SearchProvider`.
+    var searchProviderInterface: Interface {
+        typealias Provider = Contract.SearchProvider
+        return Interface(Provider.interface, methods: [
+            Method(Provider.getInitialResultSet) { call in
+                [.strings(try self.desktopSearch(try call.argument(0)).map(\.id))]
+            },
+            Method(Provider.getSubsearchResultSet) { call in
+                // The same search again: it costs what a first one does, and sees what arrived since.
+                [.strings(try self.desktopSearch(try call.argument(1)).map(\.id))]
+            },
+            Method(Provider.getResultMetas) { call in
+                [.array(.dictionary(key: .string, value: .variant), try self.resultMetas(try call.argument(0)))]
+            },
+            Method(Provider.activateResult, ordering: .concurrent) { call in
+                await self.continueFromDesktop(try call.argument(0), options: [:])
+                return []
+            },
+            Method(Provider.launchSearch, ordering: .concurrent) { call in
+                try await self.openBatonWindow(searching: try call.argument(0), timestamp: try call.argument(1))
+                return []
+            },
+        ])
+    }
+
+    /// `org.kde.krunner1` at `/org/baton/Handoff1/KRunner`.
+    var krunnerInterface: Interface {
+        typealias Runner = Contract.KRunner
+        return Interface(Runner.interface, methods: [
+            Method(Runner.actions) { _ in [Self.krunnerActions] },
+            Method(Runner.match) { call in [try self.krunnerMatches(try call.argument(0))] },
+            Method(Runner.run, ordering: .concurrent) { call in
+                let id: String = try call.argument(0), action: String = try call.argument(1)
+                await self.runFromKRunner(id, action: action)
+                return []
+            },
+            // Results for queries of two letters and more; the plugin's file says the rest.
+            Method(Runner.config) { _ in [.record(["MinLetterCount": .int32(2)])] },
+            Method(Runner.teardown) { _ in [] },
+        ])
+    }
+
+    /// The activities `terms` find, as `Search` finds them.
+    func desktopSearch(_ terms: [String]) throws -> [Activity] {
+        try searchActivities(terms.joined(separator: " "), limit: Self.desktopResults, confinedTo: nil)
+    }
+
+    // MARK: GNOME Shell
+
+    /// One meta per id that is still a live activity: its title, where it comes from, its app's icon.
+    func resultMetas(_ ids: [String]) throws -> [DBusValue] {
+        let now = clock.now()
+        let activities = try ids.compactMap { id in try store.activity(id: id, now: now) ?? paused.activity(id) }
+        let devices = try deviceNames(for: activities)
+        return activities.map { activity in
+            let app = AppEntry.find(activity.appID, in: applicationDirectories)
+            return .record([
+                (key: "id", value: .string(activity.id)),
+                (key: "name", value: .string(activity.title)),
+                (key: "description", value: .string(Self.origin(of: activity, app: app, devices: devices, now: now))),
+                (key: "icon", value: Self.serializedIcon(app?.icon, appID: activity.appID)),
+                (key: "clipboardText", value: .string(activity.webpageURL ?? activity.title)),
+            ])
+        }
+    }
+
+    /// "Hawk Notes · laptop · 3 min ago": the app, the machine, how long ago.
+    static func origin(of activity: Activity, app: AppEntry?, devices: [String: String], now: UInt64) -> String {
+        let machine = activity.isRemote ? devices[activity.deviceID] ?? "another machine" : "this machine"
+        return [app?.name ?? activity.appID, machine, relativeTime(activity.updatedAt, now: now)].joined(separator: " · ")
+    }
+
+    /// A GIcon as `g_icon_serialize` writes it: a file for an absolute path, else a themed
+    /// icon with fallbacks (the app's icon, then its id, then a generic one).
+    static func serializedIcon(_ icon: String?, appID: String) -> DBusValue {
+        if let icon, icon.hasPrefix("/") {
+            return .structure([.string("file"), .variant(.string("file://" + icon))])
+        }
+        let names = [icon, appID, "application-x-executable"].compactMap { $0 }
+        return .structure([.string("themed"), .variant(.strings(names))])
+    }
+
+    /// Opens the Baton window searching for `terms`: its `search` action, through
+    /// `org.freedesktop.Application` (the bus starts it if needed), as GNOME Shell does for apps.
+    func openBatonWindow(searching terms: [String], timestamp: UInt32) async throws {
+        let platformData: DBusValue = .record(["activation-token": .string("_TIME\(timestamp)")])
+        _ = try await connection.call(
+            Self.batonWindowID, ObjectPath(stringLiteral: Self.batonWindowPath), "org.freedesktop.Application", "ActivateAction",
+            [.string("search"), .array(.variant, [.variant(.string(terms.joined(separator: " ")))]), platformData],
+            timeout: handlerTimeout)
+    }
+
+    /// The Baton window's application id (its desktop entry `org.baton.Baton.desktop`) and object.
+    static let batonWindowID = "org.baton.Baton"
+    static let batonWindowPath = "/org/baton/Baton"
+
+    // MARK: KRunner
+
+    static let krunnerActions: DBusValue = .array(.structure([.string, .string, .string]), [
+        .structure([.string(Contract.KRunner.Action.continueHere), .string("Continue here"), .string("go-next")]),
+        .structure([.string(Contract.KRunner.Action.newScene), .string("Continue in a new window"), .string("window-new")]),
+        .structure([.string(Contract.KRunner.Action.onDevice), .string("Open on the machine it came from"), .string("computer")]),
+    ])
+
+    /// `Match`'s `a(sssida{sv})`: id, title, icon name, type, relevance, properties. In the
+    /// search's order, the first most relevant; a title match counts as exact (type 100,
+    /// `Plasma::QueryMatch::ExactMatch`), a keyword match as possible (30).
+    func krunnerMatches(_ query: String) throws -> DBusValue {
+        let activities = try desktopSearch([query])
+        let devices = try deviceNames(for: activities)
+        let words = Set(query.lowercased().split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).map(String.init))
+        let now = clock.now()
+        let matches = activities.enumerated().map { index, activity -> DBusValue in
+            let app = AppEntry.find(activity.appID, in: applicationDirectories)
+            let titleWords = activity.title.lowercased().split(whereSeparator: { $0.isWhitespace || $0.isPunctuation })
+            let inTitle = words.allSatisfy { word in titleWords.contains { $0.hasPrefix(word) } }
+            var actions = [Contract.KRunner.Action.continueHere, Contract.KRunner.Action.newScene]
+            if activity.isRemote { actions.append(Contract.KRunner.Action.onDevice) }
+            return .structure([
+                .string(activity.id), .string(activity.title),
+                .string(app?.icon.flatMap { $0.hasPrefix("/") ? nil : $0 } ?? "application-x-executable"),
+                .int32(inTitle ? 100 : 30),
+                .double(1 - Double(index) / Double(max(activities.count, 1)) * 0.5),
+                .record([
+                    (key: "subtext", value: .string(Self.origin(of: activity, app: app, devices: devices, now: now))),
+                    (key: "actions", value: .strings(actions)),
+                ]),
+            ])
+        }
+        return .array(.structure([.string, .string, .string, .int32, .double, .dictionary(key: .string, value: .variant)]), matches)
+    }
+
+    func runFromKRunner(_ id: String, action: String) async {
+        switch action {
+        case Contract.KRunner.Action.newScene:
+            await continueFromDesktop(id, options: ["new_scene": "true"])
+        case Contract.KRunner.Action.onDevice:
+            let now = clock.now()
+            guard let activity = try? store.activity(id: id, now: now), activity.isRemote else {
+                return await continueFromDesktop(id, options: [:])
+            }
+            await continueFromDesktop(id, options: ["device": activity.deviceID])
+        default:
+            await continueFromDesktop(id, options: [:])
+        }
+    }
+
+    /// Continues an activity the desktop's search activated. The desktop takes no answer:
+    /// what goes wrong is logged (and `baton explain` tells it).
+    func continueFromDesktop(_ id: String, options: [String: String]) async {
+        do {
+            _ = try await continueActivity(id, options: options, confinedTo: nil)
+        } catch {
+            log.info("continuing \(id) from the desktop's search: \(error)")
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import DBus
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// The desktop's search, called as GNOME Shell and KRunner call it, on a private bus with
+/// the real batond and the real Hawk Notes: terms → ids → metas → activation → the scene
+/// Hawk Notes filled.
+@Suite(.serialized)
+struct DesktopSearchTests {
+    static let provider = "org.gnome.Shell.SearchProvider2"
+    static let providerPath: ObjectPath = "/org/baton/Handoff1/SearchProvider"
+    static let runner = "org.kde.krunner1"
+    static let runnerPath: ObjectPath = "/org/baton/Handoff1/KRunner"
+    static let agathaPayload = #"{"id": "0edb89dd-1bdb-4aad-b0b3-c2e9b397f2d5", "name": "Agatha"}"#
+
+    /// A world with Hawk Notes serving, its desktop entry installed, and Agatha advertised
+    /// (keyword "witch", content "agatha") beside an activity that does not match.
+    func agathaAdvertised() async throws -> (world: BatonWorld, hawkNotes: Subprocess, agatha: String) {
+        let world = try await BatonWorld.started()
+        let applications = URL(fileURLWithPath: world.bus.dataHome).appendingPathComponent("applications")
+        try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
+        try "[Desktop Entry]\nType=Application\nName=Hawk Notes\nIcon=hawk-notes\nExec=hawk-notes serve\n"
+            .write(to: applications.appendingPathComponent("com.raywenderlich.hawknotes.desktop"), atomically: true, encoding: .utf8)
+        let hawkNotes = try Subprocess(try Executables.built("hawk-notes"), ["serve"], environment: world.bus.environment)
+        try await world.client.waitForName("com.raywenderlich.hawknotes", timeout: .seconds(15))
+        try await eventually("Hawk Notes registered its type") {
+            try await world.baton(["types", "list", "--json"]).stdout.contains("characterDetail")
+        }
+        let type = "com.raywenderlich.hawknotes.staterestore.characterDetail"
+        let agatha = try await world.baton(["activities", "advertise", type, "Agatha", Self.agathaPayload, "--keyword", "witch", "--searchable", "--target-content-id", "agatha"])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try await world.baton(["activities", "advertise", type, "Jamie", #"{"id": "a", "name": "Jamie"}"#, "--searchable"])
+        #expect(!agatha.isEmpty)
+        return (world, hawkNotes, agatha)
+    }
+
+    func scenes(_ world: BatonWorld) async throws -> [ObjectPath] {
+        try await world.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("com.raywenderlich.hawknotes")])
+            .first?.arrayValue?.compactMap(\.objectPathValue) ?? []
+    }
+
+    @Test func gnomeShellFindsAnActivityAndContinuesItInHawkNotes() async throws {
+        let (world, hawkNotes, agatha) = try await agathaAdvertised()
+        defer { hawkNotes.kill(SIGKILL); world.close() }
+
+        // Terms as the Shell sends them, from gdbus: word prefixes, ANDed, over title and keywords.
+        let found = try await world.run("gdbus", [
+            "call", "--session", "--dest", "org.baton.Handoff1", "--object-path", Self.providerPath.text,
+            "--method", "\(Self.provider).GetInitialResultSet", "['aga']",
+        ])
+        #expect(found.status == 0 && found.stdout.contains(agatha) && !found.stdout.contains("Jamie"), "\(found)")
+        func results(_ member: String, _ arguments: [DBusValue]) async throws -> [String] {
+            try await world.call(Self.provider, member, arguments, path: Self.providerPath).first?.arrayValue?.compactMap(\.stringValue) ?? []
+        }
+        #expect(try await results("GetInitialResultSet", [.strings(["wit"])]) == [agatha], "a keyword's prefix")
+        #expect(try await results("GetInitialResultSet", [.strings(["agatha", "witch"])]) == [agatha], "terms are ANDed")
+        #expect(try await results("GetSubsearchResultSet", [.strings([agatha]), .strings(["agatha", "jam"])]).isEmpty)
+        #expect(try await results("GetInitialResultSet", [.strings(["zzz"])]).isEmpty)
+
+        // Metas: the title, the app's name from its desktop entry, where and when, its icon.
+        let metas = try #require(try await world.call(Self.provider, "GetResultMetas", [.strings([agatha, "no-such-id"])], path: Self.providerPath)
+            .first?.arrayValue)
+        #expect(metas.count == 1, "an id that is not a live activity has no meta")
+        let meta = try #require(metas.first?.stringKeyedValue)
+        #expect(meta["id"]?.unwrapped == .string(agatha) && meta["name"]?.unwrapped == .string("Agatha"))
+        #expect(meta["description"]?.unwrapped.stringValue?.hasPrefix("Hawk Notes · this machine · ") == true, "\(meta)")
+        #expect(meta["icon"]?.unwrapped == .structure([
+            .string("themed"), .variant(.strings(["hawk-notes", "com.raywenderlich.hawknotes", "application-x-executable"])),
+        ]))
+
+        // Activated: continued in a new scene, which Hawk Notes fills with Agatha.
+        #expect(try await scenes(world).isEmpty)
+        _ = try await world.call(Self.provider, "ActivateResult", [.string(agatha), .strings(["aga"]), .uint32(0)], path: Self.providerPath)
+        try await eventually("a scene of Hawk Notes shows Agatha") {
+            guard let scene = try await scenes(world).first else { return false }
+            return try await world.run(try Executables.built("hawk-notes"), ["show", scene.text]).stdout.contains("Agatha")
+        }
+    }
+
+    @Test func krunnerMatchesAndRunsItsActions() async throws {
+        let (world, hawkNotes, agatha) = try await agathaAdvertised()
+        defer { hawkNotes.kill(SIGKILL); world.close() }
+
+        // Match as KRunner calls it, from busctl: one match, with its subtext and actions.
+        let matched = try await world.run("busctl", [
+            "--user", "--json=short", "call", "org.baton.Handoff1", Self.runnerPath.text, Self.runner, "Match", "s", "aga",
+        ])
+        #expect(matched.status == 0 && matched.stdout.contains(agatha) && matched.stdout.contains("Hawk Notes · this machine"), "\(matched)")
+        let matches = try #require(try await world.call(Self.runner, "Match", [.string("witch")], path: Self.runnerPath).first?.arrayValue)
+        let match = try #require(matches.first?.structureValue)
+        #expect(matches.count == 1 && match.count == 6)
+        #expect(match[0] == .string(agatha) && match[1] == .string("Agatha") && match[2] == .string("hawk-notes"))
+        #expect(match[3] == .int32(30), "a keyword match is a possible match, not an exact one")
+        #expect(try await world.call(Self.runner, "Match", [.string("agatha")], path: Self.runnerPath).first?.arrayValue?.first?
+            .structureValue?[3] == .int32(100), "a title match is exact")
+        let actions = try #require(try await world.call(Self.runner, "Actions", path: Self.runnerPath).first?.arrayValue)
+        #expect(actions.compactMap { $0.structureValue?.first?.stringValue } == ["continue", "new-scene", "on-device"])
+        let config = try await world.call(Self.runner, "Config", path: Self.runnerPath).first?.stringKeyedValue
+        #expect(config?["MinLetterCount"]?.unwrapped == .int32(2))
+
+        // Run: continue (a scene), then new-scene (a second one, although the first shows Agatha).
+        _ = try await world.call(Self.runner, "Run", [.string(agatha), .string("continue")], path: Self.runnerPath)
+        try await eventually("one scene") { try await scenes(world).count == 1 }
+        _ = try await world.call(Self.runner, "Run", [.string(agatha), .string("continue")], path: Self.runnerPath)
+        #expect(try await scenes(world).count == 1, "continue goes to the scene that shows Agatha")
+        _ = try await world.call(Self.runner, "Run", [.string(agatha), .string("new-scene")], path: Self.runnerPath)
+        try await eventually("a second scene, for new-scene") { try await scenes(world).count == 2 }
+        _ = try await world.call(Self.runner, "Teardown", path: Self.runnerPath)
+    }
+
+    /// LaunchSearch opens the Baton window on the terms: its `search` action, through
+    /// org.freedesktop.Application, the window started by the bus if it is not running.
+    @Test func launchSearchOpensTheBatonWindowOnTheTerms() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        let log = world.bus.directory.appendingPathComponent("window.log")
+        let script = world.bus.directory.appendingPathComponent("window.py")
+        try """
+            import dbus, dbus.service, dbus.mainloop.glib
+            from gi.repository import GLib
+            dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+            class Application(dbus.service.Object):
+                @dbus.service.method("org.freedesktop.Application", in_signature="sava{sv}", out_signature="")
+                def ActivateAction(self, name, parameter, platform_data):
+                    with open("\(log.path)", "a") as out:
+                        out.write("%s %s\\n" % (name, " ".join(str(p) for p in parameter)))
+            bus = dbus.SessionBus()
+            keep = (dbus.service.BusName("org.baton.Baton", bus), Application(bus, "/org/baton/Baton"))
+            GLib.timeout_add_seconds(20, GLib.MainLoop.quit, GLib.MainLoop())
+            GLib.MainLoop().run()
+            """.write(to: script, atomically: true, encoding: .utf8)
+        try world.bus.installService(name: "org.baton.Baton", exec: "/usr/bin/python3 \(script.path)")
+        try await world.startDaemon()
+        _ = try await world.call(Self.provider, "LaunchSearch", [.strings(["field", "walk"]), .uint32(7)], path: Self.providerPath)
+        #expect(try String(contentsOf: log, encoding: .utf8) == "search field walk\n")
+    }
+}
