@@ -89,6 +89,21 @@ struct InstallTests {
         #expect(try Data(contentsOf: home.appendingPathComponent(".local/share/dbus-1/interfaces/org.baton.Handoff1.xml"))
             == Data(contentsOf: Self.repository.appendingPathComponent("dbus/org.baton.Handoff1.xml")))
         #expect(fm.fileExists(atPath: home.appendingPathComponent(".local/share/baton/types/com.raywenderlich.hawknotes.json").path))
+        // The desktop's search, parsed back as GNOME Shell and KRunner read them.
+        let provider = try Self.keyFile(home.appendingPathComponent(".local/share/gnome-shell/search-providers/org.baton.Handoff1.search-provider.ini"))
+        #expect(provider["Shell Search Provider"] == [
+            "DesktopId": "org.baton.Baton.desktop", "BusName": "org.baton.Handoff1",
+            "ObjectPath": "/org/baton/Handoff1/SearchProvider", "Version": "2",
+        ])
+        let runner = try Self.keyFile(home.appendingPathComponent(".local/share/krunner/dbusplugins/org.baton.Handoff1.desktop"))
+        #expect(runner["Desktop Entry"]?["X-Plasma-API"] == "DBus2")
+        #expect(runner["Desktop Entry"]?["X-Plasma-DBusRunner-Service"] == "org.baton.Handoff1")
+        #expect(runner["Desktop Entry"]?["X-Plasma-DBusRunner-Path"] == "/org/baton/Handoff1/KRunner")
+        let validate = try Executables.require("desktop-file-validate", package: "desktop-file-utils")
+        let validated = try await Executables.run(validate, [home.appendingPathComponent(".local/share/krunner/dbusplugins/org.baton.Handoff1.desktop").path])
+        #expect(validated.status == 0 && validated.stdout.isEmpty && validated.stderr.isEmpty, "\(validated)")
+        let dataDirs = try String(contentsOf: home.appendingPathComponent(".config/environment.d/60-baton-data-dirs.conf"), encoding: .utf8)
+        #expect(dataDirs.contains("XDG_DATA_DIRS=${HOME}/.local/share:${XDG_DATA_DIRS:-"))
         #expect(result.stdout.contains("install: programs to"), "progress on every step: \(result.stdout)")
 
         // Uninstalled: every file gone, the data kept and said so.
@@ -100,5 +115,19 @@ struct InstallTests {
             return fm.fileExists(atPath: home.appendingPathComponent(path).path, isDirectory: &isDirectory) && !isDirectory.boolValue
         } ?? []
         #expect(left.isEmpty, "left after uninstall: \(left)")
+    }
+
+    /// A desktop-entry-style key file: its groups' keys and values (comments and blank lines skipped).
+    static func keyFile(_ url: URL) throws -> [String: [String: String]] {
+        var groups: [String: [String: String]] = [:]
+        var group = ""
+        for line in try String(contentsOf: url, encoding: .utf8).split(separator: "\n") where !line.hasPrefix("#") {
+            if line.hasPrefix("[") && line.hasSuffix("]") {
+                group = String(line.dropFirst().dropLast())
+            } else if let equals = line.firstIndex(of: "=") {
+                groups[group, default: [:]][String(line[..<equals])] = String(line[line.index(after: equals)...])
+            }
+        }
+        return groups
     }
 }
