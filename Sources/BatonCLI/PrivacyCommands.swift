@@ -100,3 +100,32 @@ struct Forget: AsyncParsableCommand {
         }
     }
 }
+
+/// `baton notifications [on|off]`.
+struct Notifications: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notifications",
+        abstract: "Say whether batond notifies of activities from your other machines, or turn that on or off.",
+        discussion: """
+            When an activity that can be continued arrives from another machine, batond shows one \
+            notification ("continue from your laptop"); its Continue action continues it here. None \
+            while recording is paused, for a blocked app, or for what arrives more than a few minutes \
+            old. The setting survives restarts.
+            """)
+    @ArgumentParser.Argument(help: ArgumentHelp("on or off; without it, the current setting.", valueName: "on|off"))
+    var setting: Setting?
+    @OptionGroup var global: GlobalOptions
+
+    enum Setting: String, ExpressibleByArgument, CaseIterable { case on, off }
+
+    func run() async throws {
+        try await perform {
+            let daemon = try global.daemon()
+            if let setting {
+                _ = try await daemon.call(Contract.Status.setNotifications, [.boolean(setting == .on)])
+            }
+            let on = try await daemon.properties(of: Contract.Interface.status)[Contract.Status.Property.notifications]?.boolValue ?? true
+            print(global.json ? "{\"notifications\":\(on)}" : "notifications of other machines' activities: \(on ? "on" : "off")")
+        }
+    }
+}

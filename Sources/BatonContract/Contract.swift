@@ -242,7 +242,11 @@ extension Contract {
             public static let databasePath = "DatabasePath"
             public static let databaseSize = "DatabaseSize"
             public static let startedAt = "StartedAt"
+            public static let notifications = "Notifications"
         }
+
+        /// Turns notifications of other machines' activities on or off (`baton notifications`).
+        public static let setNotifications = ContractMethod(Contract.Interface.status, "SetNotifications", in: [Argument("enabled", "b")])
     }
 
     /// `org.baton.Handoff1.Sync` on the root object: this machine's place among the user's devices.

@@ -36,6 +36,7 @@ enum Access {
         Contract.Interface.archive + "." + Contract.Archive.export.name,
         Contract.Interface.archive + "." + Contract.Archive.exportTo.name,
         Contract.Interface.archive + "." + Contract.Archive.import.name,
+        Contract.Interface.status + "." + Contract.Status.setNotifications.name,
     ]
 
     /// Refuses a sandboxed caller a host-only member, or the properties of a host-only

@@ -28,6 +28,13 @@ extension HandoffService {
     /// `Continue` of the activity `id` with `options`, for a caller confined to an app, or not
     /// (nil): the method, and the desktop's search (the search provider, KRunner).
     func continueActivity(_ id: String, options: [String: String], confinedTo confinedApp: String?) async throws -> [DBusValue] {
+        let continued = try await continueInScene(id, options: options, confinedTo: confinedApp)
+        // Continued: no longer to be offered by a notification.
+        withdrawOffer(of: [(try? Identifier.normalize(id)) ?? id])
+        return continued
+    }
+
+    private func continueInScene(_ id: String, options: [String: String], confinedTo confinedApp: String?) async throws -> [DBusValue] {
         let now = clock.now()
         if let unknown = options.keys.first(where: { !Self.continueOptions.contains($0) }) {
             throw BatonError.invalidArgument(

@@ -132,6 +132,7 @@ struct BusService: Service {
         try await service.start()
         // Continuations that wait for their app are delivered when it appears; not while draining.
         let redelivery = service.background.start { await service.runRedelivery() }
+        let notices = service.background.start { await service.runNotices() }
         // Pinged from the bus thread itself: if it is stuck, the pings stop and systemd restarts batond.
         let watchdog = systemd.watchdogInterval.map { connection.repeatOnBusThread(every: $0) { systemd.watchdog() } }
         defer { watchdog?.cancel() }
@@ -145,6 +146,7 @@ struct BusService: Service {
             }
             let stopRequested = await waiting.next() == true
             redelivery?.cancel()
+            notices?.cancel()
             if stopRequested {
                 systemd.stopping(status: "stopping; finishing calls in flight")
                 logger.info("stopping; finishing calls in flight")

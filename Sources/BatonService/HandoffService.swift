@@ -46,6 +46,8 @@ public final class HandoffService: Sendable {
     let syncSlot = Mutex<SyncEngine?>(nil)
     /// The Sync properties as last announced, so that an announcement carries only what changed.
     let announcedSync = Mutex<[String: DBusValue]>([:])
+    /// The notification offering another machine's activity, if one is on screen.
+    let notices = HandoffNotices()
 
     /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
     /// `testClock`: exports `org.baton.Handoff1.Testing` (see `DaemonOptions.testClock`).
@@ -223,6 +225,7 @@ public final class HandoffService: Sendable {
     /// `Store.takeAppsOfEnded`) is told to host clients only.
     func announceRemoved(_ ended: [(id: String, app: String?)]) {
         for (id, app) in ended { emit(Contract.Activities.invalidated, [.string(id)], to: app.map(Audience.app) ?? .hosts) }
+        withdrawOffer(of: ended.map(\.id))
         for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
     }
 

@@ -3,14 +3,18 @@ import DBus
 import Glibc
 
 extension HandoffService {
-    /// The daemon's own facts, for `baton status`: read-only, and none of them sensitive.
+    /// The daemon's own facts, for `baton status`, none of them sensitive; and whether it
+    /// notifies of other machines' activities (`Notifications.swift`), the user's to change.
     var statusInterface: Interface {
         typealias Name = Contract.Status.Property
-        return Interface(Contract.Interface.status, properties: [
+        return Interface(Contract.Interface.status, methods: [
+            Method(Contract.Status.setNotifications, ordering: .concurrent, handler: setNotifications),
+        ], properties: [
             Property(Name.version, "u", changeSignal: .const) { _ in .uint32(1) },
             Property(Name.databasePath, "s", changeSignal: .const) { _ in .string(self.store.path) },
             Property(Name.databaseSize, "t", changeSignal: .none) { _ in .uint64(self.databaseSize()) },
             Property(Name.startedAt, "t", changeSignal: .const) { _ in .uint64(self.startedAt) },
+            Property(Name.notifications, "b", changeSignal: .emits) { _ in .boolean(try self.store.notificationsEnabled()) },
         ])
     }
 

@@ -82,6 +82,7 @@ extension HandoffService {
             guard let activity = try? store.storedActivity(id: id) else { continue }
             emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
         }
+        offerArrivals(applied.advertised)
         for id in applied.updated {
             // Told to host clients only when it cannot be read now (it went meanwhile).
             let app = (try? store.storedActivity(id: id))?.appID

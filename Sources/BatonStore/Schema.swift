@@ -482,6 +482,10 @@ enum Schema {
         migrator.registerMigration("v17") { db in
             try db.execute(sql: "ALTER TABLE sync_state ADD COLUMN last_hlc INTEGER NOT NULL DEFAULT 0")
         }
+        // The user turned notifications of other machines' activities off (one row); on without it.
+        migrator.registerMigration("v18") { db in
+            try db.execute(sql: "CREATE TABLE notifications_off (id INTEGER PRIMARY KEY CHECK (id = 1))")
+        }
         return migrator
     }
 }

@@ -56,6 +56,21 @@ extension Store {
         }
     }
 
+    /// Whether batond notifies of activities that arrive from other machines (on unless turned off).
+    public func notificationsEnabled() throws -> Bool {
+        try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM notifications_off")) == nil }
+    }
+
+    /// Turns notifications of other machines' activities on or off; false when it was so already.
+    @discardableResult
+    public func setNotifications(_ enabled: Bool) throws -> Bool {
+        try write { db in
+            try db.cachedStatement(sql: enabled ? "DELETE FROM notifications_off" : "INSERT OR IGNORE INTO notifications_off (id) VALUES (1)")
+                .execute()
+            return db.changesCount > 0
+        }
+    }
+
     /// Removes everything of `appID`, in one transaction: its types, its live activities
     /// (ended for the other machines too, as any end is, but not into the history), its
     /// history, its scenes with their storage, and what Explain remembers of its activities.

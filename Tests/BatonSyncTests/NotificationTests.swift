@@ -1,0 +1,113 @@
+import DBus
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// "Continue from your laptop": an activity advertised on the desktop arrives on the laptop
+/// through the sync tests' PostgreSQL, and the laptop's batond shows one notification through
+/// python3-dbusmock's notification server (a server we did not write, needing no display).
+@Suite(.serialized) struct NotificationTests {
+    static let type = "org.example.notes.page"
+    static let notifications = "org.freedesktop.Notifications"
+    static let path: ObjectPath = "/org/freedesktop/Notifications"
+
+    /// The Notify calls the mock received so far: (replaces_id, summary, body, actions, hints).
+    func notified(_ laptop: BatonWorld) async throws -> [(replaces: UInt32, summary: String, body: String, actions: [String], hints: [String: DBusValue])] {
+        let calls = try await laptop.client.call(Self.notifications, Self.path, "org.freedesktop.DBus.Mock", "GetMethodCalls", [.string("Notify")])
+        return (calls.first?.arrayValue ?? []).compactMap { call in
+            guard let fields = call.structureValue, fields.count == 2, let arguments = fields[1].arrayValue?.map(\.unwrapped),
+                  arguments.count == 8 else { return nil }
+            return (arguments[1].uint32Value ?? 0, arguments[3].stringValue ?? "", arguments[4].stringValue ?? "",
+                    arguments[5].arrayValue?.compactMap(\.stringValue) ?? [], arguments[6].stringKeyedValue?.mapValues(\.unwrapped) ?? [:])
+        }
+    }
+
+    func advertise(_ desktop: BatonWorld, _ title: String, _ options: [String: String] = [:]) async throws -> String {
+        try #require(try await desktop.call("org.baton.Handoff1.Activities", "Advertise", [
+            .string(Self.type), .string(title), .string("{}"), .stringMap(options),
+        ]).first?.stringValue)
+    }
+
+    func arrived(_ id: String, on laptop: BatonWorld) async throws {
+        try await eventually("the laptop has \(id)", timeout: .seconds(10)) {
+            (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+        }
+    }
+
+    @Test func anActivityFromTheOtherMachineIsOfferedAndContinuedFromItsNotification() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started(["--test-clock"])
+        defer { desktop.close(); laptop.close() }
+        let mock = try Subprocess("/usr/bin/python3", ["-m", "dbusmock", "--template", "notification_daemon",
+                                                        "-p", #"{"capabilities": "body actions"}"#], environment: laptop.bus.environment)
+        defer { mock.kill(SIGKILL) }
+        try await laptop.client.waitForName(Self.notifications, timeout: .seconds(15))
+        _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
+        for world in [desktop, laptop] {
+            _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+                .string(Self.type), .string("org.example.notes"), .stringMap(["title": "Page"]),
+            ])
+        }
+
+        // Advertised on the desktop: one notification on the laptop, its actions Continue and Dismiss.
+        let first = try await advertise(desktop, "Field walk, page 7")
+        try await eventually("a notification") { try await notified(laptop).count == 1 }
+        let shown = try #require(try await notified(laptop).first)
+        #expect(shown.summary == "Field walk, page 7" && shown.body == "org.example.notes on desktop", "\(shown)")
+        #expect(shown.actions == ["default", "Continue", "dismiss", "Dismiss"] && shown.replaces == 0)
+        #expect(shown.hints["desktop-entry"] == .string("org.baton.Baton"))
+
+        // A second replaces it; the notification's Continue continues that one here.
+        let second = try await advertise(desktop, "Field walk, page 8")
+        try await eventually("a second notification, replacing the first") {
+            try await notified(laptop).last.map { $0.summary == "Field walk, page 8" && $0.replaces != 0 } ?? false
+        }
+        let notificationID = try #require(try await notified(laptop).last?.replaces)
+        _ = try await laptop.client.call(Self.notifications, Self.path, "org.freedesktop.DBus.Mock", "EmitSignal", [
+            .string(Self.notifications), .string("ActionInvoked"), .string("us"),
+            .array(.variant, [.variant(.uint32(notificationID)), .variant(.string("default"))]),
+        ])
+        try await eventually("continued on the laptop") {
+            let scenes = try await laptop.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("org.example.notes")]).first?.arrayValue ?? []
+            guard let scene = scenes.first?.objectPathValue else { return false }
+            return try await laptop.call("org.freedesktop.DBus.Properties", "Get", [
+                .string("org.baton.Handoff1.Scene"), .string("ActivityId"),
+            ], path: scene).first?.unwrapped == .string(second)
+        }
+        _ = first
+
+        // Each of these silences it; what comes after each shows it still works.
+        var expected = try await notified(laptop).count
+        func offered(_ title: String) async throws {
+            try await arrived(try await advertise(desktop, title), on: laptop)
+            try await eventually("\(title) offered") { try await notified(laptop).last?.summary == title }
+            expected += 1
+        }
+        func silent(_ title: String, _ options: [String: String] = [:]) async throws {
+            try await arrived(try await advertise(desktop, title, options), on: laptop)
+        }
+        try await silent("Not for handoff", ["eligible_for_handoff": "false"])
+        _ = try await laptop.call("org.baton.Handoff1.Privacy", "Pause", [.uint64(0)])
+        try await silent("While paused")
+        _ = try await laptop.call("org.baton.Handoff1.Privacy", "Resume")
+        _ = try await laptop.call("org.baton.Handoff1.Privacy", "BlockApp", [.string("org.example.notes")])
+        try await silent("Blocked")
+        _ = try await laptop.call("org.baton.Handoff1.Privacy", "UnblockApp", [.string("org.example.notes")])
+        let off = try await laptop.baton(["notifications", "off"])
+        #expect(off.status == 0 && off.stdout.contains("off"), "\(off)")
+        try await silent("Turned off")
+        #expect(try await laptop.baton(["notifications", "on"]).stdout.contains(": on"))
+        try await offered("After all of them")
+        // Ten minutes later on the laptop, what arrives looks as old as a catch-up's: not offered.
+        _ = try await laptop.call("org.baton.Handoff1.Testing", "AdvanceClock", [.uint64(10 * 60 * 1_000_000)])
+        try await silent("Old news")
+        let titles = try await notified(laptop).map(\.summary)
+        #expect(titles.count == expected, "\(titles)")
+        for title in ["Not for handoff", "While paused", "Blocked", "Turned off", "Old news"] {
+            #expect(!titles.contains(title), "\(title): \(titles)")
+        }
+    }
+}
