@@ -236,12 +236,13 @@ class Client:
         (explanation,) = self.call("Activities", "Explain", "s", (id,), "a{sv}")
         return explanation
 
-    def continue_activity(self, id, *, scene=None, new_scene=False, wait=True, request_id=None):
-        """Continues an activity in a scene of its app (its handler fills it); returns the Scene."""
+    def continue_activity(self, id, *, scene=None, new_scene=False, wait=True, request_id=None, device=None):
+        """Continues an activity in a scene of its app (its handler fills it); returns the Scene.
+        With `device` (a machine's sync id), it is continued on that machine instead: returns None."""
         options = _options(scene=_path(scene), new_scene=True if new_scene else None, wait=None if wait else False,
-                           request_id=request_id)
+                           request_id=request_id, device=device)
         (path,) = self._write("Activities", "Continue", "sa{ss}", lambda o: (id, o), "o", options)
-        return Scene(self, path)
+        return None if device else Scene(self, path)
 
     def history(self, **filters):
         """Activities that ended, the most recent first; filters: app_id, type, query, id_prefix, since, limit."""

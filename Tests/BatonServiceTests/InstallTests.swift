@@ -100,8 +100,15 @@ struct InstallTests {
         #expect(runner["Desktop Entry"]?["X-Plasma-DBusRunner-Service"] == "org.baton.Handoff1")
         #expect(runner["Desktop Entry"]?["X-Plasma-DBusRunner-Path"] == "/org/baton/Handoff1/KRunner")
         let validate = try Executables.require("desktop-file-validate", package: "desktop-file-utils")
-        let validated = try await Executables.run(validate, [home.appendingPathComponent(".local/share/krunner/dbusplugins/org.baton.Handoff1.desktop").path])
-        #expect(validated.status == 0 && validated.stdout.isEmpty && validated.stderr.isEmpty, "\(validated)")
+        for entry in ["krunner/dbusplugins/org.baton.Handoff1.desktop", "applications/org.baton.Baton.desktop"] {
+            let validated = try await Executables.run(validate, [home.appendingPathComponent(".local/share/" + entry).path])
+            #expect(validated.status == 0 && validated.stdout.isEmpty && validated.stderr.isEmpty, "\(entry): \(validated)")
+        }
+        // The window: the program, the client it imports, its activation by the bus.
+        #expect(fm.isExecutableFile(atPath: home.appendingPathComponent(".local/bin/baton-gtk").path))
+        #expect(fm.fileExists(atPath: home.appendingPathComponent(".local/share/baton/python/baton.py").path))
+        let window = try String(contentsOf: home.appendingPathComponent(".local/share/dbus-1/services/org.baton.Baton.service"), encoding: .utf8)
+        #expect(window.contains("Exec=\(home.path)/.local/bin/baton-gtk --gapplication-service\n"))
         let dataDirs = try String(contentsOf: home.appendingPathComponent(".config/environment.d/60-baton-data-dirs.conf"), encoding: .utf8)
         #expect(dataDirs.contains("XDG_DATA_DIRS=${HOME}/.local/share:${XDG_DATA_DIRS:-"))
         #expect(result.stdout.contains("install: programs to"), "progress on every step: \(result.stdout)")

@@ -1,0 +1,112 @@
+"""The Baton window under Xvfb, driven through its Window interface and batond, against the real
+batond on the bus DBUS_SESSION_BUS_ADDRESS names (BatonWindowTests starts it):
+/usr/bin/python3 -m unittest -v test_baton_gtk
+
+With BATON_GTK_SCREENSHOTS=DIR it keeps its screenshot there (docs/ holds one)."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from gi.repository import Gio, GLib
+
+import baton
+from test_hawk_notes_gtk import differing_share, eventually, photograph
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+APP = "org.example.notes"
+TYPE = APP + ".page"
+
+
+class BatonWindowTests(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.mkdtemp(prefix="baton-gtk-")
+        self.addCleanup(shutil.rmtree, self.directory, True)
+        read_end, write_end = os.pipe()
+        xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
+                                pass_fds=[write_end], stderr=subprocess.DEVNULL)
+        os.close(write_end)
+        self.addCleanup(self.stop, xvfb)
+        with os.fdopen(read_end) as pipe:
+            self.display = ":" + pipe.readline().strip()
+        self.client = baton.Client()
+
+    def stop(self, process):
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+    def window_call(self, method, signature=None, arguments=None, reply=""):
+        parameters = GLib.Variant("(%s)" % signature, arguments) if signature else None
+        try:
+            result = self.client.connection.call_sync("org.baton.Baton", "/org/baton/Baton", "org.baton.Baton.Window", method,
+                                                      parameters, GLib.VariantType.new("(%s)" % reply), Gio.DBusCallFlags.NONE,
+                                                      10000, None)
+        except GLib.Error as error:
+            raise baton._error(error) from None  # not there yet, say: eventually() waits on it
+        return result.unpack()
+
+    def describe(self):
+        return self.window_call("Describe", reply="a{ss}aa{ss}")
+
+    def titles(self):
+        return [row["title"] for row in self.describe()[1]]
+
+    def act(self, action, argument):
+        self.window_call("Act", "ss", (action, argument))
+
+    def test_the_window_lists_searches_continues_and_forgets(self):
+        self.client.register_type(TYPE, APP, title="Page")
+        walk = self.client.advertise(TYPE, "Field walk", {"page": 7}, keywords=["outdoors"], searchable=True)
+        self.client.advertise(TYPE, "Reading list", {"page": 1}, searchable=True)
+        environment = dict(os.environ, DISPLAY=self.display, GDK_BACKEND="x11", GSK_RENDERER="cairo", NO_AT_BRIDGE="1",
+                           GTK_A11Y="none")
+        app = subprocess.Popen([os.path.join(HERE, "baton-gtk")], env=environment)
+        self.addCleanup(self.stop, app)
+
+        # Every activity, newest first, with where it comes from; sync's state below.
+        eventually("the window lists both", lambda: self.titles() == ["Reading list", "Field walk"])
+        window, rows = self.describe()
+        self.assertIn("this machine", rows[0]["detail"])
+        self.assertEqual(rows[0]["actions"], "continue,forget", "no other machine to continue on")
+        self.assertIn("sync: off", window["status"])
+
+        # The search box: title and keyword prefixes, as the desktop's search finds them.
+        self.act("search", "out")
+        eventually("the search finds Field walk by its keyword", lambda: self.titles() == ["Field walk"])
+
+        # Live: what is advertised now appears, within the search.
+        notes = self.client.advertise(TYPE, "Outdoor notes", {"page": 2}, searchable=True)
+        eventually("Outdoor notes appears", lambda: self.titles() == ["Outdoor notes", "Field walk"])
+
+        # Continue: a scene of the app shows it. Forget: it is gone, here and from batond.
+        self.act("continue", walk)
+        scenes = eventually("a scene", lambda: self.client.scenes(APP))
+        self.assertEqual(scenes[0].property("ActivityId"), walk)
+        self.act("forget", notes)
+        eventually("Outdoor notes is gone", lambda: self.titles() == ["Field walk"])
+        with self.assertRaises(baton.BatonError):
+            self.client.get(notes)
+
+        # GNOME Shell's "search in the app": LaunchSearch opens the window on the terms.
+        self.client.connection.call_sync(baton.BUS_NAME, baton.ROOT + "/SearchProvider", "org.gnome.Shell.SearchProvider2",
+                                         "LaunchSearch", GLib.Variant("(asu)", (["reading"], 0)), None,
+                                         Gio.DBusCallFlags.NONE, 10000, None)
+        eventually("the window searches for reading", lambda: self.describe()[0]["search"] == "reading"
+                   and self.titles() == ["Reading list"])
+
+        # Drawn: photographed until two photographs agree.
+        shot = os.path.join(self.directory, "baton-gtk.png")
+        xid = self.describe()[0]["xid"]
+        self.assertTrue(xid)
+
+        def settled():
+            photograph(self.display, xid, shot + ".previous")
+            photograph(self.display, xid, shot)
+            return differing_share(shot + ".previous", shot) == 0
+        eventually("the window drawn", settled)
+        keep = os.environ.get("BATON_GTK_SCREENSHOTS")
+        if keep:
+            shutil.copy(shot, os.path.join(keep, "baton-gtk.png"))
