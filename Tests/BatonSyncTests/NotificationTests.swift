@@ -110,4 +110,59 @@ import TestSupport
             #expect(!titles.contains(title), "\(title): \(titles)")
         }
     }
+
+    /// The same with a real notification server: dunst on a display of its own (Xvfb).
+    /// `dunstctl action 0` invokes the newest notification's default action; the
+    /// notification goes when its activity ends on the machine it came from.
+    @Test func dunstShowsItAndItsDefaultActionContinuesIt() async throws {
+        _ = try Executables.require("Xvfb", package: "xvfb")
+        let dunstctl = try Executables.require("dunstctl", package: "dunst")
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+        // A display of its own: a number no other test uses at once.
+        let display = ":\(200 + Int(getpid() % 500))"
+        let xvfb = try Subprocess(try Executables.require("Xvfb", package: "xvfb"), [display, "-screen", "0", "800x600x24", "-nolisten", "tcp"])
+        defer { xvfb.kill(SIGKILL) }
+        try await eventually("Xvfb listens") { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display.dropFirst())") }
+        let environment = laptop.bus.environment.merging(["DISPLAY": display]) { $1 }
+        // Notifications stay until closed: one that goes, went because batond withdrew it.
+        let config = laptop.bus.directory.appendingPathComponent("dunstrc")
+        try "[urgency_low]\ntimeout = 0\n[urgency_normal]\ntimeout = 0\n[urgency_critical]\ntimeout = 0\n"
+            .write(to: config, atomically: true, encoding: .utf8)
+        let dunst = try Subprocess(try Executables.require("dunst", package: "dunst"), ["-config", config.path], environment: environment)
+        defer { dunst.kill(SIGKILL) }
+        try await laptop.client.waitForName(Self.notifications, timeout: .seconds(15))
+        _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
+        for world in [desktop, laptop] {
+            _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+                .string(Self.type), .string("org.example.notes"), .stringMap(["title": "Page"]),
+            ])
+        }
+        let displayed: @Sendable () async throws -> String = {
+            try await laptop.run(dunstctl, ["count", "displayed"], environment: ["DISPLAY": display]).stdout
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        // Shown; ended on the desktop, withdrawn on the laptop.
+        let ended = try await advertise(desktop, "Field walk, page 7")
+        try await eventually("dunst shows it") { try await displayed() == "1" }
+        _ = try await desktop.call("org.baton.Handoff1.Activities", "Invalidate", [.string(ended)])
+        try await eventually("withdrawn when it ended") { try await displayed() == "0" }
+
+        // Shown again for the next; its default action continues it on the laptop.
+        let next = try await advertise(desktop, "Field walk, page 8")
+        try await eventually("dunst shows the next") { try await displayed() == "1" }
+        let invoked = try await laptop.run(dunstctl, ["action", "0"], environment: ["DISPLAY": display])
+        #expect(invoked.status == 0, "\(invoked)")
+        try await eventually("continued on the laptop") {
+            let scenes = try await laptop.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("org.example.notes")]).first?.arrayValue ?? []
+            guard let scene = scenes.first?.objectPathValue else { return false }
+            return try await laptop.call("org.freedesktop.DBus.Properties", "Get", [
+                .string("org.baton.Handoff1.Scene"), .string("ActivityId"),
+            ], path: scene).first?.unwrapped == .string(next)
+        }
+    }
 }
