@@ -76,7 +76,7 @@ extension HandoffService {
         }
         if unrecorded { return try await continueUnrecorded(activity, type: type, into: existing, now: now) }
         // No handler: nothing to deliver, so the scene shows the activity at once, in one write.
-        if type.handler == nil { return try await continueWithoutHandler(activity, into: existing, now: now, request: request) }
+        if type.handler == nil { return try await continueWithoutHandler(activity, type: type, into: existing, now: now, request: request) }
         let sceneID: String
         if let existing {
             sceneID = existing.id
@@ -159,7 +159,9 @@ extension HandoffService {
 
     /// A continuation of a type without a handler: the scene (new, or the one named or
     /// found) shows the activity at once, for the app to read when it starts.
-    private func continueWithoutHandler(_ activity: Activity, into existing: Scene?, now: UInt64, request: Request?) async throws -> [DBusValue] {
+    private func continueWithoutHandler(
+        _ activity: Activity, type: ActivityType, into existing: Scene?, now: UInt64, request: Request?
+    ) async throws -> [DBusValue] {
         let scene = existing ?? Scene(id: Identifier.make(), appID: activity.appID, title: activity.title, activityID: activity.id,
                                       createdAt: now, lastActiveAt: now)
         if existing != nil {
@@ -173,7 +175,18 @@ extension HandoffService {
         }
         let path = SceneAddress.objectPath(forID: scene.id)
         emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)], to: .app(activity.appID))
+        tellWhereContinued(activity, type: type, scene: path)
         return [.objectPath(path)]
+    }
+
+    /// Tells the app that advertised `activity` where it went, as Apple's
+    /// `userActivityWasContinued`: on this machine through its handler, on another through that
+    /// machine's batond (which tells its app).
+    func tellWhereContinued(_ activity: Activity, type: ActivityType, scene: ObjectPath) {
+        guard activity.isRemote else { return tellOriginator(activity, type: type, scene: scene, device: thisDevice) }
+        background.start { [log] in
+            do { try await self.syncEngine?.tellContinued(activity) } catch { log.error("telling \(activity.deviceID) of the continuation: \(error)") }
+        }
     }
 
     private func flag(_ options: [String: String], _ name: String, default value: Bool) throws(BatonError) -> Bool {
@@ -234,14 +247,7 @@ extension HandoffService {
             emitStorageChanged(sceneID, changed: storage, removed: [])
             emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(pending.createdScene)], to: .app(activity.appID))
             log.debug("continued \(activity.id) into \(path.text)")
-            if activity.isRemote {
-                // Its originator is on the machine that advertised it: told through that machine's batond.
-                background.start { [log] in
-                    do { try await self.syncEngine?.tellContinued(activity) } catch { log.error("telling \(activity.deviceID) of the continuation: \(error)") }
-                }
-            } else {
-                tellOriginator(activity, type: type, scene: path, device: thisDevice)
-            }
+            tellWhereContinued(activity, type: type, scene: path)
         } catch is CancellationError {
             // batond is stopping: the continuation stays as it is, pending, for the next start.
             throw Self.stopping

@@ -77,6 +77,13 @@ import TestSupport
                 .string("org.baton.Handoff1.Scene"), .string("ActivityId"),
             ], path: scene).first?.unwrapped == .string(second)
         }
+        // The desktop, where it was advertised, hears where it went (its app is told from there).
+        let laptopID = try #require(try await laptop.syncProperty("DeviceId")?.stringValue)
+        try await eventually("the desktop knows it was continued on the laptop", timeout: .seconds(10)) {
+            let last = try await desktop.call("org.baton.Handoff1.Activities", "Explain", [.string(second)]).first?
+                .stringKeyedValue?["last_continuation"]?.unwrapped.stringKeyedValue
+            return last?["error"]?.unwrapped.stringValue == "continued on device \(laptopID)"
+        }
         _ = first
 
         // Each of these silences it; what comes after each shows it still works.
