@@ -94,9 +94,15 @@ extension HandoffService {
                   let shown = notices.shown.withLock({ $0 }), shown.notificationID == id else { continue }
             // The signal is the server's only if it owns the name now: anyone may address one to us.
             guard let owner = try? await connection.nameOwner(Self.notifications.name), owner == signal.sender else { continue }
-            notices.shown.withLock { if $0 == shown { $0 = nil } }
-            if signal.member == "ActionInvoked", signal.body.count == 2, signal.body[1].stringValue == "default" {
+            switch (signal.member, signal.body.count == 2 ? signal.body[1].stringValue : nil) {
+            case ("ActionInvoked", "default"):
+                // Continued here: that withdraws it (a server may keep a notification acted on).
                 await continueFromDesktop(shown.activityID, options: [:])
+                withdrawOffer(of: [shown.activityID])
+            case ("ActionInvoked", _):
+                withdrawOffer(of: [shown.activityID])
+            default:  // NotificationClosed: gone already.
+                notices.shown.withLock { if $0 == shown { $0 = nil } }
             }
         }
     }

@@ -70,6 +70,8 @@ extension Store {
         case continueHere(activityID: String)
         /// An activity of this machine's was continued on the device that sent the record.
         case continuedThere(activityID: String)
+        /// Another machine's activity was continued on the device that sent the record.
+        case continuedElsewhere(activityID: String)
         /// The device that sent the record invalidated one of this machine's activities: it
         /// ends here too, and its end travels to every device as this machine's record.
         case invalidateHere(activityID: String)
@@ -84,6 +86,8 @@ extension Store {
         public var pendingScenes: [String] = []
         /// This machine's activities that were continued on the device that sent them.
         public var continuedThere: [ContinuedThere] = []
+        /// Other machines' activities continued on the device that sent the record.
+        public var continuedElsewhere: [String] = []
         /// Requests to end one of this machine's activities that came too late: it changed here
         /// after they were made, and the later change wins.
         public var overruled: [Overruled] = []
@@ -396,6 +400,8 @@ extension Store {
         case .continuedThere(let activityID):
             try noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)", in: db)
             applied.continuedThere.append(.init(activityID: activityID, device: device))
+        case .continuedElsewhere(let activityID):
+            applied.continuedElsewhere.append(activityID)
         }
     }
 

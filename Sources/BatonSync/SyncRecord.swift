@@ -61,9 +61,12 @@ struct SyncRecord: Codable, Equatable {
     }
 
     /// The change it describes for device `me`, or nil for a kind (or a shape) this version
-    /// does not know, or a request for another device.
+    /// does not know, or a request for another device — except that an activity was
+    /// continued, which every device hears (one that offers it in a notification withdraws it).
     func change(for me: String) -> Store.RemoteChange? {
-        if let target, target != me { return nil }
+        if let target, target != me {
+            return kind == "continued" ? id.map { .continuedElsewhere(activityID: $0) } : nil
+        }
         switch kind {
         case "continue_on": return id.map { .continueHere(activityID: $0) }
         case "continued": return id.map { .continuedThere(activityID: $0) }
@@ -134,7 +137,7 @@ enum RemoteCheck {
             try Validate.reverseDNS(appID, what: "the type's app", limits: limits)
         case .typeRemoved(let name):
             try Validate.reverseDNS(name, what: "the type", limits: limits)
-        case .continueHere(let id), .continuedThere(let id), .invalidateHere(let id):
+        case .continueHere(let id), .continuedThere(let id), .invalidateHere(let id), .continuedElsewhere(let id):
             _ = try Identifier.normalize(id, what: "the activity's id")
         }
     }

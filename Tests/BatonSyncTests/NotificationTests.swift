@@ -120,15 +120,16 @@ import TestSupport
 
     /// The same with a real notification server: dunst on a display of its own (Xvfb).
     /// `dunstctl action 0` invokes the newest notification's default action; the
-    /// notification goes when its activity ends on the machine it came from.
+    /// notification goes when its activity ends on the machine it came from, or is continued
+    /// on a third.
     @Test func dunstShowsItAndItsDefaultActionContinuesIt() async throws {
         _ = try Executables.require("Xvfb", package: "xvfb")
         let dunstctl = try Executables.require("dunstctl", package: "dunst")
         let server = try await PostgresServer()
         defer { server.close() }
         let setup = try await SyncServer(server)
-        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
-        defer { desktop.close(); laptop.close() }
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started(), tablet = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close(); tablet.close() }
         // A display of its own: a number no other test uses at once.
         let display = ":\(200 + Int(getpid() % 500))"
         let xvfb = try Subprocess(try Executables.require("Xvfb", package: "xvfb"), [display, "-screen", "0", "800x600x24", "-nolisten", "tcp"])
@@ -142,8 +143,8 @@ import TestSupport
         let dunst = try Subprocess(try Executables.require("dunst", package: "dunst"), ["-config", config.path], environment: environment)
         defer { dunst.kill(SIGKILL) }
         try await laptop.client.waitForName(Self.notifications, timeout: .seconds(15))
-        _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
-        for world in [desktop, laptop] {
+        _ = try await setup.join([desktop, laptop, tablet], names: ["desktop", "laptop", "tablet"])
+        for world in [desktop, laptop, tablet] {
             _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
                 .string(Self.type), .string("org.example.notes"), .stringMap(["title": "Page"]),
             ])
@@ -171,5 +172,13 @@ import TestSupport
                 .string("org.baton.Handoff1.Scene"), .string("ActivityId"),
             ], path: scene).first?.unwrapped == .string(next)
         }
+
+        // Continued on the tablet: the laptop withdraws its offer.
+        try await eventually("the acted-on notification gone") { try await displayed() == "0" }
+        let third = try await advertise(desktop, "Field walk, page 9")
+        try await eventually("dunst shows the third") { try await displayed() == "1" }
+        try await arrived(third, on: tablet)
+        _ = try await tablet.call("org.baton.Handoff1.Activities", "Continue", [.string(third), .stringMap([:])])
+        try await eventually("withdrawn when continued on the tablet") { try await displayed() == "0" }
     }
 }
