@@ -180,5 +180,7 @@ import TestSupport
         try await arrived(third, on: tablet)
         _ = try await tablet.call("org.baton.Handoff1.Activities", "Continue", [.string(third), .stringMap([:])])
         try await eventually("withdrawn when continued on the tablet") { try await displayed() == "0" }
+        // The tablet has no notification server: it said so once, for three arrivals.
+        #expect(tablet.daemonLog.components(separatedBy: "no notification of activities from other machines").count == 2, "\(tablet.daemonLog)")
     }
 }

@@ -234,3 +234,60 @@ extension TwoDaemonTests {
         #expect(other["explained"] as? String == "unknown", "\(other)")
     }
 }
+
+/// The desktop's search on the laptop finds the desktop's activities, says where they come
+/// from, and KRunner's on-device action opens one on the desktop.
+@Suite(.serialized) struct DesktopSearchAcrossMachinesTests {
+    static let type = "org.example.notes.page"
+
+    @Test func anotherMachinesActivityIsFoundAndOpenedThere() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+        _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
+        for world in [desktop, laptop] {
+            _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+                .string(Self.type), .string("org.example.notes"), .stringMap(["title": "Page"]),
+            ])
+        }
+        let id = try #require(try await desktop.call("org.baton.Handoff1.Activities", "Advertise", [
+            .string(Self.type), .string("Field walk"), .string("{}"), .stringMap(["eligible_for_search": "true"]),
+        ]).first?.stringValue)
+        try await eventually("the laptop has it", timeout: .seconds(10)) {
+            (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+        }
+
+        let provider: ObjectPath = "/org/baton/Handoff1/SearchProvider", runner: ObjectPath = "/org/baton/Handoff1/KRunner"
+        let metas = try await laptop.call("org.gnome.Shell.SearchProvider2", "GetResultMetas", [.strings([id])], path: provider)
+        let description = metas.first?.arrayValue?.first?.stringKeyedValue?["description"]?.unwrapped.stringValue
+        #expect(description?.hasPrefix("org.example.notes · desktop · ") == true, "\(description ?? "none")")
+        let match = try #require(try await laptop.call("org.kde.krunner1", "Match", [.string("field")], path: runner)
+            .first?.arrayValue?.first?.structureValue)
+        let properties = match.last?.stringKeyedValue
+        #expect(properties?["actions"]?.unwrapped == .strings(["continue", "new-scene", "on-device"]), "another machine's: on-device too")
+        #expect(properties?["subtext"]?.unwrapped.stringValue?.contains(" · desktop · ") == true)
+
+        // on-device: the desktop opens it.
+        _ = try await laptop.call("org.kde.krunner1", "Run", [.string(id), .string("on-device")], path: runner)
+        try await eventually("a scene on the desktop shows it", timeout: .seconds(10)) {
+            let scenes = try await desktop.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("org.example.notes")]).first?.arrayValue ?? []
+            guard let scene = scenes.first?.objectPathValue else { return false }
+            return try await desktop.call("org.freedesktop.DBus.Properties", "Get", [
+                .string("org.baton.Handoff1.Scene"), .string("ActivityId"),
+            ], path: scene).first?.unwrapped == .string(id)
+        }
+        #expect(try await laptop.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("org.example.notes")]).first?.arrayValue?.isEmpty == true,
+                "nothing opened on the laptop")
+
+        // The same through the Python client, as the Baton window's "Continue on desktop" does.
+        let desktopID = try #require(try await desktop.syncProperty("DeviceId")?.stringValue)
+        let asked = try await laptop.run("/usr/bin/python3", ["-c", "import baton; print(baton.Client().continue_activity('\(id)', device='\(desktopID)'))"],
+                                         environment: ["PYTHONPATH": Repository.root.appendingPathComponent("python").path, "PYTHONDONTWRITEBYTECODE": "1"])
+        #expect(asked.status == 0 && asked.stdout == "None\n", "\(asked)")
+        try await eventually("a second scene on the desktop", timeout: .seconds(10)) {
+            try await desktop.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("org.example.notes")]).first?.arrayValue?.count == 2
+        }
+    }
+}
