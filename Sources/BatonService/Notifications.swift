@@ -42,7 +42,8 @@ extension HandoffService {
         guard !paused.isPaused, (try? store.notificationsEnabled()) == true else { return }
         let offered = ids.compactMap { try? store.activity(id: $0, now: now) }
             .filter { activity in
-                activity.isRemote && activity.eligibleForHandoff && now.subtractingReportingOverflow(activity.updatedAt).partialValue <= Self.noticeFreshness
+                // A machine whose clock runs ahead sends changes from the future: fresh too.
+                activity.isRemote && activity.eligibleForHandoff && activity.updatedAt &+ Self.noticeFreshness >= now
                     && (try? store.isBlocked(activity.appID)) == false
             }
             .max { $0.updatedAt < $1.updatedAt }
