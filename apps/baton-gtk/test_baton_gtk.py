@@ -83,8 +83,8 @@ class BatonWindowTests(unittest.TestCase):
 
         # Continue: a scene of the app shows it. Forget: it is gone, here and from batond.
         self.act("continue", walk)
-        scenes = eventually("a scene", lambda: self.client.scenes(APP))
-        self.assertEqual(scenes[0].property("ActivityId"), walk)
+        # A scene is listed a moment before it is on the bus: eventually() waits out the error too.
+        eventually("a scene showing Field walk", lambda: [s.property("ActivityId") for s in self.client.scenes(APP)] == [walk])
         self.act("forget", notes)
         eventually("Outdoor notes is gone", lambda: self.titles() == ["Field walk"])
         with self.assertRaises(baton.BatonError):
