@@ -46,9 +46,7 @@ struct DeletedDataTests {
         for suffix in ["", "-wal", "-shm"] where access(world.database + suffix, F_OK) == 0 {
             #expect(chmod(world.database + suffix, 0o644) == 0)
         }
-        let previous = umask(0)
-        defer { umask(previous) }
-        try await world.startDaemon()
+        try await world.startDaemon(umask: 0)
         _ = try await world.advertise("after")
         for suffix in ["", "-wal", "-shm"] {
             var info = stat()

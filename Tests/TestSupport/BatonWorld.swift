@@ -44,8 +44,8 @@ public final class BatonWorld: @unchecked Sendable {
     }
 
     /// Starts batond and waits until it owns its name.
-    public func startDaemon(_ arguments: [String] = []) async throws {
-        daemon = try await RunningBatond(on: bus, arguments: extraArguments + arguments)
+    public func startDaemon(_ arguments: [String] = [], umask: mode_t? = nil) async throws {
+        daemon = try await RunningBatond(on: bus, arguments: extraArguments + arguments, umask: umask)
     }
 
     /// Stops batond with `signal` and returns its exit status.

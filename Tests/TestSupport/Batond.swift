@@ -7,13 +7,20 @@ public final class RunningBatond: @unchecked Sendable {
     public let process: Subprocess
     public let database: String
 
-    /// Starts batond on `bus` and waits until it owns org.baton.Handoff1.
-    public init(on bus: PrivateBus, arguments: [String] = []) async throws {
+    /// Starts batond on `bus` and waits until it owns org.baton.Handoff1. With `umask`, batond
+    /// runs with that umask (set in a shell that then runs it: the test process's own umask is
+    /// shared by every test running at the same time).
+    public init(on bus: PrivateBus, arguments: [String] = [], umask: mode_t? = nil) async throws {
         database = Self.database(on: bus)
         let log = open(Self.logPath(on: bus), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         defer { close(log) }
-        process = try Subprocess(try Executables.built("batond"), ["--database", database, "--verbose"] + arguments,
-                                 environment: bus.environment, stderr: log)
+        let command = [try Executables.built("batond"), "--database", database, "--verbose"] + arguments
+        if let umask {
+            process = try Subprocess("/bin/sh", ["-c", "umask \(String(umask, radix: 8)) && exec \"$0\" \"$@\""] + command,
+                                     environment: bus.environment, stderr: log)
+        } else {
+            process = try Subprocess(command[0], Array(command.dropFirst()), environment: bus.environment, stderr: log)
+        }
         let watcher = try bus.connect()
         defer { watcher.close() }
         try await watcher.waitForName("org.baton.Handoff1", timeout: .seconds(15))
