@@ -1,0 +1,134 @@
+import ArgumentParser
+import BatonContract
+import BatonCore
+import DBus
+import Glibc
+import Synchronization
+
+/// Web pages as activities (docs/DESIGN.md, "Sources"): type `org.baton.web.page` of the app
+/// `org.baton.Web`, whose handler is `baton serve-web`, started by the bus.
+enum WebPage {
+    static let type = "org.baton.web.page"
+    static let app = "org.baton.Web"
+
+    /// The page's address as continuing opens it: a playing video's time as a media
+    /// fragment (`#t=`), where the address has no fragment of its own.
+    static func address(_ url: String, time: Double?) -> String {
+        guard let time, time > 0, time.isFinite, !url.contains("#") else { return url }
+        return url + "#t=" + String(Int(time))
+    }
+}
+
+/// `baton open URL`: hand a page over to your other machines, as the browser extension does.
+struct OpenPage: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "open",
+        abstract: "Advertise a web page, so that it can be continued here or on your other machines.",
+        discussion: """
+            Any http or https address, with where you were: --time for a video's or a recording's \
+            position (continuing opens it at #t=SECONDS), --scroll for how far down the page (kept \
+            for the browser extension). Continuing opens the page in the default browser of the \
+            machine it is continued on. Prints the activity's id.
+            Example: baton open https://example.org/talk.webm --title "The talk" --time 754
+            """)
+    @ArgumentParser.Argument(help: "The page's http(s) address.") var url: String
+    @Option(help: "What people see (default: the address).") var title: String?
+    @Option(help: "A video's or recording's position, in seconds.") var time: Double?
+    @Option(help: "How far down the page, in pixels.") var scroll: Int?
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await perform {
+            let daemon = try global.daemon()
+            // Registered here as well as declared (share/baton/types), so that it works before an install.
+            _ = try await daemon.call(Contract.Registry.registerActivityType, [
+                .string(WebPage.type), .string(WebPage.app),
+                .stringMap(["title": "Web page", "required_keys": "url", "handler": WebPage.app, "handler_path": "/"]),
+            ])
+            var payload = "{\"url\":\(StrictJSON.quote(url))"
+            if let time { payload += ",\"time\":\(time)" }
+            if let scroll { payload += ",\"scroll\":\(scroll)" }
+            payload += "}"
+            let options = ["webpage_url": url, "target_content_id": url, "eligible_for_search": "true"]
+            let id = try await daemon.write(Contract.Activities.advertise, options: options) {
+                [.string(WebPage.type), .string(title ?? url), .string(payload), .stringMap($0)]
+            }.first?.stringValue ?? ""
+            print(global.json ? "{\"id\":\(StrictJSON.quote(id))}" : id)
+        }
+    }
+}
+
+/// `baton serve-web`: the handler of `org.baton.Web`, which the bus starts to continue a web
+/// page: it opens the page in the default browser (`gio open`, else `xdg-open`) and ends after
+/// a quiet while.
+struct ServeWeb: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve-web",
+        abstract: "Open web pages continued on this machine (the bus starts it as org.baton.Web).",
+        discussion: "Not for typing: installed as the D-Bus service org.baton.Web. Ends after 10 s without a page to open.",
+        shouldDisplay: false)
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        let connection: Connection
+        do {
+            connection = try Connection(global.address.map { .address($0) } ?? .session) { _ in }
+        } catch {
+            throw CLIError(description: "cannot reach the session bus (\(error.message))", status: ExitStatus.daemonUnavailable)
+        }
+        let opened = Opened()
+        try await connection.export("/", [Interface(Contract.Interface.handler, methods: [
+            Method(Contract.Handler.continueActivity) { call in
+                let activity: [String: DBusValue] = try call.argument(1)
+                guard let url = activity["webpage_url"]?.unwrapped.stringValue, url.hasPrefix("https://") || url.hasPrefix("http://") else {
+                    throw BatonError.invalidArgument("the activity has no http(s) webpage_url to open")
+                }
+                let members = (try? StrictJSON.parseObject(activity["payload"]?.unwrapped.stringValue ?? "{}", maxBytes: 1 << 20, maxDepth: 16)) ?? []
+                let address = WebPage.address(url, time: members.first { $0.key == "time" }.flatMap { Double($0.rawValue) })
+                try Self.openInBrowser(address)
+                opened.now()
+                return [.record(["url": .string(address)])]
+            },
+        ])])
+        try await connection.requestName(WebPage.app)
+        // Started for one page, usually: gone once nothing came for a while, or the bus went.
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await connection.waitUntilClosed() }
+            group.addTask {
+                while !opened.quietFor(seconds: 10) && !Task.isCancelled { try? await Task.sleep(for: .seconds(1)) }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+        connection.close()
+    }
+
+    /// Runs the desktop's opener for `address` and waits for it (it hands the page to the browser and ends).
+    static func openInBrowser(_ address: String) throws(BatonError) {
+        for opener in [["gio", "open"], ["xdg-open"]] {
+            let arguments = opener + [address]
+            var pid: pid_t = 0
+            let argv = arguments.map { strdup($0) } + [nil]
+            defer { argv.forEach { free($0) } }
+            guard posix_spawnp(&pid, arguments[0], nil, nil, argv, environ) == 0 else { continue }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            if status == 0 { return }
+            throw BatonError.handlerFailed("\(arguments.joined(separator: " ")) failed (status \(status)): no browser opens http(s) pages here")
+        }
+        throw BatonError.handlerFailed("neither gio nor xdg-open is installed to open \(address)")
+    }
+}
+
+/// When the handler last opened a page (CLOCK_MONOTONIC, ns).
+private final class Opened: Sendable {
+    private let last = Atomic<UInt64>(Opened.clock())
+    func now() { last.store(Self.clock(), ordering: .relaxed) }
+    func quietFor(seconds: UInt64) -> Bool { Self.clock() - last.load(ordering: .relaxed) >= seconds * 1_000_000_000 }
+
+    private static func clock() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+}
