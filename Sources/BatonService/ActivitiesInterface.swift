@@ -211,10 +211,14 @@ extension HandoffService {
             state = expired ? "expired" : "live"
             if let expiresAt = activity.expiresAt, expired { reasons.append("expired at \(WallClock.text(expiresAt))") }
             let type = try store.activityType(activity.type)
-            if type == nil { reasons.append("type \(activity.type) is no longer registered") }
+            if type == nil, let page = activity.webpageURL {
+                reasons.append("no app here registered \(activity.type): continuing opens its web page, \(page), in the default browser")
+            } else if type == nil {
+                reasons.append("type \(activity.type) is no longer registered")
+            }
             if !activity.eligibleForHandoff { reasons.append("advertised with eligible_for_handoff=false") }
             if !activity.eligibleForSearch { reasons.append("advertised with eligible_for_search=false") }
-            continuable = !expired && type != nil && activity.eligibleForHandoff
+            continuable = !expired && (type != nil || activity.webpageURL != nil) && activity.eligibleForHandoff
             searchable = !expired && activity.eligibleForSearch
             if continuable, let type, type.handler == nil {
                 reasons.append("type \(type.type) has no handler: a continuation opens a scene for \(type.appID) to read when it starts")

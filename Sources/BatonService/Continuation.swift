@@ -64,6 +64,8 @@ extension HandoffService {
             return try await continueOnDevice(activity, device: device, options: options, request: request)
         }
         guard let type = try store.activityType(activity.type) else {
+            // No app here knows it: its web page, if it has one, as Apple's Handoff falls back to Safari.
+            if activity.webpageURL != nil && options["scene"] == nil { return try await openWebPage(of: activity) }
             throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
         }
 
@@ -177,6 +179,21 @@ extension HandoffService {
         emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)], to: .app(activity.appID))
         tellWhereContinued(activity, type: type, scene: path)
         return [.objectPath(path)]
+    }
+
+    /// The handler of web pages, `org.baton.Web` (`baton serve-web`, started by the bus).
+    static let webHandler = (name: "org.baton.Web", path: "/")
+
+    /// Opens the web page of an activity no app here can continue, through the web pages'
+    /// handler; no scene. Replies "/", as a continuation on another machine does.
+    private func openWebPage(of activity: Activity) async throws -> [DBusValue] {
+        do {
+            _ = try await askHandler(Self.webHandler.name, at: Self.webHandler.path, scene: "/", activity: activity)
+        } catch let unreachable as HandlerUnreachable {
+            throw BatonError.handlerFailed("no app here continues \(activity.type), and its web page could not be opened: \(unreachable.reason)")
+        }
+        log.debug("opened the web page of \(activity.id)")
+        return [.objectPath("/")]
     }
 
     /// Tells the app that advertised `activity` where it went, as Apple's

@@ -293,3 +293,44 @@ extension TwoDaemonTests {
         }
     }
 }
+
+/// Apple's fallback: an activity whose app no one registered on this machine, but which has
+/// a web page, opens that page here (Explain says so); without a page it is refused.
+@Suite(.serialized) struct WebPageFallbackTests {
+    @Test func anActivityOfAnAppNotHereOpensItsWebPage() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let desktop = try await BatonWorld.started(), laptop = try BatonWorld()
+        defer { desktop.close(); laptop.close() }
+        let browser = try TestBrowser(on: laptop.bus)
+        try await laptop.startDaemon()
+        _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
+        let type = "org.example.reader.article"
+        _ = try await desktop.call("org.baton.Handoff1.Registry", "RegisterActivityType", [.string(type), .string("org.example.reader"), .stringMap([:])])
+        func advertise(_ title: String, _ options: [String: String]) async throws -> String {
+            let id = try #require(try await desktop.call("org.baton.Handoff1.Activities", "Advertise", [
+                .string(type), .string(title), .string("{}"), .stringMap(options),
+            ]).first?.stringValue)
+            try await eventually("the laptop has \(title)", timeout: .seconds(10)) {
+                (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+            }
+            return id
+        }
+        let article = try await advertise("An article", ["webpage_url": "https://example.org/article"])
+        let explained = try await laptop.call("org.baton.Handoff1.Activities", "Explain", [.string(article)]).first?.stringKeyedValue
+        #expect(explained?["continuable"]?.unwrapped == .boolean(true))
+        #expect(explained?["reasons"]?.unwrapped.arrayValue?.contains(.string(
+            "no app here registered \(type): continuing opens its web page, https://example.org/article, in the default browser")) == true,
+                "\(String(describing: explained))")
+        let continued = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(article), .stringMap([:])])
+        #expect(continued == [.objectPath("/")], "no scene: the page opened")
+        try await eventually("the laptop's browser opened the page") { browser.opened == ["https://example.org/article"] }
+
+        let pageless = try await advertise("No page", [:])
+        let refused = await #expect(throws: DBusError.self) {
+            try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(pageless), .stringMap([:])])
+        }
+        #expect(refused?.name == "org.baton.Handoff1.Error.UnknownActivityType")
+    }
+}
