@@ -65,7 +65,7 @@ extension HandoffService {
         }
         guard let type = try store.activityType(activity.type) else {
             // No app here knows it: its web page, if it has one, as Apple's Handoff falls back to Safari.
-            if activity.webpageURL != nil && options["scene"] == nil { return try await openWebPage(of: activity) }
+            if activity.webpageURL != nil && options["scene"] == nil { return try await openWebPage(of: activity, request: request) }
             throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
         }
 
@@ -185,13 +185,15 @@ extension HandoffService {
     static let webHandler = (name: "org.baton.Web", path: "/")
 
     /// Opens the web page of an activity no app here can continue, through the web pages'
-    /// handler; no scene. Replies "/", as a continuation on another machine does.
-    private func openWebPage(of activity: Activity) async throws -> [DBusValue] {
+    /// handler; no scene. Replies "/", as a continuation on another machine does (and so does
+    /// a repeat of `request`, without opening the page again).
+    private func openWebPage(of activity: Activity, request: Request?) async throws -> [DBusValue] {
         do {
             _ = try await askHandler(Self.webHandler.name, at: Self.webHandler.path, scene: "/", activity: activity)
         } catch let unreachable as HandlerUnreachable {
             throw BatonError.handlerFailed("no app here continues \(activity.type), and its web page could not be opened: \(unreachable.reason)")
         }
+        if let request { try await store.writing { try $0.record(request, result: "") } }
         log.debug("opened the web page of \(activity.id)")
         return [.objectPath("/")]
     }

@@ -35,6 +35,12 @@ extension Store {
         return result
     }
 
+    /// Remembers `request`'s result on its own, for a call that stored nothing else (a web page
+    /// opened): a repeat of it is answered without doing it again.
+    public func record(_ request: Request, result: String) throws {
+        try write { db in try record(request, result: result, in: db) }
+    }
+
     /// Remembers `request`'s result in the caller's transaction, so it commits with the write.
     func record(_ request: Request, result: String, in db: Database) throws {
         try db.cachedStatement(sql: "INSERT INTO request (request_id, method, result, created_at) VALUES (?, ?, ?, ?)")
