@@ -327,7 +327,7 @@ extension TwoDaemonTests {
             let continued = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(article), .stringMap(["request_id": "open-1"])])
             #expect(continued == [.objectPath("/")], "no scene: the page opened")
         }
-        try await eventually("the laptop's browser opened the page") { browser.opened.contains("https://example.org/article") }
+        try await eventually("the laptop's browser opened the page", timeout: .seconds(30)) { browser.opened.contains("https://example.org/article") }
 
         let pageless = try await advertise("No page", [:])
         let refused = await #expect(throws: DBusError.self) {
