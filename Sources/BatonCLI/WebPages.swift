@@ -120,15 +120,9 @@ struct ServeWeb: AsyncParsableCommand {
     }
 }
 
-/// When the handler last opened a page (CLOCK_MONOTONIC, ns).
+/// When the handler last opened a page.
 private final class Opened: Sendable {
-    private let last = Atomic<UInt64>(Opened.clock())
-    func now() { last.store(Self.clock(), ordering: .relaxed) }
-    func quietFor(seconds: UInt64) -> Bool { Self.clock() - last.load(ordering: .relaxed) >= seconds * 1_000_000_000 }
-
-    private static func clock() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-    }
+    private let last = Mutex(ContinuousClock.now)
+    func now() { last.withLock { $0 = .now } }
+    func quietFor(seconds: Int) -> Bool { last.withLock { ContinuousClock.now - $0 >= .seconds(seconds) } }
 }

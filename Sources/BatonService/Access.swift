@@ -51,6 +51,12 @@ enum Access {
         }
     }
 
+    /// Who may hear that properties of the root object's `interface` changed: host clients
+    /// only for an interface a sandboxed app may not read, else everyone.
+    static func audience(ofPropertiesOf interface: String) -> Audience {
+        hostOnly.contains(interface) ? .hosts : .everyone
+    }
+
     /// The refusal of an activity that is another app's: as if there were none.
     static func noActivity(_ id: String) -> BatonError { .notFound("no activity \(id)") }
 }

@@ -66,8 +66,9 @@ extension HandoffService {
         let now = clock.now()
         let activities = try ids.compactMap { id in try store.activity(id: id, now: now) ?? paused.activity(id) }
         let devices = try deviceNames(for: activities)
+        let apps = appEntries(of: activities)
         return activities.map { activity in
-            let app = AppEntry.find(activity.appID, in: applicationDirectories)
+            let app = apps[activity.appID] ?? nil
             return .record([
                 (key: "id", value: .string(activity.id)),
                 (key: "name", value: .string(activity.title)),
@@ -76,6 +77,13 @@ extension HandoffService {
                 (key: "clipboardText", value: .string(activity.webpageURL ?? activity.title)),
             ])
         }
+    }
+
+    /// The desktop entry of each app among `activities`, read once per app (nil: none found).
+    func appEntries(of activities: [Activity]) -> [String: AppEntry?] {
+        var entries: [String: AppEntry?] = [:]
+        for app in Set(activities.map(\.appID)) { entries[app] = AppEntry.find(app, in: applicationDirectories) }
+        return entries
     }
 
     /// "Hawk Notes · laptop · 3 min ago": the app, the machine, how long ago.
@@ -124,8 +132,9 @@ extension HandoffService {
         let devices = try deviceNames(for: activities)
         let words = Set(query.lowercased().split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).map(String.init))
         let now = clock.now()
+        let apps = appEntries(of: activities)
         let matches = activities.enumerated().map { index, activity -> DBusValue in
-            let app = AppEntry.find(activity.appID, in: applicationDirectories)
+            let app = apps[activity.appID] ?? nil
             let titleWords = activity.title.lowercased().split(whereSeparator: { $0.isWhitespace || $0.isPunctuation })
             let inTitle = words.allSatisfy { word in titleWords.contains { $0.hasPrefix(word) } }
             var actions = [Contract.KRunner.Action.continueHere, Contract.KRunner.Action.newScene]

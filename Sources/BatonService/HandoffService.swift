@@ -214,6 +214,13 @@ public final class HandoffService: Sendable {
         }
     }
 
+    /// Announces that properties of the root object's `interface` changed, to those who may
+    /// read them (`Access.audience(ofPropertiesOf:)`).
+    func emitRootPropertiesChanged(_ interface: String, _ changed: [String: DBusValue]) {
+        connection.emitPropertiesChanged(path: Self.rootPath, interface: interface, changed: changed,
+                                         to: Access.audience(ofPropertiesOf: interface))
+    }
+
     /// Announces activities the store deleted (`Invalidated` for each), then every scene
     /// whose current activity went with them (`PropertiesChanged` for its `ActivityId`).
     func announceRemoved(_ ids: [String]) {

@@ -32,18 +32,19 @@ extension HandoffService {
     static let notifications = (name: "org.freedesktop.Notifications", path: ObjectPath(stringLiteral: "/org/freedesktop/Notifications"))
 
     /// Offers the newest of the activities another machine just advertised, if any may be.
-    func offerArrivals(_ ids: [String]) {
-        guard !ids.isEmpty else { return }
-        background.start { await self.offerNewest(of: ids) }
+    func offerArrivals(_ activities: [Activity]) {
+        guard !activities.isEmpty else { return }
+        background.start { await self.offerNewest(of: activities) }
     }
 
-    private func offerNewest(of ids: [String]) async {
+    private func offerNewest(of activities: [Activity]) async {
         let now = clock.now()
         guard !paused.isPaused, (try? store.notificationsEnabled()) == true else { return }
-        let offered = ids.compactMap { try? store.activity(id: $0, now: now) }
+        let offered = activities
             .filter { activity in
                 // A machine whose clock runs ahead sends changes from the future: fresh too.
-                activity.isRemote && activity.eligibleForHandoff && activity.updatedAt &+ Self.noticeFreshness >= now
+                activity.isRemote && activity.eligibleForHandoff && !activity.isExpired(at: now)
+                    && activity.updatedAt &+ Self.noticeFreshness >= now
                     && (try? store.isBlocked(activity.appID)) == false
             }
             .max { $0.updatedAt < $1.updatedAt }
@@ -115,9 +116,7 @@ extension HandoffService {
         guard try await store.writing({ try $0.setNotifications(enabled) }) else { return [] }
         log.info("notifications of other machines' activities \(enabled ? "on" : "off")")
         if !enabled { notices.shown.withLock { $0 }.map { withdrawOffer(of: [$0.activityID]) } }
-        connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.status, changed: [
-            Contract.Status.Property.notifications: .boolean(enabled),
-        ])
+        emitRootPropertiesChanged(Contract.Interface.status, [Contract.Status.Property.notifications: .boolean(enabled)])
         return []
     }
 }

@@ -54,9 +54,9 @@ extension HandoffService {
     }
 
     private func announcePause() {
-        connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.privacy, changed: [
+        emitRootPropertiesChanged(Contract.Interface.privacy, [
             Contract.Privacy.Property.paused: .boolean(paused.isPaused), Contract.Privacy.Property.pausedUntil: .uint64(paused.until ?? 0),
-        ], to: .hosts)
+        ])
     }
 
     private func setBlocked(_ call: MethodCall, _ blocked: Bool) async throws -> [DBusValue] {
@@ -64,9 +64,7 @@ extension HandoffService {
         try Validate.reverseDNS(app, what: "app id", limits: limits)
         guard try await store.writing({ try $0.setBlocked(app, blocked) }) else { return [] }
         log.info("\(blocked ? "blocked" : "unblocked") \(app)")
-        connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.privacy, changed: [
-            Contract.Privacy.Property.blockedApps: .strings(try store.blockedApps()),
-        ], to: .hosts)
+        emitRootPropertiesChanged(Contract.Interface.privacy, [Contract.Privacy.Property.blockedApps: .strings(try store.blockedApps())])
         return []
     }
 

@@ -78,11 +78,11 @@ extension HandoffService {
 
     /// Tells the bus what other devices' records changed here.
     func announce(_ applied: Store.Applied) {
-        for id in applied.advertised {
-            guard let activity = try? store.storedActivity(id: id) else { continue }
+        let advertised = applied.advertised.compactMap { try? store.storedActivity(id: $0) }
+        for activity in advertised {
             emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
         }
-        offerArrivals(applied.advertised)
+        offerArrivals(advertised)
         withdrawOffer(of: applied.continuedElsewhere)
         for id in applied.updated {
             // Told to host clients only when it cannot be read now (it went meanwhile).
@@ -127,7 +127,7 @@ extension HandoffService {
             let changed = now.filter { announced[$0.key] != $0.value }
             guard !changed.isEmpty else { return }
             announced = now
-            connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.sync, changed: changed, to: .hosts)
+            emitRootPropertiesChanged(Contract.Interface.sync, changed)
         }
     }
 

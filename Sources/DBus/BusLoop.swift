@@ -355,7 +355,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
 
     /// Sends `message` to each of `destinations`, a copy addressed to each, expecting no reply.
     /// Built once and copied by libdbus: building it again for each was most of the cost
-    /// (Benchmarks/README, "Signals addressed to each connection").
+    /// (Benchmarks/README, "Signals and sandboxed apps").
     func send(_ message: Message, toEach destinations: [String]) throws(DBusError) {
         guard !finished, !destinations.isEmpty else { return }
         let raw = try message.makeRaw()

@@ -70,15 +70,7 @@ import TestSupport
             .string(Self.notifications), .string("ActionInvoked"), .string("us"),
             .array(.variant, [.variant(.uint32(notificationID)), .variant(.string("default"))]),
         ])
-        try await eventually("continued on the laptop") {
-            let scenes = try await laptop.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("org.example.notes")]).first?.arrayValue ?? []
-            guard let scene = scenes.first?.objectPathValue else { return false }
-            // Listed a moment before it is on the bus: not yet, then.
-            let shown = try? await laptop.call("org.freedesktop.DBus.Properties", "Get", [
-                .string("org.baton.Handoff1.Scene"), .string("ActivityId"),
-            ], path: scene)
-            return shown?.first?.unwrapped == .string(second)
-        }
+        try await eventually("continued on the laptop") { try await laptop.firstScene(of: "org.example.notes", shows: second) }
         // The desktop, where it was advertised, hears where it went (its app is told from there).
         let laptopID = try #require(try await laptop.syncProperty("DeviceId")?.stringValue)
         try await eventually("the desktop knows it was continued on the laptop", timeout: .seconds(10)) {
@@ -169,15 +161,7 @@ import TestSupport
         try await eventually("dunst shows the next") { try await displayed() == "1" }
         let invoked = try await laptop.run(dunstctl, ["action", "0"], environment: ["DISPLAY": display])
         #expect(invoked.status == 0, "\(invoked)")
-        try await eventually("continued on the laptop") {
-            let scenes = try await laptop.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("org.example.notes")]).first?.arrayValue ?? []
-            guard let scene = scenes.first?.objectPathValue else { return false }
-            // Listed a moment before it is on the bus: not yet, then.
-            let shown = try? await laptop.call("org.freedesktop.DBus.Properties", "Get", [
-                .string("org.baton.Handoff1.Scene"), .string("ActivityId"),
-            ], path: scene)
-            return shown?.first?.unwrapped == .string(next)
-        }
+        try await eventually("continued on the laptop") { try await laptop.firstScene(of: "org.example.notes", shows: next) }
 
         // Continued on the tablet: the laptop withdraws its offer.
         try await eventually("the acted-on notification gone") { try await displayed() == "0" }

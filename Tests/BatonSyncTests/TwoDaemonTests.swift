@@ -271,15 +271,7 @@ extension TwoDaemonTests {
 
         // on-device: the desktop opens it.
         _ = try await laptop.call("org.kde.krunner1", "Run", [.string(id), .string("on-device")], path: runner)
-        try await eventually("a scene on the desktop shows it", timeout: .seconds(10)) {
-            let scenes = try await desktop.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("org.example.notes")]).first?.arrayValue ?? []
-            guard let scene = scenes.first?.objectPathValue else { return false }
-            // Listed a moment before it is on the bus: not yet, then.
-            let shown = try? await desktop.call("org.freedesktop.DBus.Properties", "Get", [
-                .string("org.baton.Handoff1.Scene"), .string("ActivityId"),
-            ], path: scene)
-            return shown?.first?.unwrapped == .string(id)
-        }
+        try await eventually("a scene on the desktop shows it", timeout: .seconds(10)) { try await desktop.firstScene(of: "org.example.notes", shows: id) }
         #expect(try await laptop.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("org.example.notes")]).first?.arrayValue?.isEmpty == true,
                 "nothing opened on the laptop")
 

@@ -88,3 +88,17 @@ public final class BatonWorld: @unchecked Sendable {
         try await run(try Executables.built("baton"), arguments, environment: ["NO_COLOR": "1"].merging(environment) { $1 }, stdin: stdin)
     }
 }
+
+extension BatonWorld {
+    /// Whether the first scene `ListScenes` gives for `app` shows `activityID` (its `ActivityId`).
+    /// False while there is none, or while the one listed is not on the bus yet: a scene is in
+    /// the database a moment before its object is exported.
+    public func firstScene(of app: String, shows activityID: String) async throws -> Bool {
+        let scenes = try await call("org.baton.Handoff1.Scenes", "ListScenes", [.string(app)]).first?.arrayValue ?? []
+        guard let scene = scenes.first?.objectPathValue else { return false }
+        let shown = try? await call("org.freedesktop.DBus.Properties", "Get", [
+            .string("org.baton.Handoff1.Scene"), .string("ActivityId"),
+        ], path: scene)
+        return shown?.first?.unwrapped == .string(activityID)
+    }
+}
