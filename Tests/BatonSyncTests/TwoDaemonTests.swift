@@ -319,7 +319,11 @@ extension TwoDaemonTests {
             let continued = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(article), .stringMap(["request_id": "open-1"])])
             #expect(continued == [.objectPath("/")], "no scene: the page opened")
         }
-        try await eventually("the laptop's browser opened the page", timeout: .seconds(30)) { browser.opened.contains("https://example.org/article") }
+        // A second page as a barrier: once it is open, a second opening of the first would have come before it.
+        let second = try await advertise("Another article", ["webpage_url": "https://example.org/second"])
+        _ = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(second), .stringMap([:])])
+        try await eventually("the laptop's browser opened the pages", timeout: .seconds(30)) { browser.opened.contains("https://example.org/second") }
+        #expect(browser.opened.filter { $0 == "https://example.org/article" }.count == 1, "\(browser.opened)")
 
         let pageless = try await advertise("No page", [:])
         let refused = await #expect(throws: DBusError.self) {
