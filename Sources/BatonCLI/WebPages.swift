@@ -5,11 +5,45 @@ import DBus
 import Glibc
 import Synchronization
 
-/// Web pages as activities (docs/DESIGN.md, "Sources"): type `org.baton.web.page` of the app
-/// `org.baton.Web`, whose handler is `baton serve-web`, started by the bus.
-enum WebPage {
+/// A web page as an activity (docs/DESIGN.md, "Sources"): type `org.baton.web.page` of the app
+/// `org.baton.Web`, whose handler is `baton serve-web`, started by the bus. `baton open` and
+/// the browser extension's host advertise pages alike.
+struct WebPage {
     static let type = "org.baton.web.page"
     static let app = "org.baton.Web"
+    /// `RegisterActivityType`'s arguments: registered by whoever advertises a page as well as
+    /// declared (share/baton/types), so that pages work before an install.
+    static let registration: [DBusValue] = [
+        .string(type), .string(app),
+        .stringMap(["title": "Web page", "required_keys": "url", "handler": app, "handler_path": "/"]),
+    ]
+
+    var url: String
+    var title: String?
+    /// A playing video's or recording's position, in seconds.
+    var time: Double?
+    /// How far down the page, in pixels.
+    var scroll: Int?
+
+    /// What people see: the page's title, else its address.
+    var shownTitle: String { title.flatMap { $0.isEmpty ? nil : $0 } ?? url }
+
+    var payload: String {
+        var payload = "{\"url\":\(StrictJSON.quote(url))"
+        if let time, time.isFinite, time >= 0 { payload += ",\"time\":\(time)" }
+        if let scroll, scroll >= 0 { payload += ",\"scroll\":\(scroll)" }
+        return payload + "}"
+    }
+
+    var options: [String: String] { ["webpage_url": url, "target_content_id": url, "eligible_for_search": "true"] }
+
+    /// Only http(s) pages are recorded (batond checks `webpage_url` too; this names the page).
+    func check() throws(BatonError) {
+        let lowered = url.lowercased()
+        guard lowered.hasPrefix("https://") || lowered.hasPrefix("http://") else {
+            throw .invalidArgument("only http and https pages are recorded, not '\(url.prefix(60))'")
+        }
+    }
 
     /// The page's address as continuing opens it: a playing video's time as a media
     /// fragment (`#t=`), where the address has no fragment of its own.
@@ -40,18 +74,10 @@ struct OpenPage: AsyncParsableCommand {
     func run() async throws {
         try await perform {
             let daemon = try global.daemon()
-            // Registered here as well as declared (share/baton/types), so that it works before an install.
-            _ = try await daemon.call(Contract.Registry.registerActivityType, [
-                .string(WebPage.type), .string(WebPage.app),
-                .stringMap(["title": "Web page", "required_keys": "url", "handler": WebPage.app, "handler_path": "/"]),
-            ])
-            var payload = "{\"url\":\(StrictJSON.quote(url))"
-            if let time { payload += ",\"time\":\(time)" }
-            if let scroll { payload += ",\"scroll\":\(scroll)" }
-            payload += "}"
-            let options = ["webpage_url": url, "target_content_id": url, "eligible_for_search": "true"]
-            let id = try await daemon.write(Contract.Activities.advertise, options: options) {
-                [.string(WebPage.type), .string(title ?? url), .string(payload), .stringMap($0)]
+            let page = WebPage(url: url, title: title, time: time, scroll: scroll)
+            _ = try await daemon.call(Contract.Registry.registerActivityType, WebPage.registration)
+            let id = try await daemon.write(Contract.Activities.advertise, options: page.options) {
+                [.string(WebPage.type), .string(page.shownTitle), .string(page.payload), .stringMap($0)]
             }.first?.stringValue ?? ""
             print(global.json ? "{\"id\":\(StrictJSON.quote(id))}" : id)
         }

@@ -11,6 +11,11 @@ public enum StrictJSON {
     public struct Member: Equatable, Sendable {
         public let key: String
         public let rawValue: String
+
+        public init(key: String, rawValue: String) {
+            self.key = key
+            self.rawValue = rawValue
+        }
     }
 
     /// Checks `text` and returns its top-level members in order.
@@ -44,6 +49,12 @@ public enum StrictJSON {
     /// `{"key":value,…}` from members.
     public static func serialize(_ members: [Member]) -> String {
         "{" + members.map { quote($0.key) + ":" + $0.rawValue }.joined(separator: ",") + "}"
+    }
+
+    /// The text of a member's value when it is a JSON string (`"…"`, escapes decoded); nil for any other value.
+    public static func string(_ rawValue: String) -> String? {
+        var scanner = Scanner(bytes: Array(rawValue.utf8), maxDepth: 1)
+        return scanner.scanWholeString()
     }
 
     /// A JSON string literal for `text`.
@@ -248,6 +259,12 @@ private struct Scanner {
     }
 
     /// Scans a string starting at its opening quote and returns it decoded.
+    /// The string that is the whole of `bytes`, or nil.
+    mutating func scanWholeString() -> String? {
+        guard peek() == UInt8(ascii: "\""), let text = try? scanString(), position == bytes.count else { return nil }
+        return text
+    }
+
     private mutating func scanString() throws(BatonError) -> String {
         position += 1
         var decoded: [UInt8] = []

@@ -1,0 +1,203 @@
+import DBus
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// `baton-browser-host` as a browser runs it: frames in on stdin, frames out on stdout,
+/// against the real batond on a private bus.
+@Suite(.serialized) struct BrowserHostTests {
+    @Test func pagesBecomeActivitiesAndEndWithTheirTabOrTheBrowser() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let host = try BrowserHostProcess(on: world)
+        defer { host.close() }
+
+        #expect(try await host.exchange(#"{"kind":"hello"}"#) == #"{"kind":"hello","version":1}"#)
+        let first = try await host.request(#"{"kind":"page","tab":7,"url":"http://127.0.0.1/one","title":"One","scroll":120}"#)
+        let id = try #require(first["id"] as? String, "\(first)")
+        #expect(first["kind"] as? String == "recorded" && first["tab"] as? Int == 7)
+        var activity = try await world.call("org.baton.Handoff1.Activities", "Get", [.string(id)]).first?.stringKeyedValue ?? [:]
+        #expect(activity["type"]?.unwrapped == .string("org.baton.web.page") && activity["app_id"]?.unwrapped == .string("org.baton.Web"))
+        #expect(activity["title"]?.unwrapped == .string("One") && activity["webpage_url"]?.unwrapped == .string("http://127.0.0.1/one"))
+        #expect(activity["payload"]?.unwrapped == .string(#"{"url":"http://127.0.0.1/one","scroll":120}"#))
+
+        // Navigating: the same activity, now the new page, with the video's time.
+        let second = try await host.request(#"{"kind":"page","tab":7,"url":"https://example.org/talk","title":"Talk","time":75.5}"#)
+        #expect(second["id"] as? String == id)
+        activity = try await world.call("org.baton.Handoff1.Activities", "Get", [.string(id)]).first?.stringKeyedValue ?? [:]
+        #expect(activity["title"]?.unwrapped == .string("Talk") && activity["target_content_id"]?.unwrapped == .string("https://example.org/talk"))
+        #expect(activity["payload"]?.unwrapped == .string(#"{"url":"https://example.org/talk","time":75.5}"#))
+
+        // Another window's tab, closed: its activity ends; the first one's stays.
+        let other = try #require(try await host.request(#"{"kind":"page","tab":"w2","url":"https://example.org/b"}"#)["id"] as? String)
+        #expect(try await host.exchange(#"{"kind":"closed","tab":"w2"}"#) == #"{"kind":"ended","tab":"w2"}"#)
+        await #expect(throws: DBusError.self) { try await world.call("org.baton.Handoff1.Activities", "Get", [.string(other)]) }
+        _ = try await world.call("org.baton.Handoff1.Activities", "Get", [.string(id)])
+
+        // The browser goes (stdin ends): every page it showed ends with it.
+        host.endInput()
+        #expect(await host.exitStatus() == 0)
+        await #expect(throws: DBusError.self) { try await world.call("org.baton.Handoff1.Activities", "Get", [.string(id)]) }
+        #expect(try await host.rest().isEmpty, "nothing but frames on stdout")
+    }
+
+    @Test func badFramesGetAnErrorFrameAndStoreNothing() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let host = try BrowserHostProcess(on: world)
+        defer { host.close() }
+
+        let refused: [(frame: [UInt8], error: String, says: String)] = [
+            (Array("not json".utf8), "BadFrame", "not a JSON object"),
+            (Array("[1,2]".utf8), "BadFrame", "not a JSON object"),
+            (Array(#"{"kind":"bookmark","tab":1}"#.utf8), "BadFrame", "unknown kind 'bookmark'"),
+            (Array(#"{"tab":1}"#.utf8), "BadFrame", "unknown kind (none)"),
+            (Array(#"{"kind":"page","tab":1}"#.utf8), "BadFrame", "needs its tab and url"),
+            (Array(#"{"kind":"page","tab":1,"url":"file:///etc/passwd"}"#.utf8), "org.baton.Handoff1.Error.InvalidArgument", "only http and https"),
+            (Array(#"{"kind":"page","tab":1,"url":"https://example.org/a b"}"#.utf8), "org.baton.Handoff1.Error.InvalidArgument", "webpage_url"),
+            ([0x7B, 0xFF, 0xFE, 0x7D], "BadFrame", "not UTF-8"),
+        ]
+        for (frame, error, says) in refused {
+            let reply = try await host.request(bytes: frame)
+            #expect(reply["kind"] as? String == "error" && reply["error"] as? String == error, "\(reply)")
+            #expect((reply["message"] as? String)?.contains(says) == true, "\(reply)")
+        }
+        // Larger than the host reads: answered, skipped, and the frames after it still read.
+        host.send(frameOf: [UInt8](repeating: 0x20, count: (1 << 20) + 1))
+        let oversized = try await host.receive()
+        #expect(oversized["error"] as? String == "BadFrame" && (oversized["message"] as? String)?.contains("the limit is 1048576") == true)
+        #expect(try await host.exchange(#"{"kind":"hello"}"#) == #"{"kind":"hello","version":1}"#)
+
+        // Cut short: the frame claims 100 bytes, the input ends after 10.
+        host.send(raw: withUnsafeBytes(of: UInt32(100)) { Array($0) } + Array(#"{"kind":"p"#.utf8))
+        host.endInput()
+        let truncated = try await host.receive()
+        #expect(truncated["error"] as? String == "BadFrame" && (truncated["message"] as? String)?.contains("ended inside a frame") == true)
+        #expect(await host.exitStatus() == 0)
+
+        let listed = try await world.call("org.baton.Handoff1.Activities", "List", [.stringMap([:])]).first?.arrayValue
+        #expect(listed == [], "nothing stored")
+        let history = try await world.call("org.baton.Handoff1.Archive", "History", [.stringMap([:])]).first?.arrayValue
+        #expect(history == [], "nothing in the history")
+    }
+}
+
+/// `baton-browser-host` run as the browser runs it: a link of that name to `baton`, on pipes.
+final class BrowserHostProcess: @unchecked Sendable {
+    private let process: Subprocess
+    private let directory: URL
+    private var input: Int32
+    private let fromHost: Int32
+    private var unread: [UInt8] = []
+
+    init(on world: BatonWorld) throws {
+        directory = try TemporaryDirectory.make(prefix: "baton-host")
+        let link = directory.appendingPathComponent("baton-browser-host").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: try Executables.built("baton"))
+        var toHost: [Int32] = [0, 0], fromHost: [Int32] = [0, 0]
+        guard pipe(&toHost) == 0, pipe(&fromHost) == 0 else { throw TestSupportError("pipe: \(errno)") }
+        // Other children the tests start get none of them (posix_spawn's dup2 gives the host its own).
+        for fd in toHost + fromHost { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        // Chromium's argument: the extension's origin.
+        process = try Subprocess(link, ["chrome-extension://dadpnfjbaklggmnklkpggjdnfejcegin/"],
+                                 environment: world.bus.environment, stdin: toHost[0], stdout: fromHost[1], ownGroup: true)
+        Glibc.close(toHost[0])
+        Glibc.close(fromHost[1])
+        input = toHost[1]
+        self.fromHost = fromHost[0]
+    }
+
+    func send(raw bytes: [UInt8]) {
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { Glibc.write(input, $0.baseAddress! + written, $0.count - written) }
+            guard count > 0 else { return }
+            written += count
+        }
+    }
+
+    func send(frameOf bytes: [UInt8]) {
+        send(raw: withUnsafeBytes(of: UInt32(bytes.count)) { Array($0) } + bytes)
+    }
+
+    /// The next frame the host wrote, as JSON; throws when none comes within 10 s.
+    func receive() async throws -> [String: Any] {
+        let text = try await receiveText()
+        guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+            throw TestSupportError("not a JSON object: \(text)")
+        }
+        return object
+    }
+
+    func receiveText() async throws -> String {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            if unread.count >= 4 {
+                let length = Int(unread.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) })
+                if unread.count >= 4 + length {
+                    defer { unread.removeFirst(4 + length) }
+                    return String(decoding: unread[4..<(4 + length)], as: UTF8.self)
+                }
+            }
+            guard ContinuousClock.now < deadline else { throw TestSupportError("no frame from the host in 10 s (have \(unread))") }
+            var poller = pollfd(fd: fromHost, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fromHost, $0.baseAddress, $0.count) }
+            guard count > 0 else { throw TestSupportError("the host closed its output (have \(unread))") }
+            unread += buffer[..<count]
+        }
+    }
+
+    func exchange(_ text: String) async throws -> String {
+        send(frameOf: Array(text.utf8))
+        return try await receiveText()
+    }
+
+    func request(_ text: String) async throws -> [String: Any] {
+        try await request(bytes: Array(text.utf8))
+    }
+
+    func request(bytes: [UInt8]) async throws -> [String: Any] {
+        send(frameOf: bytes)
+        return try await receive()
+    }
+
+    /// The browser closes its end, as when it quits.
+    func endInput() {
+        if input >= 0 { Glibc.close(input) }
+        input = -1
+    }
+
+    /// The exit status, within 10 s (then killed: 128 + 9).
+    func exitStatus() async -> Int32 {
+        let watchdog = Task { [process] in
+            try await Task.sleep(for: .seconds(10))
+            process.kill(SIGKILL)
+        }
+        defer { watchdog.cancel() }
+        return await process.wait()
+    }
+
+    /// What the host wrote after its last frame, read to the end (call once it has exited).
+    func rest() async throws -> [UInt8] {
+        let deadline = ContinuousClock.now + .seconds(10)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while ContinuousClock.now < deadline {
+            var poller = pollfd(fd: fromHost, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) > 0 else { continue }
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fromHost, $0.baseAddress, $0.count) }
+            guard count > 0 else { return unread }
+            unread += buffer[..<count]
+        }
+        throw TestSupportError("the host's output did not end in 10 s")
+    }
+
+    func close() {
+        endInput()
+        process.kill(SIGKILL)
+        Glibc.close(fromHost)
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
