@@ -201,3 +201,23 @@ final class BrowserHostProcess: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 }
+
+/// The extension in `browser/` in a real headless Chromium, with the real host and batond
+/// (Tests/Scripts/browser-check.py says what it checks).
+@Suite(.serialized) struct BrowserExtensionTests {
+    @Test func chromiumsTabsBecomeActivitiesButNotPrivateOnesNorListedSites() async throws {
+        _ = try Executables.require("chromium", package: "chromium")
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let directory = try TemporaryDirectory.make(prefix: "baton-chromium")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let host = directory.appendingPathComponent("baton-browser-host").path
+        try FileManager.default.createSymbolicLink(atPath: host, withDestinationPath: try Executables.built("baton"))
+        let script = Repository.root.appendingPathComponent("Tests/Scripts/browser-check.py").path
+        // Each of the script's checks fails within 30 s; a stuck Chromium is killed at 4 min.
+        let result = try await Executables.run("/usr/bin/python3", [
+            script, Repository.root.appendingPathComponent("browser").path, host, directory.path,
+        ], environment: world.bus.environment.merging(["HOME": directory.path]) { $1 }, timeout: .seconds(240))
+        #expect(result.status == 0, "\(result)")
+    }
+}
