@@ -27,14 +27,7 @@ public enum BrowserHost {
 
     /// Serves frames on stdin and stdout until stdin ends; returns the exit status.
     public static func run() async -> Int32 {
-        let daemon: Daemon
-        do {
-            daemon = try Daemon(address: nil)
-        } catch {
-            Frames.write(Reply.error("NoBus", "\(error)"))
-            return ExitStatus.daemonUnavailable
-        }
-        let pages = RecordedPages(daemon: daemon)
+        let pages = RecordedPages()
         for await frame in Frames.reading(fd: 0) {
             switch frame {
             case .message(let text): Frames.write(await pages.handle(text))
@@ -148,12 +141,20 @@ enum Reply {
 
 /// The pages the host recorded, by tab: each one activity of `org.baton.web.page`.
 final class RecordedPages {
-    private let daemon: Daemon
+    /// The session bus, reached at the first page (a `hello` needs none).
+    private var bus: Daemon?
     /// Tab (its JSON text, as the extension sent it) → activity id.
     private var activities: [String: String] = [:]
     private var registered = false
 
-    init(daemon: Daemon) { self.daemon = daemon }
+    private var daemon: Daemon {
+        get throws {
+            if let bus { return bus }
+            let daemon = try Daemon(address: nil)
+            bus = daemon
+            return daemon
+        }
+    }
 
     /// The reply to one message.
     func handle(_ text: String) async -> String {
@@ -233,6 +234,7 @@ final class RecordedPages {
         switch error {
         case let error as DBusError: Reply.error(error.name, error.message, tab: tab)
         case let error as BatonError: Reply.error(error.dbusName, error.message, tab: tab)
+        case let error as CLIError: Reply.error("NoBus", error.description, tab: tab)
         default: Reply.error("Failed", "\(error)", tab: tab)
         }
     }

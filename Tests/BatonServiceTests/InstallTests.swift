@@ -116,6 +116,21 @@ struct InstallTests {
         #expect(dataDirs.contains("XDG_DATA_DIRS=${HOME}/.local/share:${XDG_DATA_DIRS:-"))
         #expect(result.stdout.contains("install: programs to"), "progress on every step: \(result.stdout)")
 
+        // The browser extension's host, where each browser looks for it; it answers a frame.
+        let host = home.appendingPathComponent(".local/bin/baton-browser-host").path
+        for (manifest, allowed) in [(".config/chromium/NativeMessagingHosts", "allowed_origins"), (".config/google-chrome/NativeMessagingHosts", "allowed_origins"),
+                                    (".mozilla/native-messaging-hosts", "allowed_extensions")] {
+            let data = try Data(contentsOf: home.appendingPathComponent(manifest + "/org.baton.browser.json"))
+            let fields = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            #expect(fields["name"] as? String == "org.baton.browser" && fields["path"] as? String == host && fields["type"] as? String == "stdio")
+            #expect((fields[allowed] as? [String])?.count == 1, "\(manifest): \(fields)")
+        }
+        let hello = #"{"kind":"hello"}"#, answer = #"{"kind":"hello","version":1}"#
+        let frames = try await Executables.run(host, ["chrome-extension://dadpnfjbaklggmnklkpggjdnfejcegin/"], environment: environment,
+                                               stdin: String(UnicodeScalar(UInt8(hello.utf8.count))) + "\0\0\0" + hello)
+        #expect(frames.status == 0 && frames.stdout == String(UnicodeScalar(UInt8(answer.utf8.count))) + "\0\0\0" + answer, "\(frames)")
+        #expect(fm.fileExists(atPath: home.appendingPathComponent(".local/share/baton/browser-extension/manifest.json").path))
+
         // Uninstalled: every file gone, the data kept and said so.
         let uninstall = try await Executables.run(Self.repository.appendingPathComponent("scripts/uninstall").path, [], environment: environment)
         #expect(uninstall.status == 0, "\(uninstall)")
