@@ -210,15 +210,28 @@ final class RecordedPages {
                 activities[tab] = nil  // forgotten or ended meanwhile: advertised again
             }
         }
-        if !registered {
-            _ = try await daemon.connection.call(Contract.Registry.registerActivityType, WebPage.registration)
-            registered = true
+        let daemon = try daemon
+        let advertise = {
+            try await daemon.connection.call(Contract.Activities.advertise, [
+                .string(WebPage.type), .string(page.shownTitle), .string(page.payload), .stringMap(page.options),
+            ]).first?.stringValue ?? ""
         }
-        let id = try await daemon.connection.call(Contract.Activities.advertise, [
-            .string(WebPage.type), .string(page.shownTitle), .string(page.payload), .stringMap(page.options),
-        ]).first?.stringValue ?? ""
+        let id: String
+        do {
+            if !registered { try await register() }
+            id = try await advertise()
+        } catch let error as DBusError where BatonError(error)?.code == .unknownActivityType {
+            // The user forgot org.baton.Web (its type with it): the next page registers it again.
+            try await register()
+            id = try await advertise()
+        }
         activities[tab] = id
         return id
+    }
+
+    private func register() async throws {
+        _ = try await daemon.connection.call(Contract.Registry.registerActivityType, WebPage.registration)
+        registered = true
     }
 
     private func end(tab: String) async throws {

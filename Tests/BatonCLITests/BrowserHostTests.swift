@@ -42,6 +42,35 @@ import TestSupport
         #expect(try await host.rest().isEmpty, "nothing but frames on stdout")
     }
 
+    @Test func pagesObeyPauseBlockAndForgetting() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let host = try BrowserHostProcess(on: world)
+        defer { host.close() }
+        let recorded = try #require(try await host.request(#"{"kind":"page","tab":1,"url":"https://example.org/a","title":"A"}"#)["id"] as? String)
+
+        // Forgetting the source's app removes what it recorded; the next page records again.
+        _ = try await world.call("org.baton.Handoff1.Privacy", "ForgetApp", [.string("org.baton.Web")])
+        await #expect(throws: DBusError.self) { try await world.call("org.baton.Handoff1.Activities", "Get", [.string(recorded)]) }
+        #expect(try await world.call("org.baton.Handoff1.Archive", "History", [.stringMap([:])]).first?.arrayValue == [])
+        let again = try await host.request(#"{"kind":"page","tab":1,"url":"https://example.org/b","title":"B"}"#)
+        #expect(again["kind"] as? String == "recorded" && again["id"] as? String != recorded, "\(again)")
+
+        // Paused: kept in memory only, gone at Resume with no trace in the history.
+        _ = try await world.call("org.baton.Handoff1.Privacy", "Pause", [.uint64(0)])
+        let paused = try #require(try await host.request(#"{"kind":"page","tab":3,"url":"https://example.org/p","title":"P"}"#)["id"] as? String)
+        _ = try await world.call("org.baton.Handoff1.Privacy", "Resume", [])
+        await #expect(throws: DBusError.self) { try await world.call("org.baton.Handoff1.Activities", "Get", [.string(paused)]) }
+        #expect(try await world.call("org.baton.Handoff1.Archive", "History", [.stringMap([:])]).first?.arrayValue == [])
+
+        // Blocked: refused with batond's error, nothing stored.
+        _ = try await world.call("org.baton.Handoff1.Privacy", "BlockApp", [.string("org.baton.Web")])
+        let refused = try await host.request(#"{"kind":"page","tab":2,"url":"https://example.org/c","title":"C"}"#)
+        #expect(refused["error"] as? String == "org.baton.Handoff1.Error.Blocked" && refused["tab"] as? Int == 2, "\(refused)")
+        let listed = try await world.call("org.baton.Handoff1.Activities", "List", [.stringMap([:])]).first?.arrayValue ?? []
+        #expect(listed.count == 1, "only B, from before the block: \(listed)")
+    }
+
     @Test func badFramesGetAnErrorFrameAndStoreNothing() async throws {
         let world = try await BatonWorld.started()
         defer { world.close() }
