@@ -332,3 +332,32 @@ extension TwoDaemonTests {
         #expect(refused?.name == "org.baton.Handoff1.Error.UnknownActivityType")
     }
 }
+
+/// The browser extension's page, through the sync tests' PostgreSQL: recorded on the desktop by
+/// its browser's host, continued on the laptop, opened by the laptop's handler at its time.
+@Suite(.serialized) struct BrowserPagesAcrossMachinesTests {
+    @Test func aPageFromTheDesktopsBrowserOpensOnTheLaptopAtItsTime() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let desktop = try await BatonWorld.started(), laptop = try BatonWorld()
+        defer { desktop.close(); laptop.close() }
+        let browser = try TestBrowser(on: laptop.bus)
+        try await laptop.startDaemon()
+        _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
+
+        let host = try BrowserHostProcess(on: desktop)
+        defer { host.close() }
+        let recorded = try await host.request(#"{"kind":"page","tab":4,"url":"https://example.org/talk.webm","title":"The talk","scroll":0,"time":754.2}"#)
+        let id = try #require(recorded["id"] as? String, "\(recorded)")
+        try await eventually("the laptop has the page", timeout: .seconds(10)) {
+            (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+        }
+        let continued = try await laptop.baton(["continue", id])
+        #expect(continued.status == 0, "\(continued)")
+        try await eventually("the laptop's browser opened the page at its time", timeout: .seconds(30)) {
+            browser.opened.contains("https://example.org/talk.webm#t=754")
+        }
+        #expect(browser.opened == ["https://example.org/talk.webm#t=754"], "\(browser.opened)")
+    }
+}
