@@ -87,10 +87,12 @@ enum CommandLineShape {
                 index += 1
                 continue
             }
-            let close = subcommands.flatMap(names).filter { isClose(word, to: $0) }
+            // Commands not for typing (the bus's handlers) are never suggested.
+            let shown = subcommands.filter { $0.configuration.shouldDisplay }
+            let close = shown.flatMap(names).filter { isClose(word, to: $0) }
             // With a default subcommand, the word may be that subcommand's argument.
             if close.isEmpty && command.configuration.defaultSubcommand != nil { return nil }
-            let all = subcommands.compactMap { $0.configuration.commandName }
+            let all = shown.compactMap { $0.configuration.commandName }
             let suggestion = close.isEmpty
                 ? "its commands are \(all.joined(separator: ", "))"
                 : "did you mean \(close.map { "'\($0)'" }.joined(separator: " or "))?"

@@ -96,42 +96,15 @@ struct ServeWeb: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        let connection: Connection
-        do {
-            connection = try Connection(global.address.map { .address($0) } ?? .session) { _ in }
-        } catch {
-            throw CLIError(description: "cannot reach the session bus (\(error.message))", status: ExitStatus.daemonUnavailable)
-        }
-        let opened = Opened()
-        try await connection.export("/", [Interface(Contract.Interface.handler, methods: [
-            Method(Contract.Handler.continueActivity) { call in
-                opened.begin()
-                defer { opened.end() }
-                let activity: [String: DBusValue] = try call.argument(1)
-                guard let url = activity["webpage_url"]?.unwrapped.stringValue, url.hasPrefix("https://") || url.hasPrefix("http://") else {
-                    throw BatonError.invalidArgument("the activity has no http(s) webpage_url to open")
-                }
-                let members = (try? StrictJSON.parseObject(activity["payload"]?.unwrapped.stringValue ?? "{}", maxBytes: 1 << 20, maxDepth: 16)) ?? []
-                let address = WebPage.address(url, time: members.first { $0.key == "time" }.flatMap { Double($0.rawValue) })
-                try Self.openInBrowser(address)
-                return [.record(["url": .string(address)])]
-            },
-        ])])
-        try await connection.requestName(WebPage.app)
-        // Started for one page, usually: gone once nothing came for a while, or the bus went. The
-        // name goes first, so that the bus starts a new handler for the next page, and what was
-        // sent to this one before that is still answered.
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await connection.waitUntilClosed() }
-            group.addTask {
-                while !opened.quietFor(.seconds(10)) && !Task.isCancelled { try? await Task.sleep(for: .seconds(1)) }
-                try? await connection.releaseName(WebPage.app)
-                while !opened.quietFor(.seconds(1)) && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(100)) }
+        try await Opener.serve(WebPage.app, address: global.address) { activity, _ in
+            guard let url = activity["webpage_url"]?.unwrapped.stringValue, url.hasPrefix("https://") || url.hasPrefix("http://") else {
+                throw BatonError.invalidArgument("the activity has no http(s) webpage_url to open")
             }
-            await group.next()
-            group.cancelAll()
+            let members = (try? StrictJSON.parseObject(activity["payload"]?.unwrapped.stringValue ?? "{}", maxBytes: 1 << 20, maxDepth: 16)) ?? []
+            let address = WebPage.address(url, time: members.first { $0.key == "time" }.flatMap { Double($0.rawValue) })
+            try Self.openInBrowser(address)
+            return ["url": .string(address)]
         }
-        connection.close()
     }
 
     /// Runs the desktop's opener for `address` and waits for it (it hands the page to the browser and ends).
@@ -149,12 +122,4 @@ struct ServeWeb: AsyncParsableCommand {
         }
         throw BatonError.handlerFailed("neither gio nor xdg-open is installed to open \(address)")
     }
-}
-
-/// The pages the handler is opening, and when it last finished one.
-private final class Opened: Sendable {
-    private let state = Mutex((opening: 0, last: ContinuousClock.now))
-    func begin() { state.withLock { $0.opening += 1 } }
-    func end() { state.withLock { $0 = ($0.opening - 1, .now) } }
-    func quietFor(_ duration: Duration) -> Bool { state.withLock { $0.opening == 0 && ContinuousClock.now - $0.last >= duration } }
 }

@@ -243,10 +243,14 @@ extension Contract {
             public static let databaseSize = "DatabaseSize"
             public static let startedAt = "StartedAt"
             public static let notifications = "Notifications"
+            public static let sources = "Sources"
         }
 
         /// Turns notifications of other machines' activities on or off (`baton notifications`).
         public static let setNotifications = ContractMethod(Contract.Interface.status, "SetNotifications", in: [Argument("enabled", "b")])
+        /// Turns one of batond's sources of activities on or off (`baton sources`).
+        public static let enableSource = ContractMethod(Contract.Interface.status, "EnableSource", in: [Argument("source", "s")])
+        public static let disableSource = ContractMethod(Contract.Interface.status, "DisableSource", in: [Argument("source", "s")])
     }
 
     /// `org.baton.Handoff1.Sync` on the root object: this machine's place among the user's devices.

@@ -37,6 +37,8 @@ enum Access {
         Contract.Interface.archive + "." + Contract.Archive.exportTo.name,
         Contract.Interface.archive + "." + Contract.Archive.import.name,
         Contract.Interface.status + "." + Contract.Status.setNotifications.name,
+        Contract.Interface.status + "." + Contract.Status.enableSource.name,
+        Contract.Interface.status + "." + Contract.Status.disableSource.name,
     ]
 
     /// Refuses a sandboxed caller a host-only member, or the properties of a host-only

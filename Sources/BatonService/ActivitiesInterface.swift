@@ -41,24 +41,30 @@ extension HandoffService {
             type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
         let sceneID = try advertisement.scene.map { try scene(named: $0, ofApp: type.appID) }
         let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: clock.now())
-        if paused.isPaused { return advertiseUnrecorded(activity, requestID: advertisement.requestID) }
-        let inserted = try await commits.insert(activity, request: advertisement.requestID.map { Request(id: $0, method: Contract.Activities.advertise.name) })
+        return [.string(try await record(activity, requestID: advertisement.requestID))]
+    }
+
+    /// Stores a new activity and announces it (while recording is paused, in memory only);
+    /// returns its id, or the first call's for a repeated request. Advertise's, and the sources'.
+    func record(_ activity: Activity, requestID: String?) async throws -> String {
+        if paused.isPaused { return advertiseUnrecorded(activity, requestID: requestID) }
+        let inserted = try await commits.insert(activity, request: requestID.map { Request(id: $0, method: Contract.Activities.advertise.name) })
         // A repeated request stored nothing and announces nothing: the first call did.
-        guard !inserted.repeated else { return [.string(inserted.id)] }
+        guard !inserted.repeated else { return inserted.id }
         announceRemoved(inserted.trimmed)
         emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
-        if let sceneID { emitSceneChanged(sceneID) }
-        return [.string(activity.id)]
+        if let sceneID = activity.sceneID { emitSceneChanged(sceneID) }
+        return activity.id
     }
 
     /// While recording is paused: kept in memory only (`PausedActivities`); its scene is not
     /// told (that would write its id), nor is the request id stored.
-    private func advertiseUnrecorded(_ activity: Activity, requestID: String?) -> [DBusValue] {
+    private func advertiseUnrecorded(_ activity: Activity, requestID: String?) -> String {
         let added = paused.add(activity, requestID: requestID, quota: limits.liveActivitiesPerApp)
-        if let first = added.repeated { return [.string(first)] }
+        if let first = added.repeated { return first }
         announceRemoved(added.removed.map { (id: $0, app: activity.appID) })
         emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
-        return [.string(activity.id)]
+        return activity.id
     }
 
     /// Read, merged and written on the writer thread, so no other write comes in between.
@@ -211,16 +217,21 @@ extension HandoffService {
             state = expired ? "expired" : "live"
             if let expiresAt = activity.expiresAt, expired { reasons.append("expired at \(WallClock.text(expiresAt))") }
             let type = try store.activityType(activity.type)
-            if type == nil, let page = activity.webpageURL {
+            let document = activity.type == RecentDocuments.type
+            let obstacle = document ? RecentDocuments.obstacle(to: activity, applicationDirectories: applicationDirectories) : nil
+            if document {
+                reasons.append(obstacle.map { "a recent document that cannot be opened here: \($0)" }
+                               ?? "a recent document: continuing opens it in the app that used it")
+            } else if type == nil, let page = activity.webpageURL {
                 reasons.append("no app here registered \(activity.type): continuing opens its web page, \(page), in the default browser")
             } else if type == nil {
                 reasons.append("type \(activity.type) is no longer registered")
             }
             if !activity.eligibleForHandoff { reasons.append("advertised with eligible_for_handoff=false") }
             if !activity.eligibleForSearch { reasons.append("advertised with eligible_for_search=false") }
-            continuable = !expired && (type != nil || activity.webpageURL != nil) && activity.eligibleForHandoff
+            continuable = !expired && (document ? obstacle == nil : type != nil || activity.webpageURL != nil) && activity.eligibleForHandoff
             searchable = !expired && activity.eligibleForSearch
-            if continuable, let type, type.handler == nil {
+            if continuable, !document, let type, type.handler == nil {
                 reasons.append("type \(type.type) has no handler: a continuation opens a scene for \(type.appID) to read when it starts")
             }
         } else if let tombstone = ended {

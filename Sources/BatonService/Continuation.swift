@@ -63,6 +63,8 @@ extension HandoffService {
             }
             return try await continueOnDevice(activity, device: device, options: options, request: request)
         }
+        // Opened in the app that used it, not in a scene: batond's own source (RecentDocuments.swift).
+        if activity.type == RecentDocuments.type && options["scene"] == nil { return try await openRecentDocument(activity, request: request) }
         guard let type = try store.activityType(activity.type) else {
             // No app here knows it: its web page, if it has one, as Apple's Handoff falls back to Safari.
             if activity.webpageURL != nil && options["scene"] == nil { return try await openWebPage(of: activity, request: request) }
@@ -188,13 +190,32 @@ extension HandoffService {
     /// handler; no scene. Replies "/", as a continuation on another machine does (and so does
     /// a repeat of `request`, without opening the page again).
     private func openWebPage(of activity: Activity, request: Request?) async throws -> [DBusValue] {
+        try await openOutside(activity, through: Self.webHandler, request: request,
+                              failure: "no app here continues \(activity.type), and its web page could not be opened")
+    }
+
+    /// Opens a recent document in the app that used it, through `org.baton.RecentDocuments`
+    /// (`baton serve-documents`): batond's unit confines what it starts, so an app is started
+    /// by a process the bus starts. Where the file or the app is not on this machine, `NotEligible`.
+    private func openRecentDocument(_ activity: Activity, request: Request?) async throws -> [DBusValue] {
+        if let obstacle = RecentDocuments.obstacle(to: activity, applicationDirectories: applicationDirectories) {
+            throw BatonError.notEligible("activity \(activity.id) cannot be opened here: \(obstacle)")
+        }
+        return try await openOutside(activity, through: RecentDocuments.handler, request: request,
+                                     failure: "the document could not be opened")
+    }
+
+    /// Asks `handler` to open `activity` outside any scene; replies "/" (and records `request`).
+    private func openOutside(
+        _ activity: Activity, through handler: (name: String, path: String), request: Request?, failure: String
+    ) async throws -> [DBusValue] {
         do {
-            _ = try await askHandler(Self.webHandler.name, at: Self.webHandler.path, scene: "/", activity: activity)
+            _ = try await askHandler(handler.name, at: handler.path, scene: "/", activity: activity)
         } catch let unreachable as HandlerUnreachable {
-            throw BatonError.handlerFailed("no app here continues \(activity.type), and its web page could not be opened: \(unreachable.reason)")
+            throw BatonError.handlerFailed("\(failure): \(unreachable.reason)")
         }
         if let request { try await store.writing { try $0.record(request, result: "") } }
-        log.debug("opened the web page of \(activity.id)")
+        log.debug("\(handler.name) opened \(activity.id)")
         return [.objectPath("/")]
     }
 

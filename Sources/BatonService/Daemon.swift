@@ -92,7 +92,8 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
     }
     let service = HandoffService(
         connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller,
-        testClock: options.testClock, applicationDirectories: XDGData.directories(environment: environment).map { $0 + "/applications" })
+        testClock: options.testClock, applicationDirectories: XDGData.directories(environment: environment).map { $0 + "/applications" },
+        recentlyUsedPath: XDGData.directories(environment: environment).first.map { $0 + "/recently-used.xbel" })
     let bus = BusService(
         service: service, connection: connection, systemd: SystemdNotifier(environment: environment),
         typeDirectories: options.typeDirectories ?? DeclaredTypes.directories(environment: environment), logger: logger)
@@ -133,6 +134,7 @@ struct BusService: Service {
         // Continuations that wait for their app are delivered when it appears; not while draining.
         let redelivery = service.background.start { await service.runRedelivery() }
         let notices = service.background.start { await service.runNotices() }
+        service.followRecentDocumentsIfOn()
         // Pinged from the bus thread itself: if it is stuck, the pings stop and systemd restarts batond.
         let watchdog = systemd.watchdogInterval.map { connection.repeatOnBusThread(every: $0) { systemd.watchdog() } }
         defer { watchdog?.cancel() }

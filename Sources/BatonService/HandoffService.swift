@@ -53,10 +53,11 @@ public final class HandoffService: Sendable {
     /// `testClock`: exports `org.baton.Handoff1.Testing` (see `DaemonOptions.testClock`).
     public init(
         connection: Connection, store: Store, log: Logger, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256,
-        testClock: Bool = false, applicationDirectories: [String] = []
+        testClock: Bool = false, applicationDirectories: [String] = [], recentlyUsedPath: String? = nil
     ) {
         self.testClock = testClock
         self.applicationDirectories = applicationDirectories
+        self.recentlyUsedPath = recentlyUsedPath
         self.connection = connection
         self.store = store
         self.log = log
@@ -74,6 +75,10 @@ public final class HandoffService: Sendable {
     private let testClock: Bool
     /// Where apps' desktop entries are (`AppEntry`): the `applications` of the XDG data directories.
     let applicationDirectories: [String]
+    /// The user's `recently-used.xbel`, which the recent-documents source follows (`RecentDocuments.swift`).
+    let recentlyUsedPath: String?
+    /// The task following it, while the source is on.
+    let recentDocumentsFollower = Mutex<Task<Void, any Error>?>(nil)
 
     /// Makes the sync engine, with its settings in `configPath`; its changes are announced on the bus.
     public func attachSync(configPath: String, catchUpPeriod: Duration = .seconds(30)) throws -> SyncEngine {

@@ -486,6 +486,10 @@ enum Schema {
         migrator.registerMigration("v18") { db in
             try db.execute(sql: "CREATE TABLE notifications_off (id INTEGER PRIMARY KEY CHECK (id = 1))")
         }
+        // The sources the user turned on (a row each), with the time up to which each has read.
+        migrator.registerMigration("v19") { db in
+            try db.execute(sql: "CREATE TABLE source_on (name TEXT PRIMARY KEY, read_until INTEGER NOT NULL)")
+        }
         return migrator
     }
 }

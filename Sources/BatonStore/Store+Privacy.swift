@@ -71,6 +71,38 @@ extension Store {
         }
     }
 
+    /// The sources the user turned on (`recent-documents`), each with the time up to which it
+    /// has read (µs since the epoch): what was used before that is not advertised again.
+    public func sourcesOn() throws -> [String: UInt64] {
+        try read { db in
+            var sources: [String: UInt64] = [:]
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT name, read_until FROM source_on")) {
+                sources[row["name"]] = Time.decode(row["read_until"])
+            }
+            return sources
+        }
+    }
+
+    /// Turns a source on, reading from `from` on, or off; false when it was so already.
+    @discardableResult
+    public func setSource(_ name: String, on: Bool, from: UInt64) throws -> Bool {
+        try write { db in
+            if on {
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO source_on (name, read_until) VALUES (?, ?)").execute(arguments: [name, Time.encode(from)])
+            } else {
+                try db.cachedStatement(sql: "DELETE FROM source_on WHERE name = ?").execute(arguments: [name])
+            }
+            return db.changesCount > 0
+        }
+    }
+
+    /// A source has read up to `time`; nothing when it is off.
+    public func sourceRead(_ name: String, until time: UInt64) throws {
+        try write { db in
+            try db.cachedStatement(sql: "UPDATE source_on SET read_until = max(read_until, ?) WHERE name = ?").execute(arguments: [Time.encode(time), name])
+        }
+    }
+
     /// Removes everything of `appID`, in one transaction: its types, its live activities
     /// (ended for the other machines too, as any end is, but not into the history), its
     /// history, its scenes with their storage, and what Explain remembers of its activities.

@@ -1,0 +1,228 @@
+import ArgumentParser
+import BatonContract
+import BatonCore
+import DBus
+import Glibc
+
+/// `baton sources`: batond's sources of activities from apps that know nothing of Baton.
+struct Sources: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sources",
+        abstract: "List the sources of activities from apps that know nothing of Baton, or turn one on or off.",
+        discussion: """
+            web-pages: the browser extension's pages and baton open (on; baton block org.baton.Web stops them).
+            recent-documents: each document an app records as recently used (~/.local/share/recently-used.xbel), \
+            as an activity that continuing opens in that app. Off until turned on: file names would start \
+            reaching your other machines. Turning it off keeps what it recorded; baton forget \
+            org.baton.RecentDocuments --yes removes that.
+            Examples: baton sources; baton sources enable recent-documents; baton sources disable recent-documents
+            """)
+    @ArgumentParser.Argument(help: ArgumentHelp("enable or disable; nothing to list.", valueName: "action")) var action: String?
+    @ArgumentParser.Argument(help: ArgumentHelp("The source: recent-documents.", valueName: "source")) var source: String?
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await perform {
+            let daemon = try global.daemon()
+            switch (action, source) {
+            case (nil, _):
+                let on = try await daemon.properties(of: Contract.Interface.status)[Contract.Status.Property.sources]?.arrayValue?.compactMap(\.stringValue) ?? []
+                let blocked = try await daemon.properties(of: Contract.Interface.privacy)[Contract.Privacy.Property.blockedApps]?.arrayValue?
+                    .compactMap(\.stringValue) ?? []
+                let rows = [
+                    ("web-pages", blocked.contains(WebPage.app) ? "blocked" : "on", "the browser extension's pages, baton open"),
+                    ("recent-documents", on.contains("recent-documents") ? "on" : "off", "documents apps record as recently used"),
+                ]
+                if global.json {
+                    print("[" + rows.map { "{\"source\":\(StrictJSON.quote($0.0)),\"state\":\(StrictJSON.quote($0.1))}" }.joined(separator: ",") + "]")
+                } else {
+                    global.output.table(["SOURCE", "STATE", "WHAT"], rows.map { [$0.0, $0.1, $0.2] })
+                }
+            case ("enable", let source?), ("disable", let source?):
+                let method = action == "enable" ? Contract.Status.enableSource : Contract.Status.disableSource
+                _ = try await daemon.call(method, [.string(source)])
+                if !global.json { print("\(source): \(action == "enable" ? "on" : "off")") }
+            case ("enable", nil), ("disable", nil):
+                throw CLIError(description: "name the source: baton sources \(action ?? "") recent-documents", status: ExitStatus.invalidInput)
+            case (let other?, _):
+                throw CLIError(description: "'\(other)' is not enable or disable; baton sources lists the sources", status: ExitStatus.invalidInput)
+            }
+        }
+    }
+}
+
+/// `baton serve-documents`: the handler of `org.baton.RecentDocuments`, which the bus starts to
+/// open a recent document continued on this machine, in the app that used it: through
+/// `org.freedesktop.Application.Open` when its desktop entry says `DBusActivatable=true`, else by
+/// its entry's `Exec`.
+struct ServeDocuments: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve-documents",
+        abstract: "Open recent documents continued on this machine (the bus starts it as org.baton.RecentDocuments).",
+        discussion: "Not for typing: installed as the D-Bus service org.baton.RecentDocuments. Ends after 10 s without a document to open.",
+        shouldDisplay: false)
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await Opener.serve("org.baton.RecentDocuments", address: global.address) { activity, connection in
+            let members = (try? StrictJSON.parseObject(activity["payload"]?.unwrapped.stringValue ?? "{}", maxBytes: 1 << 20, maxDepth: 16)) ?? []
+            func string(_ key: String) -> String? { members.first { $0.key == key }.flatMap { StrictJSON.string($0.rawValue) } }
+            guard let uri = string("uri"), uri.hasPrefix("file:///"), let app = string("app") else {
+                throw BatonError.invalidArgument("the activity names no file:// document and app to open it with")
+            }
+            let id = app.hasSuffix(".desktop") ? String(app.dropLast(8)) : app
+            guard let (location, entry) = DesktopEntry.find(id) else { throw BatonError.notEligible("\(app) is not installed here") }
+            if entry.dbusActivatable {
+                try await Self.openThroughBus(id, uri: uri, on: connection)
+            } else {
+                try Opener.launch(try entry.arguments(opening: uri, location: location))
+            }
+            return ["uri": .string(uri), "app": .string(app)]
+        }
+    }
+
+    /// `org.freedesktop.Application.Open([uri], {})` on the app's bus name (the bus starts it).
+    static func openThroughBus(_ id: String, uri: String, on connection: Connection) async throws {
+        let path = try ObjectPath(validating: "/" + id.replacingAll(".", with: "/").replacingAll("-", with: "_"))
+        do {
+            _ = try await connection.call(id, path, "org.freedesktop.Application", "Open", [
+                .array(.string, [.string(uri)]), .dictionary(key: .string, value: .variant, []),
+            ], timeout: .seconds(25))
+        } catch let error as DBusError {
+            throw BatonError.handlerFailed("\(id) did not open \(uri): \(error.name): \(error.message)")
+        }
+    }
+}
+
+/// A desktop entry, as the freedesktop Desktop Entry Specification says, as far as opening a
+/// document with it needs.
+struct DesktopEntry: Equatable {
+    var name: String?
+    var icon: String?
+    var exec: String?
+    var dbusActivatable = false
+
+    /// `ID.desktop` in the `applications` directory of the XDG data directories (the first
+    /// found wins), with its path.
+    static func find(_ id: String) -> (String, DesktopEntry)? {
+        let home = getenv("HOME").map { String(cString: $0) } ?? ""
+        let dataHome = getenv("XDG_DATA_HOME").map { String(cString: $0) }.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/share"
+        let dataDirs = getenv("XDG_DATA_DIRS").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share"
+        for directory in [dataHome] + dataDirs.split(separator: ":").map(String.init) where directory.hasPrefix("/") {
+            let path = directory + "/applications/" + id + ".desktop"
+            if let text = readFile(path) { return (path, parse(text)) }
+        }
+        return nil
+    }
+
+    /// The keys of its `[Desktop Entry]` group that opening needs (untranslated).
+    static func parse(_ text: String) -> DesktopEntry {
+        var entry = DesktopEntry()
+        var inMainGroup = false
+        for line in text.split(whereSeparator: \.isNewline) {
+            if line.hasPrefix("[") {
+                inMainGroup = line == "[Desktop Entry]"
+                continue
+            }
+            guard inMainGroup, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") else { continue }
+            let key = line[..<equals].trimmingSpaces, value = unescaped(line[line.index(after: equals)...].trimmingSpaces)
+            switch key {
+            case "Name" where entry.name == nil: entry.name = value
+            case "Icon" where entry.icon == nil: entry.icon = value
+            case "Exec" where entry.exec == nil: entry.exec = value
+            case "DBusActivatable": entry.dbusActivatable = value == "true"
+            default: break
+            }
+        }
+        return entry
+    }
+
+    /// `Exec` as the program and arguments that open `uri`: quoting undone, field codes
+    /// expanded (`%f`/`%F` the file's path, `%u`/`%U` the URI, `%i` the icon, `%c` the name,
+    /// `%k` the entry's location, `%%` a percent sign; the deprecated ones dropped).
+    func arguments(opening uri: String, location: String) throws(BatonError) -> [String] {
+        guard let exec, !exec.isEmpty else { throw .handlerFailed("the app's desktop entry has no Exec") }
+        let path = RecentlyUsed.percentDecoded(String(uri.dropFirst("file://".count)))
+        var arguments: [String] = []
+        for word in try Self.words(exec) {
+            switch word {
+            case "%f", "%F": arguments.append(path)
+            case "%u", "%U": arguments.append(uri)
+            case "%i": if let icon { arguments += ["--icon", icon] }
+            default:
+                var text = ""
+                var characters = word.makeIterator()
+                while let character = characters.next() {
+                    guard character == "%" else { text.append(character); continue }
+                    switch characters.next() {
+                    case "%": text.append("%")
+                    case "f", "F": text += path
+                    case "u", "U": text += uri
+                    case "c": text += name ?? ""
+                    case "k": text += location
+                    default: break  // deprecated or unknown: dropped
+                    }
+                }
+                if !text.isEmpty || !word.hasPrefix("%") { arguments.append(text) }
+            }
+        }
+        guard !arguments.isEmpty else { throw .handlerFailed("the app's desktop entry has an empty Exec") }
+        return arguments
+    }
+
+    /// The words of an `Exec` value: separated by spaces, double quotes keeping spaces, and
+    /// backslash escaping `"`, `` ` ``, `$` and `\` inside them.
+    static func words(_ exec: String) throws(BatonError) -> [String] {
+        var words: [String] = []
+        var word: String?
+        var quoted = false
+        var characters = exec.makeIterator()
+        while let character = characters.next() {
+            switch character {
+            case "\"":
+                quoted.toggle()
+                word = word ?? ""
+            case "\\" where quoted:
+                guard let escaped = characters.next() else { throw .handlerFailed("the app's Exec ends inside an escape") }
+                word = (word ?? "") + String(escaped)
+            case " " where !quoted, "\t" where !quoted:
+                if let done = word { words.append(done) }
+                word = nil
+            default:
+                word = (word ?? "") + String(character)
+            }
+        }
+        guard !quoted else { throw .handlerFailed("the app's Exec has an unclosed quote") }
+        if let done = word { words.append(done) }
+        return words
+    }
+
+    /// A value with the escapes of desktop entries (`\s`, `\n`, `\t`, `\r`, `\\`) undone.
+    static func unescaped(_ value: String) -> String {
+        guard value.contains("\\") else { return value }
+        var out = ""
+        var characters = value.makeIterator()
+        while let character = characters.next() {
+            guard character == "\\", let next = characters.next() else { out.append(character); continue }
+            switch next {
+            case "s": out.append(" ")
+            case "n": out.append("\n")
+            case "t": out.append("\t")
+            case "r": out.append("\r")
+            case "\\": out.append("\\")
+            default: out += "\\" + String(next)
+            }
+        }
+        return out
+    }
+}
+
+private extension Substring {
+    var trimmingSpaces: String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}
+
+private extension String {
+    func replacingAll(_ target: Character, with replacement: Character) -> String { String(map { $0 == target ? replacement : $0 }) }
+}

@@ -1,0 +1,170 @@
+import BatonContract
+import BatonCore
+import DBus
+import Foundation
+import Glibc
+
+/// The sources of activities batond makes itself, from what apps that know nothing of Baton
+/// record (docs/DESIGN.md, "Sources"). Each is off until the user turns it on, since what it
+/// records (file names) would start crossing machines.
+enum Source: String, CaseIterable {
+    /// The documents apps record in `recently-used.xbel`.
+    case recentDocuments = "recent-documents"
+}
+
+/// The recent-documents source: each document an app records in `recently-used.xbel` (GTK's
+/// `RecentManager`) after the source was turned on becomes an `org.freedesktop.RecentDocument`
+/// activity of the app `org.baton.RecentDocuments`: its title the document's name, its payload
+/// the URI, MIME type, the app that used it (a desktop id, when this machine has its entry) and
+/// when. Continuing one opens the document in that app, through the handler
+/// `org.baton.RecentDocuments` (`baton serve-documents`, started by the bus, outside batond's
+/// confined unit), where the file is on the machine.
+enum RecentDocuments {
+    static let type = "org.freedesktop.RecentDocument"
+    static let app = "org.baton.RecentDocuments"
+    static let handler = (name: "org.baton.RecentDocuments", path: "/")
+    /// A document used stays an activity for a day (the history keeps it after).
+    static let lifetime = 24 * 3600
+    /// At most this many documents from one reading of the file: a file that comes back with
+    /// a thousand entries newer than the last reading (restored from a backup, say) is not a
+    /// thousand documents just used.
+    static let perReading = 20
+    /// Larger than this, the file is not read (GTK keeps it to a few hundred entries).
+    static let maxFileBytes = 16 << 20
+
+    /// The path of a `file://` URI on this machine; nil for any other URI.
+    static func localPath(_ uri: String) -> String? {
+        guard uri.hasPrefix("file:///") else { return nil }
+        let path = RecentlyUsed.percentDecoded(String(uri.dropFirst("file://".count)))
+        return path.contains("\0") ? nil : path
+    }
+
+    /// Why `activity` cannot be opened here, or nil when it can.
+    static func obstacle(to activity: Activity, applicationDirectories: [String]) -> String? {
+        let members = (try? StrictJSON.parseObject(activity.payload, maxBytes: .max, maxDepth: 8)) ?? []
+        func string(_ key: String) -> String? { members.first { $0.key == key }.flatMap { StrictJSON.string($0.rawValue) } }
+        guard let uri = string("uri"), let path = localPath(uri) else { return "it is not a file on this machine" }
+        guard access(path, F_OK) == 0 else { return "the document \(path) is not on this machine" }
+        guard let app = string("app") else { return "no app is known to have opened it" }
+        guard AppEntry.find(String(app.dropLast(app.hasSuffix(".desktop") ? 8 : 0)), in: applicationDirectories) != nil else {
+            return "the app that used it, \(app), is not installed on this machine"
+        }
+        return nil
+    }
+}
+
+extension HandoffService {
+    // MARK: Status.Sources
+
+    func enableSource(_ call: MethodCall) async throws -> [DBusValue] {
+        try await switchSource(try call.argument(0), on: true)
+    }
+
+    func disableSource(_ call: MethodCall) async throws -> [DBusValue] {
+        try await switchSource(try call.argument(0), on: false)
+    }
+
+    private func switchSource(_ name: String, on: Bool) async throws -> [DBusValue] {
+        guard let source = Source(rawValue: name) else {
+            throw BatonError.invalidArgument("no source '\(printable(name))'; the sources are \(Source.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let now = clock.now()
+        guard try await store.writing({ try $0.setSource(source.rawValue, on: on, from: now) }) else { return [] }
+        log.info("source \(source.rawValue) \(on ? "on" : "off")")
+        if on { followRecentDocumentsIfOn() } else { recentDocumentsFollower.withLock { $0?.cancel(); $0 = nil } }
+        emitRootPropertiesChanged(Contract.Interface.status, [Contract.Status.Property.sources: .array(.string, try sourcesOn())])
+        return []
+    }
+
+    /// The sources turned on, by name.
+    func sourcesOn() throws -> [DBusValue] {
+        try store.sourcesOn().keys.sorted().map { .string($0) }
+    }
+
+    // MARK: Following recently-used.xbel
+
+    /// Starts following the file if the source is on and no one follows it yet.
+    func followRecentDocumentsIfOn() {
+        guard let path = recentlyUsedPath, (try? store.sourcesOn()[Source.recentDocuments.rawValue]) != nil else { return }
+        recentDocumentsFollower.withLock { follower in
+            guard follower == nil else { return }
+            follower = background.start { await self.followRecentDocuments(path) }
+        }
+    }
+
+    /// Reads the file now and at each change, until cancelled (the source turned off, batond stopping).
+    private func followRecentDocuments(_ path: String) async {
+        let watcher: FileWatcher
+        do {
+            // GTK makes the directory when it first writes the file: it may not be there yet.
+            if let slash = path.lastIndex(of: "/") { mkdir(String(path[..<slash]), 0o700) }
+            watcher = try FileWatcher(path)
+        } catch {
+            log.error("recent documents: \(error); the source records nothing")
+            return
+        }
+        var shown: [String: String] = [:]  // URI → its activity, ended when it is used again
+        await withTaskCancellationHandler {
+            await readRecentDocuments(path, shown: &shown)
+            for await _ in watcher.changes where !Task.isCancelled {
+                await readRecentDocuments(path, shown: &shown)
+            }
+        } onCancel: {
+            watcher.stop()
+        }
+        watcher.stop()
+    }
+
+    /// Advertises the documents used since the last reading.
+    private func readRecentDocuments(_ path: String, shown: inout [String: String]) async {
+        do {
+            guard let since = try store.sourcesOn()[Source.recentDocuments.rawValue] else { return }
+            guard let text = Self.readSmallFile(path, limit: RecentDocuments.maxFileBytes) else { return }
+            let used = RecentlyUsed.documents(in: text).filter { $0.usedAt > since }.sorted { $0.usedAt < $1.usedAt }
+            guard let newest = used.last?.usedAt else { return }
+            if !(try store.isBlocked(RecentDocuments.app)) {
+                for document in used.suffix(RecentDocuments.perReading) {
+                    if let previous = shown[document.uri] { await endQuietly(previous) }
+                    shown[document.uri] = try await advertiseRecent(document)
+                }
+            }
+            try await store.writing { try $0.sourceRead(Source.recentDocuments.rawValue, until: newest) }
+        } catch {
+            log.error("recent documents: \(error)")
+        }
+    }
+
+    private func advertiseRecent(_ document: RecentlyUsed.Document) async throws -> String {
+        let desktopID = document.app.flatMap { app in AppEntry.find(app, in: applicationDirectories) != nil ? app + ".desktop" : nil }
+        var payload = "{\"uri\":\(StrictJSON.quote(document.uri))"
+        if let mime = document.mimeType { payload += ",\"mime_type\":\(StrictJSON.quote(mime))" }
+        if let desktopID { payload += ",\"app\":\(StrictJSON.quote(desktopID))" } else if let app = document.app { payload += ",\"app_name\":\(StrictJSON.quote(app))" }
+        payload += ",\"modified\":\(document.usedAt)}"
+        let type = try await recentDocumentType()
+        let advertisement = try Advertisement.parse(
+            type: type, title: String(document.displayName.prefix(200)), payload: payload,  // 200 characters fit the title limit
+            options: ["target_content_id": document.uri, "eligible_for_search": "true", "expires_in": String(RecentDocuments.lifetime)], limits: limits)
+        return try await record(advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: nil, now: clock.now()), requestID: nil)
+    }
+
+    /// The type, registered again if the user forgot org.baton.RecentDocuments meanwhile.
+    private func recentDocumentType() async throws -> ActivityType {
+        if let type = try store.activityType(RecentDocuments.type) { return type }
+        let type = try ActivityType.registration(
+            type: RecentDocuments.type, appID: RecentDocuments.app, options: ["title": "Document", "required_keys": "uri"], limits: limits)
+        try await store.writing { try $0.register(type) }
+        return type
+    }
+
+    private func endQuietly(_ id: String) async {
+        if paused.remove(id) != nil { return announceRemoved([(id: id, app: RecentDocuments.app)]) }
+        guard let removed = try? await store.writing({ try $0.deleteActivities(ids: [id]) }), !removed.isEmpty else { return }
+        announceRemoved([id])
+    }
+
+    /// A file's text, read whole; nil when it is missing, larger than `limit`, or not UTF-8.
+    static func readSmallFile(_ path: String, limit: Int) -> String? {
+        guard let data = FileManager.default.contents(atPath: path), data.count <= limit else { return nil }
+        return String(data: data, encoding: .utf8)
+    }
+}

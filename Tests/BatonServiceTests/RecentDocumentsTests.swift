@@ -1,0 +1,99 @@
+import DBus
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// The recent-documents source against GTK 4's real RecentManager (PyGObject, under Xvfb), the
+/// real batond, and the real handler `baton serve-documents` started by the bus, which opens a
+/// document in the app that used it: a test app whose desktop entry's Exec writes down its arguments.
+@Suite(.serialized) struct RecentDocumentsTests {
+    static let app = "org.example.Viewer"
+
+    /// The world, the test app's desktop entry, the handler's D-Bus service; returns the app's log.
+    static func prepare(_ world: BatonWorld) throws -> URL {
+        let applications = URL(fileURLWithPath: world.bus.dataHome).appendingPathComponent("applications")
+        try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
+        let log = world.bus.directory.appendingPathComponent("viewer.log")
+        let viewer = world.bus.directory.appendingPathComponent("viewer.sh")
+        try "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '\(log.path)'\n".write(to: viewer, atomically: true, encoding: .utf8)
+        chmod(viewer.path, 0o755)
+        try "[Desktop Entry]\nType=Application\nName=Viewer\nExec=\"\(viewer.path)\" --open %f\nMimeType=text/plain;\n"
+            .write(to: applications.appendingPathComponent(app + ".desktop"), atomically: true, encoding: .utf8)
+        try world.bus.installService(name: "org.baton.RecentDocuments",
+                                     exec: "/usr/bin/env XDG_DATA_HOME=\(world.bus.dataHome) \(try Executables.built("baton")) serve-documents")
+        return log
+    }
+
+    /// Records `uris` as used by the test app, through GTK.
+    static func use(_ uris: [String], in world: BatonWorld) async throws {
+        let result = try await world.run("/usr/bin/python3", [Repository.root.appendingPathComponent("Tests/Scripts/recent-document.py").path, app] + uris)
+        #expect(result.status == 0, "\(result)")
+    }
+
+    static func documents(_ world: BatonWorld) async throws -> [[String: DBusValue]] {
+        let listed = try await world.call("org.baton.Handoff1.Activities", "List", [.stringMap(["app_id": "org.baton.RecentDocuments"])])
+        return (listed.first?.arrayValue ?? []).compactMap { $0.stringKeyedValue?.mapValues(\.unwrapped) }
+    }
+
+    @Test func aDocumentUsedInAnAppIsAnActivityThatOpensInThatApp() async throws {
+        _ = try Executables.require("Xvfb", package: "xvfb")
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let log = try Self.prepare(world)
+        let files = world.bus.directory.appendingPathComponent("files")
+        try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
+        let before = files.appendingPathComponent("before.txt"), notes = files.appendingPathComponent("Field notes.txt")
+        for file in [before, notes] { try "text\n".write(to: file, atomically: true, encoding: .utf8) }
+
+        // Off until the user turns it on: what was used before is not recorded, then or later.
+        let listed = try await world.baton(["sources"])
+        #expect(listed.status == 0 && listed.stdout.contains("recent-documents") && listed.stdout.contains("off"), "\(listed)")
+        try await Self.use([before.absoluteString], in: world)
+        let enabled = try await world.baton(["sources", "enable", "recent-documents"])
+        #expect(enabled.status == 0 && enabled.stdout == "recent-documents: on\n", "\(enabled)")
+        let sources = try await world.call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Status"), .string("Sources")])
+        #expect(sources.first?.unwrapped == .array(.string, [.string("recent-documents")]))
+
+        try await Self.use([notes.absoluteString], in: world)
+        try await eventually("the document used is an activity", timeout: .seconds(20)) { try await !Self.documents(world).isEmpty }
+        let documents = try await Self.documents(world)
+        #expect(documents.count == 1, "only the document used after the source was turned on: \(documents)")
+        let document = try #require(documents.first)
+        #expect(document["type"] == .string("org.freedesktop.RecentDocument") && document["title"] == .string("Field notes.txt"))
+        #expect(document["target_content_id"] == .string(notes.absoluteString))
+        let payload = try #require(document["payload"]?.stringValue)
+        #expect(payload.contains("\"uri\":\"\(notes.absoluteString)\"") && payload.contains("\"mime_type\":\"text/plain\"")
+                && payload.contains("\"app\":\"\(Self.app).desktop\"") && payload.contains("\"modified\":"), "\(payload)")
+
+        // Continued: the app that used it opens it (no scene: it is not Baton's app).
+        let id = try #require(document["id"]?.stringValue)
+        let continued = try await world.call("org.baton.Handoff1.Activities", "Continue", [.string(id), .stringMap([:])])
+        #expect(continued == [.objectPath("/")])
+        try await eventually("the app was started with the document", timeout: .seconds(20)) {
+            (try? String(contentsOf: log, encoding: .utf8)) == "--open\n\(notes.path)\n"
+        }
+
+        // The file gone: NotEligible, and Explain says why.
+        try FileManager.default.removeItem(at: notes)
+        let refused = await #expect(throws: DBusError.self) {
+            try await world.call("org.baton.Handoff1.Activities", "Continue", [.string(id), .stringMap([:])])
+        }
+        #expect(refused?.name == "org.baton.Handoff1.Error.NotEligible" && refused?.message.contains("is not on this machine") == true,
+                "\(String(describing: refused))")
+        let explained = try await world.baton(["activities", "explain", id])
+        #expect(explained.stdout.contains("the document \(notes.path) is not on this machine") && explained.stdout.contains("no"), "\(explained)")
+
+        // Off: nothing is recorded; on again, from then on (a barrier: what the file says after it).
+        #expect(try await world.baton(["sources", "disable", "recent-documents"]).status == 0)
+        let later = files.appendingPathComponent("later.txt"), after = files.appendingPathComponent("after.txt")
+        for file in [later, after] { try "text\n".write(to: file, atomically: true, encoding: .utf8) }
+        try await Self.use([later.absoluteString], in: world)
+        #expect(try await world.baton(["sources", "enable", "recent-documents"]).status == 0)
+        try await Self.use([after.absoluteString], in: world)
+        try await eventually("the document used after it was on again", timeout: .seconds(20)) {
+            try await Self.documents(world).contains { $0["target_content_id"] == .string(after.absoluteString) }
+        }
+        #expect(try await Self.documents(world).map { $0["target_content_id"] } == [.string(after.absoluteString), .string(notes.absoluteString)])
+    }
+}

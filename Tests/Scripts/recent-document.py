@@ -1,0 +1,49 @@
+#!/usr/bin/python3
+"""Records documents as recently used through GTK 4's real RecentManager, as an app does.
+
+    recent-document.py APP_ID URI...
+
+The app's name in recently-used.xbel is APP_ID (GLib's program name, as a GApplication's id
+is). GTK records only with a display: Xvfb gives one. Exits once the file (in $XDG_DATA_HOME)
+names every URI, or with 1 after 20 s.
+"""
+import os
+import subprocess
+import sys
+import time
+
+app_id, uris = sys.argv[1], sys.argv[2:]
+read_end, write_end = os.pipe()
+xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "640x480x24", "-nolisten", "tcp"],
+                        pass_fds=[write_end], stderr=subprocess.DEVNULL)
+os.close(write_end)
+try:
+    with os.fdopen(read_end) as pipe:
+        os.environ["DISPLAY"] = ":" + pipe.readline().strip()
+    import gi
+    gi.require_version("Gtk", "4.0")
+    from gi.repository import GLib, Gtk
+
+    GLib.set_prgname(app_id)
+    Gtk.init()
+    manager = Gtk.RecentManager.get_default()
+    for uri in uris:
+        if not manager.add_item(uri):
+            sys.exit(f"RecentManager refused {uri}")
+    path = os.path.join(GLib.get_user_data_dir(), "recently-used.xbel")
+    context = GLib.MainContext.default()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        context.iteration(False)
+        try:
+            with open(path) as written:
+                text = written.read()
+            if all(f'href="{uri}"' in text for uri in uris):
+                sys.exit(0)
+        except FileNotFoundError:
+            pass
+        time.sleep(0.05)
+    sys.exit(f"{path} does not name {uris} after 20 s")
+finally:
+    xvfb.kill()
+    xvfb.wait(10)
