@@ -96,4 +96,58 @@ import TestSupport
         }
         #expect(try await Self.documents(world).map { $0["target_content_id"] } == [.string(after.absoluteString), .string(notes.absoluteString)])
     }
+
+    @Test func aDBusActivatableAppIsAskedToOpenItThroughTheBus() async throws {
+        _ = try Executables.require("Xvfb", package: "xvfb")
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        _ = try Self.prepare(world)
+        let reader = "org.example.Reader", log = world.bus.directory.appendingPathComponent("reader.log")
+        try "[Desktop Entry]\nType=Application\nName=Reader\nExec=/bin/false %U\nDBusActivatable=true\n"
+            .write(to: URL(fileURLWithPath: world.bus.dataHome).appendingPathComponent("applications/\(reader).desktop"), atomically: true, encoding: .utf8)
+        try world.bus.installService(name: reader, exec: "/usr/bin/python3 \(Repository.root.appendingPathComponent("Tests/Scripts/application-open.py").path) \(reader) \(log.path)")
+        let file = world.bus.directory.appendingPathComponent("report.txt")
+        try "text\n".write(to: file, atomically: true, encoding: .utf8)
+        _ = try await world.call("org.baton.Handoff1.Status", "EnableSource", [.string("recent-documents")])
+        let result = try await world.run("/usr/bin/python3", [Repository.root.appendingPathComponent("Tests/Scripts/recent-document.py").path, reader, file.absoluteString])
+        #expect(result.status == 0, "\(result)")
+        try await eventually("the document is an activity", timeout: .seconds(20)) { try await !Self.documents(world).isEmpty }
+        let id = try #require(try await Self.documents(world).first?["id"]?.stringValue)
+        _ = try await world.call("org.baton.Handoff1.Activities", "Continue", [.string(id), .stringMap([:])])
+        try await eventually("the app's Open was called with the document", timeout: .seconds(20)) {
+            (try? String(contentsOf: log, encoding: .utf8)) == file.absoluteString + "\n"
+        }
+    }
+
+    @Test func theSourceObeysPauseBlockAndForgetting() async throws {
+        _ = try Executables.require("Xvfb", package: "xvfb")
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        _ = try Self.prepare(world)
+        let files = (0..<4).map { world.bus.directory.appendingPathComponent("file\($0).txt") }
+        for file in files { try "text\n".write(to: file, atomically: true, encoding: .utf8) }
+        @Sendable func shown() async throws -> [String] { try await Self.documents(world).compactMap { $0["target_content_id"]?.stringValue } }
+        _ = try await world.call("org.baton.Handoff1.Status", "EnableSource", [.string("recent-documents")])
+
+        // Paused: kept in memory only; gone at Resume, with nothing in the history.
+        _ = try await world.call("org.baton.Handoff1.Privacy", "Pause", [.uint64(0)])
+        try await Self.use([files[0].absoluteString], in: world)
+        try await eventually("the document used while paused", timeout: .seconds(20)) { try await shown() == [files[0].absoluteString] }
+        _ = try await world.call("org.baton.Handoff1.Privacy", "Resume", [])
+        #expect(try await shown() == [])
+        #expect(try await world.call("org.baton.Handoff1.Archive", "History", [.stringMap([:])]).first?.arrayValue == [])
+
+        // Blocked: not recorded; unblocked, what is used next is (a barrier for the blocked one).
+        _ = try await world.call("org.baton.Handoff1.Privacy", "BlockApp", [.string("org.baton.RecentDocuments")])
+        try await Self.use([files[1].absoluteString], in: world)
+        _ = try await world.call("org.baton.Handoff1.Privacy", "UnblockApp", [.string("org.baton.RecentDocuments")])
+        try await Self.use([files[2].absoluteString], in: world)
+        try await eventually("the document used once unblocked", timeout: .seconds(20)) { try await shown() == [files[2].absoluteString] }
+
+        // Forgotten: what it recorded goes; the source goes on recording.
+        _ = try await world.call("org.baton.Handoff1.Privacy", "ForgetApp", [.string("org.baton.RecentDocuments")])
+        #expect(try await shown() == [])
+        try await Self.use([files[3].absoluteString], in: world)
+        try await eventually("the document used after forgetting", timeout: .seconds(20)) { try await shown() == [files[3].absoluteString] }
+    }
 }
