@@ -350,6 +350,8 @@ struct Activities: AsyncParsableCommand {
                 and to a new scene when none does or with --new-scene. When the app is not running and cannot be \
                 started, the continuation waits in its scene (State pending) and reaches the app when it starts.
 
+                Web pages and recent documents open in the browser or the app that used them, in no scene.
+
                 With --device (a machine's name or id, from baton devices), the activity opens on that machine \
                 instead, in its app there; the request is sent when the sync server can be reached.
                 """)
@@ -382,6 +384,8 @@ struct Activities: AsyncParsableCommand {
                 if let device {
                     return print(global.json ? "{\"device\":\(StrictJSON.quote(device))}" : "asked \(device) to continue it")
                 }
+                // "/": opened outside any scene (a web page in the browser, a document in its app).
+                if path == "/" { return print(global.json ? "{\"scene\":null}" : "opened it (in the browser or the app that used it)") }
                 print(global.json ? "{\"scene\":\(StrictJSON.quote(path))}" : path)
             }
         }

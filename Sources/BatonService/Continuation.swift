@@ -63,8 +63,9 @@ extension HandoffService {
             }
             return try await continueOnDevice(activity, device: device, options: options, request: request)
         }
-        // Opened in the app that used it, not in a scene: batond's own source (RecentDocuments.swift).
+        // The sources' activities open in the browser or the app that used them, not in a scene.
         if activity.type == RecentDocuments.type && options["scene"] == nil { return try await openRecentDocument(activity, request: request) }
+        if activity.type == Self.webPageType && options["scene"] == nil { return try await openWebPage(of: activity, request: request) }
         guard let type = try store.activityType(activity.type) else {
             // No app here knows it: its web page, if it has one, as Apple's Handoff falls back to Safari.
             if activity.webpageURL != nil && options["scene"] == nil { return try await openWebPage(of: activity, request: request) }
@@ -185,10 +186,12 @@ extension HandoffService {
 
     /// The handler of web pages, `org.baton.Web` (`baton serve-web`, started by the bus).
     static let webHandler = (name: "org.baton.Web", path: "/")
+    /// The web pages' type (the browser extension's, `baton open`'s).
+    static let webPageType = "org.baton.web.page"
 
-    /// Opens the web page of an activity no app here can continue, through the web pages'
-    /// handler; no scene. Replies "/", as a continuation on another machine does (and so does
-    /// a repeat of `request`, without opening the page again).
+    /// Opens a web page, or the page of an activity no app here can continue, through the web
+    /// pages' handler; no scene. Replies "/", as a continuation on another machine does (and so
+    /// does a repeat of `request`, without opening the page again).
     private func openWebPage(of activity: Activity, request: Request?) async throws -> [DBusValue] {
         try await openOutside(activity, through: Self.webHandler, request: request,
                               failure: "no app here continues \(activity.type), and its web page could not be opened")
@@ -216,6 +219,9 @@ extension HandoffService {
         }
         if let request { try await store.writing { try $0.record(request, result: "") } }
         log.debug("\(handler.name) opened \(activity.id)")
+        emit(Contract.Activities.continued, [.string(activity.id), .objectPath("/"), .boolean(false)], to: .app(activity.appID))
+        // Another machine's: it hears where its activity went, as for any continuation.
+        if activity.isRemote { tellItsMachine(activity) }
         return [.objectPath("/")]
     }
 
@@ -224,6 +230,11 @@ extension HandoffService {
     /// machine's batond (which tells its app).
     func tellWhereContinued(_ activity: Activity, type: ActivityType, scene: ObjectPath) {
         guard activity.isRemote else { return tellOriginator(activity, type: type, scene: scene, device: thisDevice) }
+        tellItsMachine(activity)
+    }
+
+    /// Another machine's activity, continued here: a request in this machine's log tells that machine.
+    func tellItsMachine(_ activity: Activity) {
         background.start { [log] in
             do { try await self.syncEngine?.tellContinued(activity) } catch { log.error("telling \(activity.deviceID) of the continuation: \(error)") }
         }

@@ -397,8 +397,8 @@ enum Deadline {
             Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await work()) } catch { result = .failure(error) }
-                timer.cancel()
                 outcome.finish(result)
+                timer.cancel()
             }
         }
     }

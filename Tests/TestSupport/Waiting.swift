@@ -42,14 +42,15 @@ public func within<T: Sendable>(
     return try await withCheckedThrowingContinuation { continuation in
         outcome.set(continuation)
         let timer = Task {
-            try? await Task.sleep(for: timeout)
+            // Cancelled: the body finished first (its result is the answer, not this failure).
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
             outcome.finish(.failure(TestSupportError("\(what) did not finish within \(timeout)")))
         }
         Task {
             let result: Result<T, any Error>
             do { result = .success(try await body()) } catch { result = .failure(error) }
-            timer.cancel()
             outcome.finish(result)
+            timer.cancel()
         }
     }
 }
