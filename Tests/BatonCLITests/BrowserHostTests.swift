@@ -130,4 +130,21 @@ import TestSupport
         ], environment: world.bus.environment.merging(["HOME": directory.path]) { $1 }, timeout: .seconds(240))
         #expect(result.status == 0, "\(result)")
     }
+
+    /// The same extension in a real headless Firefox, installed unpacked over WebDriver BiDi
+    /// (Tests/Scripts/firefox-check.py): the manifest works there too, and Firefox finds the host.
+    @Test func firefoxsTabsBecomeActivitiesToo() async throws {
+        _ = try Executables.require("firefox-esr", package: "firefox-esr")
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let directory = try TemporaryDirectory.make(prefix: "baton-firefox")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let host = directory.appendingPathComponent("baton-browser-host").path
+        try FileManager.default.createSymbolicLink(atPath: host, withDestinationPath: try Executables.built("baton"))
+        let script = Repository.root.appendingPathComponent("Tests/Scripts/firefox-check.py").path
+        let result = try await Executables.run("/usr/bin/python3", [
+            script, Repository.root.appendingPathComponent("browser").path, host, directory.path,
+        ], environment: world.bus.environment, timeout: .seconds(240))
+        #expect(result.status == 0, "\(result)")
+    }
 }
