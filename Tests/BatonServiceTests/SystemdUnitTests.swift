@@ -10,13 +10,17 @@ import TestSupport
 struct SystemdUnitTests {
     static let repository = Repository.root
 
-    @Test func theHardenedUnitRunsBatondUnderARealUserManager() async throws {
+    /// On both user buses Linux desktops run: Debian's dbus-daemon, and dbus-broker (Fedora's and
+    /// Arch's), whose activation goes through systemd units.
+    @Test(arguments: ["dbus-daemon", "dbus-broker"])
+    func theHardenedUnitRunsBatondUnderARealUserManager(bus: String) async throws {
+        if bus == "dbus-broker" { _ = try Executables.require("dbus-broker-launch", package: "dbus-broker") }
         let work = try TemporaryDirectory.make(prefix: "baton-systemd")
         defer { try? FileManager.default.removeItem(at: work) }
         let unshare = try Executables.require("unshare", package: "util-linux")
         let result = try await Executables.run(unshare, [
             "-m", Self.repository.appendingPathComponent("Tests/Scripts/systemd-user-test.sh").path, work.path,
-            try Executables.built("batond"), Self.repository.appendingPathComponent("systemd/batond.service").path,
+            try Executables.built("batond"), Self.repository.appendingPathComponent("systemd/batond.service").path, bus,
         ], timeout: .seconds(120))
         var seen: [String: String] = [:]
         for line in result.stdout.split(separator: "\n") {
@@ -26,6 +30,8 @@ struct SystemdUnitTests {
         let report = "\(result)"
         #expect(seen["error"] == nil, "\(report)")
         try #require(seen["manager"] == "running" || seen["manager"] == "degraded", "the user manager did not start: \(report)")
+        // The bus asked for: its program's name as the kernel keeps it (15 characters).
+        try #require(seen["bus"] == (bus == "dbus-broker" ? "dbus-broker-lau" : "dbus-daemon"), "the user bus is not \(bus): \(report)")
         // systemd-analyze security: "OK" is 3.5 or less.
         #expect((Double(seen["score"] ?? "") ?? 10) <= 3.5, "\(report)")
         // systemctl --user start, under the unit's sandbox, serving.

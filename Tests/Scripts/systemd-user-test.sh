@@ -2,14 +2,35 @@
 # Run by BatonServiceTests/SystemdUnitTests inside a private mount namespace (unshare -m): a real systemd --user
 # with its D-Bus session bus, batond's unit and activation file installed into a temporary
 # runtime directory, and the checks the test asserts on, printed as key=value lines.
-# Usage: systemd-user-test.sh WORK_DIR BATOND UNIT_FILE
+# Usage: systemd-user-test.sh WORK_DIR BATOND UNIT_FILE BUS
+# BUS is the user bus the manager starts: dbus-daemon (Debian's default) or dbus-broker.
 set -u
-T=$1; BATOND=$2; UNIT=$3
+T=$1; BATOND=$2; UNIT=$3; BUS=${4:-dbus-daemon}
 export XDG_RUNTIME_DIR=$T/rt HOME=$T/home
-mkdir -m 700 -p "$XDG_RUNTIME_DIR/systemd/user" "$XDG_RUNTIME_DIR/dbus-1/services" "$T/state" "$HOME"
+mkdir -m 700 -p "$XDG_RUNTIME_DIR/systemd/user" "$XDG_RUNTIME_DIR/dbus-1/services" "$T/state" "$HOME/.config/systemd/user"
 say() { echo "$1=$2"; }
 # The user manager runs where /run/systemd/system exists: only in this namespace.
 mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system || { say error "cannot mount /run/systemd"; exit 0; }
+# The bus: the unit dbus.socket starts, dbus.service, as a file of the user's own (a link there
+# would not do: installing dbus-broker aliases dbus.service to it in /etc, and an alias wins).
+case "$BUS" in
+    dbus-daemon) cp /usr/lib/systemd/user/dbus.service "$HOME/.config/systemd/user/dbus.service" ;;
+    dbus-broker)
+        cp /usr/lib/systemd/user/dbus-broker.service "$HOME/.config/systemd/user/dbus.service"
+        # dbus-broker's launcher logs to the journal and exits without its socket: a sink that keeps what it says.
+        mkdir -p /run/systemd/journal
+        /usr/bin/python3 -c '
+import socket, sys
+sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+sink.bind("/run/systemd/journal/socket")
+with open(sys.argv[1], "ab", buffering=0) as log:
+    while True:
+        log.write(sink.recv(65536).replace(b"\n", b" ") + b"\n")
+' "$T/journal.log" &
+        journal=$!
+        for _ in $(seq 100); do [ -S /run/systemd/journal/socket ] && break; sleep 0.02; done ;;
+    *) say error "no bus '$BUS'"; exit 0 ;;
+esac
 /lib/systemd/systemd --user > "$T/manager.log" 2>&1 &
 manager=$!
 for _ in $(seq 200); do
@@ -20,6 +41,8 @@ done
 say manager "$(systemctl --user is-system-running 2>&1)"
 systemctl --user start dbus.socket
 export DBUS_SESSION_BUS_ADDRESS=unix:path=$XDG_RUNTIME_DIR/bus
+busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus GetId >/dev/null 2>&1
+say bus "$(cat /proc/"$(systemctl --user show -p MainPID --value dbus.service)"/comm 2>/dev/null)"
 
 # The shipped unit, run from the built batond on a database of the test's.
 sed -e "s|^ExecStart=.*|ExecStart=$BATOND --database $T/state/baton.sqlite|" "$UNIT" > "$XDG_RUNTIME_DIR/systemd/user/batond.service"
@@ -41,7 +64,7 @@ say seccomp "$(awk '/^Seccomp:/ {print $2}' /proc/$pid/status)"
 say status "$(systemctl --user show -p StatusText --value batond)"
 # A unit that did not start has MainPID 0: every later step would act on nothing, or on
 # process 0 (`kill -STOP 0` stops this whole process group). Stop here; the test fails on `started`.
-case "$pid" in ''|0) say log_tail "$(tail -3 "$T/batond.log" 2>/dev/null | tr '\n' '|')"; kill $manager; exit 0 ;; esac
+case "$pid" in ''|0) say log_tail "$(tail -3 "$T/batond.log" 2>/dev/null | tr '\n' '|')"; kill $manager ${journal:-}; exit 0 ;; esac
 busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff1.Registry RegisterActivityType 'ssa{ss}' \
     com.example.notes.document com.example.notes 0 >/dev/null 2>&1 && say register ok || say register failed
 id=$(busctl --user call org.baton.Handoff1 /org/baton/Handoff1 org.baton.Handoff1.Activities Advertise 'sssa{ss}' \
@@ -67,7 +90,7 @@ printf '[Service]\nWatchdogSec=2s\nRestartSec=100ms\nTimeoutAbortSec=1s\n' > "$X
 systemctl --user daemon-reload
 systemctl --user restart batond
 before=$(systemctl --user show -p MainPID --value batond)
-case "$before" in ''|0) say watchdog_unit "not running after restart"; kill $manager; exit 0 ;; esac
+case "$before" in ''|0) say watchdog_unit "not running after restart"; kill $manager ${journal:-}; exit 0 ;; esac
 kill -STOP "$before"
 result=
 for _ in $(seq 400); do
@@ -145,4 +168,4 @@ sleep 4   # a sixth start would come within RestartSec (3 s)
 say start_limit_state "$(systemctl --user is-active batond)"
 say start_attempts "$(grep -c 'other users can write to it' "$T/batond.log")"
 say start_limit_result "$(systemctl --user show -p Result --value batond)"
-kill $manager
+kill $manager ${journal:-}
