@@ -90,15 +90,15 @@ struct ContinueTests {
     @Test func theDaemonKeepsServingWhileAHandlerThinks() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        // Long enough for the 20 calls below even on a loaded machine.
-        world.extraArguments = ["--handler-timeout", "6"]
+        // Far longer than the calls below take on a loaded machine; the app's end stops the wait.
+        world.extraArguments = ["--handler-timeout", "60"]
         try await world.startDaemon()
         let app = try await Self.startApp(world)
         defer { app.close() }
         try await world.register(handler: Self.appName)
         let slow = try await world.advertise("slow", payload: #"{"id":"x","mode":"hold"}"#)
-        // The handler holds until batond gives up on it (6 s): a batond that waited for it
-        // would answer the calls below only after answering the Continue.
+        // The handler holds until batond gives up on it: a batond that waited for it would
+        // answer the calls below only after answering the Continue.
         let answered = Atomic(false)
         let pending = Task {
             defer { answered.store(true, ordering: .sequentiallyConsistent) }
@@ -109,6 +109,7 @@ struct ContinueTests {
         }
         let continueWasAnswered = answered.load(ordering: .sequentiallyConsistent)
         #expect(!continueWasAnswered, "other calls waited for the handler")
+        app.close()  // the bus answers batond's call to it: the app went without replying
         await #expect(throws: DBusError.self) { try await pending.value }
     }
 

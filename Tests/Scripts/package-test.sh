@@ -1,0 +1,67 @@
+#!/bin/bash
+# Run by BatonServiceTests/PackageTests inside a private mount namespace (unshare -m): installs
+# the Debian package on this machine with apt-get, starts batond from the installed user unit
+# under a real systemd --user (shared/FIELD-NOTES.md), runs the contract check against it and
+# D-Bus activation, then purges the package and looks for anything of it left. Prints what it
+# saw as key=value lines for the test to hold to the contract.
+# Usage: package-test.sh WORK_DIR DEB REPOSITORY
+set -u
+T=$1; DEB=$2; REPOSITORY=$3
+export XDG_RUNTIME_DIR=$T/rt HOME=$T/home
+unset XDG_STATE_HOME XDG_DATA_HOME XDG_CONFIG_HOME XDG_DATA_DIRS DBUS_SESSION_BUS_ADDRESS
+mkdir -m 700 -p "$XDG_RUNTIME_DIR" "$HOME/.config/systemd/user"
+say() { echo "$1=$2"; }
+
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$DEB" > "$T/install.log" 2>&1
+say installed "$(dpkg-query -W -f='${Status}' baton 2>/dev/null)"
+dpkg -L baton > "$T/files" 2>/dev/null
+say files "$(wc -l < "$T/files")"
+say on_path "$(command -v batond baton baton-browser-host | tr '\n' ' ')"
+
+# The user manager, in this namespace only; dbus-daemon as its bus (see systemd-user-test.sh).
+mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system || { say error "cannot mount /run/systemd"; exit 0; }
+cp /usr/lib/systemd/user/dbus.service "$HOME/.config/systemd/user/dbus.service"
+/lib/systemd/systemd --user > "$T/manager.log" 2>&1 &
+manager=$!
+for _ in $(seq 200); do
+    state=$(systemctl --user is-system-running 2>/dev/null)
+    [ "$state" = running ] || [ "$state" = degraded ] && break
+    sleep 0.05
+done
+say manager "$state"
+systemctl --user start dbus.socket
+export DBUS_SESSION_BUS_ADDRESS=unix:path=$XDG_RUNTIME_DIR/bus
+
+# 1. The installed unit, as the README says to start it.
+say unit "$(systemctl --user show -p FragmentPath --value batond)"
+systemctl --user start batond
+say started "$(systemctl --user is-active batond)"
+say exec "$(systemctl --user show -p ExecMainPID --value batond | xargs -I{} readlink /proc/{}/exe)"
+/usr/bin/python3 "$REPOSITORY/Tests/Scripts/contract-check.py" /usr/share/dbus-1/interfaces/org.baton.Handoff1.xml > "$T/contract-check.out" 2>&1
+say contract_check "$(grep -c '^ok ' "$T/contract-check.out") ok, $(grep -c '^FAIL' "$T/contract-check.out") failed"
+
+# 2. Started by D-Bus activation through the installed activation file.
+systemctl --user stop batond
+say stopped "$(systemctl --user is-active batond)"
+baton status > /dev/null 2>&1 && say activated_call ok || say activated_call failed
+say activated "$(systemctl --user is-active batond)"
+say data "$(ls "$HOME/.local/state/baton" 2>/dev/null | grep -c '^baton.sqlite$')"
+systemctl --user stop batond
+kill $manager
+wait $manager 2>/dev/null
+
+# 3. Purged: nothing of it left but the user's data.
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq baton > "$T/purge.log" 2>&1
+say purged "$(dpkg-query -W -f='${Status}' baton 2>/dev/null || echo gone)"
+left=""
+while read -r path; do
+    [ -d "$path" ] && continue   # directories shared with other packages (/usr/bin) stay
+    { [ -e "$path" ] || [ -L "$path" ]; } && left="$left $path"
+done < "$T/files"
+say left "${left:-none}"
+left_dirs=""
+for directory in /usr/share/baton /usr/share/doc/baton /etc/chromium/native-messaging-hosts /etc/opt/chrome; do
+    [ -e "$directory" ] && left_dirs="$left_dirs $directory"
+done
+say left_dirs "${left_dirs:-none}"
+say data_kept "$(ls "$HOME/.local/state/baton" 2>/dev/null | grep -c '^baton.sqlite$')"
