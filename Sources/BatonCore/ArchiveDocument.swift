@@ -1,4 +1,10 @@
+// JSON and base64 only: FoundationEssentials has them without Foundation's ICU data (34 MB in
+// every program linked with it), so `baton`, which needs no more of Foundation, is small.
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Everything of the user's that Baton keeps, as one JSON document: what `Export` gives and
 /// `Import` takes (README, "Export and import").

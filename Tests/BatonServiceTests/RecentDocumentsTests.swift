@@ -18,7 +18,9 @@ import TestSupport
         let viewer = world.bus.directory.appendingPathComponent("viewer.sh")
         try "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '\(log.path)'\n".write(to: viewer, atomically: true, encoding: .utf8)
         chmod(viewer.path, 0o755)
-        try "[Desktop Entry]\nType=Application\nName=Viewer\nExec=\"\(viewer.path)\" --open %f\nMimeType=text/plain;\n"
+        // Run by /bin/sh, not exec'd itself: a file just written can be "busy" for exec while a
+        // child that another test spawned meanwhile still holds the writer's descriptor.
+        try "[Desktop Entry]\nType=Application\nName=Viewer\nExec=/bin/sh \"\(viewer.path)\" --open %f\nMimeType=text/plain;\n"
             .write(to: applications.appendingPathComponent(app + ".desktop"), atomically: true, encoding: .utf8)
         try world.bus.installService(name: "org.baton.RecentDocuments",
                                      exec: "/usr/bin/env XDG_DATA_HOME=\(world.bus.dataHome) \(try Executables.built("baton")) serve-documents")

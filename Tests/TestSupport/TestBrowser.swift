@@ -17,7 +17,7 @@ public struct TestBrowser: Sendable {
         chmod(browser.path, 0o755)
         let applications = URL(fileURLWithPath: bus.dataHome).appendingPathComponent("applications")
         try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
-        try "[Desktop Entry]\nType=Application\nName=Test browser\nExec=\(browser.path) %u\nMimeType=x-scheme-handler/https;x-scheme-handler/http;\n"
+        try "[Desktop Entry]\nType=Application\nName=Test browser\nExec=/bin/sh \(browser.path) %u\nMimeType=x-scheme-handler/https;x-scheme-handler/http;\n"
             .write(to: applications.appendingPathComponent("test-browser.desktop"), atomically: true, encoding: .utf8)
         let config = home.appendingPathComponent("config")
         try FileManager.default.createDirectory(at: config, withIntermediateDirectories: true)
