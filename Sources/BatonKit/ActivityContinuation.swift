@@ -1,7 +1,11 @@
 import BatonContract
 import BatonCore
 import DBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // no ICU data: see BatonCore/ArchiveDocument.swift
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// The storage a continuation handler gives the scene being opened. The daemon

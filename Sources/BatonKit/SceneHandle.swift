@@ -1,7 +1,11 @@
 import BatonContract
 import BatonCore
 import DBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // no ICU data: see BatonCore/ArchiveDocument.swift
+#else
 import Foundation
+#endif
 
 /// One scene of the daemon: a window session with its own persisted storage.
 public struct SceneHandle: Sendable, Hashable {

@@ -1,5 +1,9 @@
 import BatonCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // no ICU data: see BatonCore/ArchiveDocument.swift
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// What the user is doing, in `NSUserActivity`'s vocabulary, advertised through `batond`.

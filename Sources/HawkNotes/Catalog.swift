@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // no ICU data: see BatonCore/ArchiveDocument.swift
+#else
 import Foundation
+#endif
 
 /// A character of the Shadow Skye trilogy. Encoded as JSON, this is the payload of a
 /// `characterDetail` activity; continuing one needs only its `id`.

@@ -1,7 +1,11 @@
 import BatonCore
 import BatonKit
 import DBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // no ICU data: see BatonCore/ArchiveDocument.swift
+#else
 import Foundation
+#endif
 import Glibc
 
 /// Hawk Notes on the bus: the Library interface, the continuation handler for

@@ -2,8 +2,13 @@ import ArgumentParser
 import BatonCore
 import BatonKit
 import DBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // no ICU data: see BatonCore/ArchiveDocument.swift
+#else
 import Foundation
+#endif
 import HawkNotes
+import Glibc
 import UnixSignals
 
 /// `hawk-notes`: the reference app of Baton, headless.
