@@ -41,6 +41,9 @@ struct PackageTests {
         try #require(seen["installed"] == "install ok installed", "\(report)")
         #expect((Int(seen["files"] ?? "") ?? 0) > 30, "\(report)")
         #expect(seen["on_path"] == "/usr/bin/batond /usr/bin/baton /usr/bin/baton-browser-host ", "\(report)")
+        // Without Foundation's ICU data (34 MB) the CLI and Hawk Notes are about 15 MB each:
+        // an `import Foundation` where FoundationEssentials would do shows here.
+        #expect((Int(seen["size_baton"] ?? "") ?? .max) < 20_000_000 && (Int(seen["size_hawk_notes"] ?? "") ?? .max) < 20_000_000, "\(report)")
         try #require(seen["manager"] == "running" || seen["manager"] == "degraded", "\(report)")
         #expect(seen["unit"] == "/usr/lib/systemd/user/batond.service", "\(report)")
         #expect(seen["started"] == "active" && seen["exec"] == "/usr/bin/batond", "\(report)")

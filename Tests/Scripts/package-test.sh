@@ -17,6 +17,9 @@ say installed "$(dpkg-query -W -f='${Status}' baton 2>/dev/null)"
 dpkg -L baton > "$T/files" 2>/dev/null
 say files "$(wc -l < "$T/files")"
 say on_path "$(command -v batond baton baton-browser-host | tr '\n' ' ')"
+say size_baton "$(stat -c %s /usr/bin/baton)"
+say size_hawk_notes "$(stat -c %s /usr/bin/hawk-notes)"
+say installed_kib "$(dpkg-query -W -f='${Installed-Size}' baton)"
 
 # The user manager, in this namespace only; dbus-daemon as its bus (see systemd-user-test.sh).
 mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system || { say error "cannot mount /run/systemd"; exit 0; }
