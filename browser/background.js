@@ -85,22 +85,29 @@ function pageOf(tab, window) {
   return page;
 }
 
+/** Tabs closed: an event about one that was still on its way is ignored (ids are not reused). */
+const closed = new Set();
+
 /** Sends the tab's page if it changed, or ends its activity if it is no longer one to record. */
-async function consider(tab) {
+async function consider(eventTab) {
+  // The event's copy of the tab may be stale by the time the browser answers: read it again.
+  let tab = null;
   let window = null;
   try {
+    tab = await api.tabs.get(eventTab.id);
     window = await api.windows.get(tab.windowId);
   } catch {
-    // The window is closing.
+    // The tab or its window is closing.
   }
-  const page = pageOf(tab, window);
+  if (closed.has(eventTab.id)) return;
+  const page = tab && pageOf(tab, window);
   if (!page) {
-    end(tab.id);
+    end(eventTab.id);
     return;
   }
   const key = JSON.stringify(page);
-  if (sent.get(tab.id) === key) return;
-  sent.set(tab.id, key);
+  if (sent.get(page.tab) === key) return;
+  sent.set(page.tab, key);
   post(page);
 }
 
@@ -126,6 +133,7 @@ api.tabs.onActivated.addListener(async ({ tabId, windowId }) => {
   consider(await api.tabs.get(tabId));
 });
 api.tabs.onRemoved.addListener((tabId) => {
+  closed.add(tabId);
   positions.delete(tabId);
   end(tabId);
 });
