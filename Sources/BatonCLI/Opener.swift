@@ -50,6 +50,12 @@ enum Opener {
     /// Starts `arguments` (a program on PATH, or a path) in a session of its own, without
     /// waiting for it: an app runs for as long as the user keeps it open.
     static func launch(_ arguments: [String]) throws(BatonError) {
+        _ = try spawn(arguments)
+    }
+
+    /// Starts `arguments` with the usual signals (unblocked, default actions) in a session of
+    /// its own, stdin /dev/null; returns its pid.
+    static func spawn(_ arguments: [String]) throws(BatonError) -> pid_t {
         guard let program = arguments.first else { throw .handlerFailed("nothing to start") }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -73,6 +79,7 @@ enum Opener {
         var pid: pid_t = 0
         let result = posix_spawnp(&pid, program, &actions, &attributes, argv, environ)
         guard result == 0 else { throw .handlerFailed("cannot start \(program): \(String(cString: strerror(result)))") }
+        return pid
     }
 }
 

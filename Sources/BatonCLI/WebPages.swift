@@ -3,7 +3,6 @@ import BatonContract
 import BatonCore
 import DBus
 import Glibc
-import Synchronization
 
 /// A web page as an activity (docs/DESIGN.md, "Sources"): type `org.baton.web.page` of the app
 /// `org.baton.Web`, whose handler is `baton serve-web`, started by the bus. `baton open` and
@@ -111,10 +110,8 @@ struct ServeWeb: AsyncParsableCommand {
     static func openInBrowser(_ address: String) throws(BatonError) {
         for opener in [["gio", "open"], ["xdg-open"]] {
             let arguments = opener + [address]
-            var pid: pid_t = 0
-            let argv = arguments.map { strdup($0) } + [nil]
-            defer { argv.forEach { free($0) } }
-            guard posix_spawnp(&pid, arguments[0], nil, nil, argv, environ) == 0 else { continue }
+            // With the usual signals: the browser it starts inherits them (Swift's threads block them).
+            guard let pid = try? Opener.spawn(arguments) else { continue }
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
             if status == 0 { return }
