@@ -23,6 +23,8 @@ final class HandoffNotices: Sendable {
 
     let shown = Mutex<Shown?>(nil)
     let serverMissingLogged = Atomic(false)
+    /// The latest offer's notification under way: the next waits for it.
+    let lastOffer = Mutex<Task<Void, any Error>?>(nil)
 }
 
 extension HandoffService {
@@ -31,16 +33,14 @@ extension HandoffService {
 
     static let notifications = (name: "org.freedesktop.Notifications", path: ObjectPath(stringLiteral: "/org/freedesktop/Notifications"))
 
-    /// Offers the newest of the activities another machine just advertised, if any may be.
-    func offerArrivals(_ activities: [Activity]) {
-        guard !activities.isEmpty else { return }
-        background.start { await self.offerNewest(of: activities) }
-    }
-
-    private func offerNewest(of activities: [Activity]) async {
+    /// The newest of the activities another machine just advertised that may be offered, if any.
+    /// Decided when they arrive, before the bus hears of them: a pause, a block or the switch
+    /// turned off after they were announced does not change what was decided then.
+    func offerable(_ activities: [Activity]) -> Activity? {
+        guard !activities.isEmpty else { return nil }
         let now = clock.now()
-        guard !paused.isPaused, (try? store.notificationsEnabled()) == true else { return }
-        let offered = activities
+        guard !paused.isPaused, (try? store.notificationsEnabled()) == true else { return nil }
+        return activities
             .filter { activity in
                 // A machine whose clock runs ahead sends changes from the future: fresh too.
                 activity.isRemote && activity.eligibleForHandoff && !activity.isExpired(at: now)
@@ -48,7 +48,21 @@ extension HandoffService {
                     && (try? store.isBlocked(activity.appID)) == false
             }
             .max { $0.updatedAt < $1.updatedAt }
-        guard let activity = offered else { return }
+    }
+
+    /// Shows `activity`'s notification, replacing the one before, after every offer made
+    /// before it: a later arrival's notification is never replaced by an earlier one's.
+    func offer(_ activity: Activity) {
+        notices.lastOffer.withLock { last in
+            let previous = last
+            last = background.start {
+                _ = await previous?.result
+                await self.notify(activity)
+            }
+        }
+    }
+
+    private func notify(_ activity: Activity) async {
         let app = AppEntry.find(activity.appID, in: applicationDirectories)
         let machine = (try? store.remoteDeviceNames())?[activity.deviceID] ?? "another machine"
         let replacing = notices.shown.withLock { $0?.notificationID } ?? 0

@@ -79,10 +79,11 @@ extension HandoffService {
     /// Tells the bus what other devices' records changed here.
     func announce(_ applied: Store.Applied) {
         let advertised = applied.advertised.compactMap { try? store.storedActivity(id: $0) }
+        let offered = offerable(advertised)
         for activity in advertised {
             emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
         }
-        offerArrivals(advertised)
+        offered.map(offer)
         withdrawOffer(of: applied.continuedElsewhere)
         for id in applied.updated {
             // Told to host clients only when it cannot be read now (it went meanwhile).

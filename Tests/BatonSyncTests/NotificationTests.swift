@@ -29,10 +29,15 @@ import TestSupport
         ]).first?.stringValue)
     }
 
-    func arrived(_ id: String, on laptop: BatonWorld) async throws {
-        try await eventually("the laptop has \(id)", timeout: .seconds(10)) {
-            (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
-        }
+    /// The `Advertised` signals a machine's batond sends, from before anything arrives.
+    func announcements(on world: BatonWorld) async throws -> SignalLog {
+        try await SignalLog(world.client, MatchRule(interface: "org.baton.Handoff1.Activities", member: "Advertised"))
+    }
+
+    /// Waits until the machine whose announcements `log` holds announced `id`: by then it has
+    /// decided whether to offer it, so a pause or a block that follows cannot change that.
+    func arrived(_ id: String, _ log: SignalLog) async throws {
+        try await log.wait(for: "\(id) arrived", timeout: .seconds(20)) { $0.body.first?.stringValue == id }
     }
 
     @Test func anActivityFromTheOtherMachineIsOfferedAndContinuedFromItsNotification() async throws {
@@ -45,6 +50,7 @@ import TestSupport
                                                         "-p", #"{"capabilities": "body actions"}"#], environment: laptop.bus.environment)
         defer { mock.kill(SIGKILL) }
         try await laptop.client.waitForName(Self.notifications, timeout: .seconds(15))
+        let arrivals = try await announcements(on: laptop)
         _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
         for world in [desktop, laptop] {
             _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
@@ -83,12 +89,12 @@ import TestSupport
         // Each of these silences it; what comes after each shows it still works.
         var expected = try await notified(laptop).count
         func offered(_ title: String) async throws {
-            try await arrived(try await advertise(desktop, title), on: laptop)
+            try await arrived(try await advertise(desktop, title), arrivals)
             try await eventually("\(title) offered") { try await notified(laptop).last?.summary == title }
             expected += 1
         }
         func silent(_ title: String, _ options: [String: String] = [:]) async throws {
-            try await arrived(try await advertise(desktop, title, options), on: laptop)
+            try await arrived(try await advertise(desktop, title, options), arrivals)
         }
         try await silent("Not for handoff", ["eligible_for_handoff": "false"])
         _ = try await laptop.call("org.baton.Handoff1.Privacy", "Pause", [.uint64(0)])
@@ -119,18 +125,15 @@ import TestSupport
     /// notification goes when its activity ends on the machine it came from, or is continued
     /// on a third.
     @Test func dunstShowsItAndItsDefaultActionContinuesIt() async throws {
-        _ = try Executables.require("Xvfb", package: "xvfb")
         let dunstctl = try Executables.require("dunstctl", package: "dunst")
         let server = try await PostgresServer()
         defer { server.close() }
         let setup = try await SyncServer(server)
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started(), tablet = try await BatonWorld.started()
         defer { desktop.close(); laptop.close(); tablet.close() }
-        // A display of its own: a number no other test uses at once.
-        let display = ":\(200 + Int(getpid() % 500))"
-        let xvfb = try Subprocess(try Executables.require("Xvfb", package: "xvfb"), [display, "-screen", "0", "800x600x24", "-nolisten", "tcp"])
-        defer { xvfb.kill(SIGKILL) }
-        try await eventually("Xvfb listens") { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display.dropFirst())") }
+        let screen = try await VirtualDisplay()
+        defer { screen.close() }
+        let display = screen.name
         let environment = laptop.bus.environment.merging(["DISPLAY": display]) { $1 }
         // Notifications stay until closed: one that goes, went because batond withdrew it.
         let config = laptop.bus.directory.appendingPathComponent("dunstrc")
@@ -139,6 +142,7 @@ import TestSupport
         let dunst = try Subprocess(try Executables.require("dunst", package: "dunst"), ["-config", config.path], environment: environment)
         defer { dunst.kill(SIGKILL) }
         try await laptop.client.waitForName(Self.notifications, timeout: .seconds(15))
+        let tabletArrivals = try await announcements(on: tablet)
         _ = try await setup.join([desktop, laptop, tablet], names: ["desktop", "laptop", "tablet"])
         for world in [desktop, laptop, tablet] {
             _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
@@ -167,7 +171,7 @@ import TestSupport
         try await eventually("the acted-on notification gone") { try await displayed() == "0" }
         let third = try await advertise(desktop, "Field walk, page 9")
         try await eventually("dunst shows the third") { try await displayed() == "1" }
-        try await arrived(third, on: tablet)
+        try await arrived(third, tabletArrivals)
         _ = try await tablet.call("org.baton.Handoff1.Activities", "Continue", [.string(third), .stringMap([:])])
         try await eventually("withdrawn when continued on the tablet") { try await displayed() == "0" }
         // The tablet has no notification server: it said so once, for three arrivals.
