@@ -24,7 +24,7 @@ struct ContinuationRulesTests {
 
     /// Waits for `PropertiesChanged`, after the `mark`th signal, saying `scene` now shows `activity` ("" for none).
     func announced(
-        _ log: SignalLog, after mark: Int, _ scene: ObjectPath, shows activity: String, _ why: String, timeout: Duration = .seconds(5)
+        _ log: SignalLog, after mark: Int, _ scene: ObjectPath, shows activity: String, _ why: String, timeout: Duration = .seconds(10)
     ) async throws {
         try await log.wait(for: "\(scene.text) shows '\(activity)' (\(why))", after: mark, timeout: timeout) { message in
             message.path == scene && message.changedProperties["ActivityId"] == .string(activity)

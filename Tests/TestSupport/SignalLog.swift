@@ -30,7 +30,7 @@ public final class SignalLog: Sendable {
     /// Waits until a signal satisfying `match` has been seen after the first `mark` ones, and returns it.
     @discardableResult
     public func wait(
-        for what: String, after mark: Int = 0, timeout: Duration = .seconds(5), _ match: @escaping @Sendable (Message) -> Bool
+        for what: String, after mark: Int = 0, timeout: Duration = .seconds(10), _ match: @escaping @Sendable (Message) -> Bool
     ) async throws -> Message {
         try await eventually(what, timeout: timeout) { self.all.dropFirst(mark).contains(where: match) }
         return try all.dropFirst(mark).first(where: match) ?? { throw TestSupportError("lost: \(what)") }()

@@ -16,7 +16,7 @@ public func eventually(
 }
 
 /// The first message of a signal stream, or a failure after `timeout`.
-public func first(of stream: AsyncStream<Message>, timeout: Duration = .seconds(5)) async throws -> Message {
+public func first(of stream: AsyncStream<Message>, timeout: Duration = .seconds(10)) async throws -> Message {
     try await withThrowingTaskGroup(of: Message?.self) { group in
         group.addTask {
             for await message in stream { return message }
