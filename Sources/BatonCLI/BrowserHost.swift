@@ -164,15 +164,13 @@ final class RecordedPages {
         } catch {
             return Reply.error("BadFrame", "not a JSON object: \(error.message)")
         }
-        func string(_ key: String) -> String? { members.first { $0.key == key }.flatMap { StrictJSON.string($0.rawValue) } }
-        func number(_ key: String) -> Double? { members.first { $0.key == key }.flatMap { Double($0.rawValue) } }
         let tab = members.first { $0.key == "tab" }?.rawValue
-        switch string("kind") {
+        switch members.string("kind") {
         case "hello":
             return Reply.object([("kind", Reply.quoted("hello")), ("version", "1")])
         case "page":
-            guard let tab, let url = string("url") else { return Reply.error("BadFrame", "a page needs its tab and url", tab: tab) }
-            let page = WebPage(url: url, title: string("title"), time: number("time"), scroll: number("scroll").map { Int($0) })
+            guard let tab, let url = members.string("url") else { return Reply.error("BadFrame", "a page needs its tab and url", tab: tab) }
+            let page = WebPage(url: url, title: members.string("title"), time: members.number("time"), scroll: members.number("scroll").map { Int($0) })
             do {
                 let id = try await record(page, tab: tab)
                 return Reply.object([("kind", Reply.quoted("recorded")), ("tab", tab), ("id", Reply.quoted(id))])
@@ -199,7 +197,8 @@ final class RecordedPages {
 
     /// Advertises the tab's page, or updates the activity it has.
     private func record(_ page: WebPage, tab: String) async throws -> String {
-        try page.check()
+        // Refused here as batond would refuse it, before any call.
+        try Validate.webPageURL(page.url)
         if let id = activities[tab] {
             do {
                 _ = try await daemon.connection.call(Contract.Activities.update, [

@@ -23,7 +23,7 @@ enum Opener {
             throw CLIError(description: "cannot reach the session bus (\(error.message))", status: ExitStatus.daemonUnavailable)
         }
         let opening = Opening()
-        try await connection.export("/", [Interface(Contract.Interface.handler, methods: [
+        try await connection.export(try ObjectPath(validating: Contract.Sources.handlerPath), [Interface(Contract.Interface.handler, methods: [
             Method(Contract.Handler.continueActivity) { call in
                 opening.begin()
                 defer { opening.end() }

@@ -29,9 +29,10 @@ struct Sources: AsyncParsableCommand {
                 let on = try await daemon.properties(of: Contract.Interface.status)[Contract.Status.Property.sources]?.arrayValue?.compactMap(\.stringValue) ?? []
                 let blocked = try await daemon.properties(of: Contract.Interface.privacy)[Contract.Privacy.Property.blockedApps]?.arrayValue?
                     .compactMap(\.stringValue) ?? []
+                let recentDocuments = Contract.Sources.RecentDocuments.name
                 let rows = [
                     ("web-pages", blocked.contains(WebPage.app) ? "blocked" : "on", "the browser extension's pages, baton open"),
-                    ("recent-documents", on.contains("recent-documents") ? "on" : "off", "documents apps record as recently used"),
+                    (recentDocuments, on.contains(recentDocuments) ? "on" : "off", "documents apps record as recently used"),
                 ]
                 if global.json {
                     print("[" + rows.map { "{\"source\":\(StrictJSON.quote($0.0)),\"state\":\(StrictJSON.quote($0.1))}" }.joined(separator: ",") + "]")
@@ -64,18 +65,17 @@ struct ServeDocuments: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        try await Opener.serve("org.baton.RecentDocuments", address: global.address) { activity, connection in
+        try await Opener.serve(Contract.Sources.RecentDocuments.app, address: global.address) { activity, connection in
             let members = (try? StrictJSON.parseObject(activity["payload"]?.unwrapped.stringValue ?? "{}", maxBytes: 1 << 20, maxDepth: 16)) ?? []
-            func string(_ key: String) -> String? { members.first { $0.key == key }.flatMap { StrictJSON.string($0.rawValue) } }
-            guard let uri = string("uri"), uri.hasPrefix("file:///"), let app = string("app") else {
+            guard let uri = members.string("uri"), let path = RecentlyUsed.localPath(uri), let app = members.string("app") else {
                 throw BatonError.invalidArgument("the activity names no file:// document and app to open it with")
             }
-            let id = app.hasSuffix(".desktop") ? String(app.dropLast(8)) : app
+            let id = RecentlyUsed.entryName(app)
             guard let (location, entry) = DesktopEntry.find(id) else { throw BatonError.notEligible("\(app) is not installed here") }
             if entry.dbusActivatable {
                 try await Self.openThroughBus(id, uri: uri, on: connection)
             } else {
-                try Opener.launch(try entry.arguments(opening: uri, location: location))
+                try Opener.launch(try entry.arguments(opening: uri, path: path, location: location))
             }
             return ["uri": .string(uri), "app": .string(app)]
         }
@@ -137,12 +137,11 @@ struct DesktopEntry: Equatable {
         return entry
     }
 
-    /// `Exec` as the program and arguments that open `uri`: quoting undone, field codes
+    /// `Exec` as the program and arguments that open `uri` (at `path` here): quoting undone, field codes
     /// expanded (`%f`/`%F` the file's path, `%u`/`%U` the URI, `%i` the icon, `%c` the name,
     /// `%k` the entry's location, `%%` a percent sign; the deprecated ones dropped).
-    func arguments(opening uri: String, location: String) throws(BatonError) -> [String] {
+    func arguments(opening uri: String, path: String, location: String) throws(BatonError) -> [String] {
         guard let exec, !exec.isEmpty else { throw .handlerFailed("the app's desktop entry has no Exec") }
-        let path = RecentlyUsed.percentDecoded(String(uri.dropFirst("file://".count)))
         var arguments: [String] = []
         for word in try Self.words(exec) {
             switch word {

@@ -8,13 +8,13 @@ import Glibc
 /// `org.baton.Web`, whose handler is `baton serve-web`, started by the bus. `baton open` and
 /// the browser extension's host advertise pages alike.
 struct WebPage {
-    static let type = "org.baton.web.page"
-    static let app = "org.baton.Web"
+    static let type = Contract.Sources.WebPages.type
+    static let app = Contract.Sources.WebPages.app
     /// `RegisterActivityType`'s arguments: registered by whoever advertises a page as well as
     /// declared (share/baton/types), so that pages work before an install.
     static let registration: [DBusValue] = [
         .string(type), .string(app),
-        .stringMap(["title": "Web page", "required_keys": "url", "handler": app, "handler_path": "/"]),
+        .stringMap(["title": "Web page", "required_keys": "url", "handler": app, "handler_path": Contract.Sources.handlerPath]),
     ]
 
     var url: String
@@ -35,14 +35,6 @@ struct WebPage {
     }
 
     var options: [String: String] { ["webpage_url": url, "target_content_id": url, "eligible_for_search": "true"] }
-
-    /// Only http(s) pages are recorded (batond checks `webpage_url` too; this names the page).
-    func check() throws(BatonError) {
-        let lowered = url.lowercased()
-        guard lowered.hasPrefix("https://") || lowered.hasPrefix("http://") else {
-            throw .invalidArgument("only http and https pages are recorded, not '\(url.prefix(60))'")
-        }
-    }
 
     /// The page's address as continuing opens it: a playing video's time as a media
     /// fragment (`#t=`), where the address has no fragment of its own.
@@ -96,11 +88,11 @@ struct ServeWeb: AsyncParsableCommand {
 
     func run() async throws {
         try await Opener.serve(WebPage.app, address: global.address) { activity, _ in
-            guard let url = activity["webpage_url"]?.unwrapped.stringValue, url.hasPrefix("https://") || url.hasPrefix("http://") else {
+            guard let url = activity["webpage_url"]?.unwrapped.stringValue, (try? Validate.webPageURL(url)) != nil else {
                 throw BatonError.invalidArgument("the activity has no http(s) webpage_url to open")
             }
             let members = (try? StrictJSON.parseObject(activity["payload"]?.unwrapped.stringValue ?? "{}", maxBytes: 1 << 20, maxDepth: 16)) ?? []
-            let address = WebPage.address(url, time: members.first { $0.key == "time" }.flatMap { Double($0.rawValue) })
+            let address = WebPage.address(url, time: members.number("time"))
             try Self.openInBrowser(address)
             return ["url": .string(address)]
         }

@@ -281,6 +281,30 @@ extension Contract {
         }
     }
 
+    /// The sources of activities from apps that know nothing of Baton (docs/DESIGN.md,
+    /// "Sources"): each one's activity type and app. The app's name is also its handler's bus
+    /// name, answering at `handlerPath`: a process of its own that the bus starts.
+    public enum Sources {
+        /// Pages from the browser extension's host and `baton open`.
+        public enum WebPages {
+            public static let type = "org.baton.web.page"
+            public static let app = "org.baton.Web"
+        }
+
+        /// Documents apps record in `recently-used.xbel`; off until the user turns it on.
+        public enum RecentDocuments {
+            public static let type = "org.freedesktop.RecentDocument"
+            public static let app = "org.baton.RecentDocuments"
+            /// Its name for `Status.EnableSource`, `Status.DisableSource` and `baton sources`.
+            public static let name = "recent-documents"
+        }
+
+        /// The sources the user turns on and off, by name (`Status.Sources` lists those on).
+        public static let switchable = [RecentDocuments.name]
+        /// Where a source's handler answers `Handler.ContinueActivity`.
+        public static let handlerPath = "/"
+    }
+
     /// `org.baton.Handoff1.Handler`, implemented by apps.
     public enum Handler {
         public static let continueActivity = ContractMethod(

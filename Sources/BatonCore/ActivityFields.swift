@@ -62,11 +62,7 @@ public enum ActivityField: CaseIterable, Sendable {
             .optionalText("webpage_url", from: .option, sync: "webpageURL", example: "https://example.org/walk") {
                 value, context throws(BatonError) in
                 try Validate.text(value, what: "webpage_url", limit: context.limits.urlBytes)
-                let lowered = value.lowercased()
-                guard lowered.hasPrefix("https://") || lowered.hasPrefix("http://"),
-                      !value.unicodeScalars.contains(where: { $0.value <= 0x20 }) else {
-                    throw .invalidArgument("webpage_url must be an http or https URL without spaces, not '\(printable(value))'")
-                }
+                try Validate.webPageURL(value)
             }
         case .eligibleForHandoff:
             .flag("eligible_for_handoff", default: true, sync: "eligibleForHandoff")

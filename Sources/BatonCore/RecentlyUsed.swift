@@ -108,6 +108,20 @@ public enum RecentlyUsed {
         return UInt64(seconds) * 1_000_000 + UInt64(micros)
     }
 
+    /// The path a `file:///` URI names on this machine, percent-decoded; nil for any other URI,
+    /// and for one whose path would hold a NUL (no file has such a name).
+    public static func localPath(_ uri: String) -> String? {
+        guard uri.hasPrefix("file:///") else { return nil }
+        let path = percentDecoded(String(uri.dropFirst("file://".count)))
+        return path.contains("\0") ? nil : path
+    }
+
+    /// The name of the desktop entry a desktop id names, as the applications directories hold
+    /// it without its suffix: "org.gnome.TextEditor.desktop" → "org.gnome.TextEditor".
+    public static func entryName(_ desktopID: String) -> String {
+        desktopID.hasSuffix(".desktop") ? String(desktopID.dropLast(".desktop".count)) : desktopID
+    }
+
     /// `%20` and the like decoded; the text as it is where it is not valid.
     public static func percentDecoded(_ text: String) -> String {
         var bytes: [UInt8] = []

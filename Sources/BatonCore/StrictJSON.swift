@@ -310,3 +310,16 @@ private struct Scanner {
         }
     }
 }
+
+extension [StrictJSON.Member] {
+    /// The value of the member named `key` when it is a JSON string (escapes decoded); nil when
+    /// there is none or it is another kind of value.
+    public func string(_ key: String) -> String? {
+        first { $0.key == key }.flatMap { StrictJSON.string($0.rawValue) }
+    }
+
+    /// The value of the member named `key` when it is a JSON number; nil otherwise.
+    public func number(_ key: String) -> Double? {
+        first { $0.key == key }.flatMap { Double($0.rawValue) }
+    }
+}

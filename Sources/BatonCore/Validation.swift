@@ -139,6 +139,15 @@ public enum Validate {
         if size > limit { throw .quotaExceeded("\(what()) is \(size) bytes; the limit is \(limit)") }
     }
 
+    /// A web page's address (`webpage_url`): an http or https URL without spaces or control characters.
+    public static func webPageURL(_ url: String) throws(BatonError) {
+        let lowered = url.lowercased()
+        guard lowered.hasPrefix("https://") || lowered.hasPrefix("http://"),
+              !url.unicodeScalars.contains(where: { $0.value <= 0x20 }) else {
+            throw .invalidArgument("webpage_url must be an http or https URL without spaces, not '\(printable(url))'")
+        }
+    }
+
     /// Words and keys that are stored joined by a control character must not hold one.
     public static func noControlCharacters(_ text: String, what: @autoclosure () -> String) throws(BatonError) {
         if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {

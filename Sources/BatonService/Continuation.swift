@@ -65,7 +65,7 @@ extension HandoffService {
         }
         // The sources' activities open in the browser or the app that used them, not in a scene.
         if activity.type == RecentDocuments.type && options["scene"] == nil { return try await openRecentDocument(activity, request: request) }
-        if activity.type == Self.webPageType && options["scene"] == nil { return try await openWebPage(of: activity, request: request) }
+        if activity.type == Contract.Sources.WebPages.type && options["scene"] == nil { return try await openWebPage(of: activity, request: request) }
         guard let type = try store.activityType(activity.type) else {
             // No app here knows it: its web page, if it has one, as Apple's Handoff falls back to Safari.
             if activity.webpageURL != nil && options["scene"] == nil { return try await openWebPage(of: activity, request: request) }
@@ -185,9 +185,7 @@ extension HandoffService {
     }
 
     /// The handler of web pages, `org.baton.Web` (`baton serve-web`, started by the bus).
-    static let webHandler = (name: "org.baton.Web", path: "/")
-    /// The web pages' type (the browser extension's, `baton open`'s).
-    static let webPageType = "org.baton.web.page"
+    static let webHandler = (name: Contract.Sources.WebPages.app, path: Contract.Sources.handlerPath)
 
     /// Opens a web page, or the page of an activity no app here can continue, through the web
     /// pages' handler; no scene. Replies "/", as a continuation on another machine does (and so

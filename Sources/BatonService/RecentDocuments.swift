@@ -4,14 +4,6 @@ import DBus
 import Foundation
 import Glibc
 
-/// The sources of activities batond makes itself, from what apps that know nothing of Baton
-/// record (docs/DESIGN.md, "Sources"). Each is off until the user turns it on, since what it
-/// records (file names) would start crossing machines.
-enum Source: String, CaseIterable {
-    /// The documents apps record in `recently-used.xbel`.
-    case recentDocuments = "recent-documents"
-}
-
 /// The recent-documents source: each document an app records in `recently-used.xbel` (GTK's
 /// `RecentManager`) after the source was turned on becomes an `org.freedesktop.RecentDocument`
 /// activity of the app `org.baton.RecentDocuments`: its title the document's name, its payload
@@ -20,9 +12,12 @@ enum Source: String, CaseIterable {
 /// `org.baton.RecentDocuments` (`baton serve-documents`, started by the bus, outside batond's
 /// confined unit), where the file is on the machine.
 enum RecentDocuments {
-    static let type = "org.freedesktop.RecentDocument"
-    static let app = "org.baton.RecentDocuments"
-    static let handler = (name: "org.baton.RecentDocuments", path: "/")
+    static let type = Contract.Sources.RecentDocuments.type
+    static let app = Contract.Sources.RecentDocuments.app
+    static let handler = (name: app, path: Contract.Sources.handlerPath)
+    /// The source's name, which the user turns on and off. It is off until then, since what it
+    /// records (file names) would start crossing machines.
+    static let source = Contract.Sources.RecentDocuments.name
     /// A document used stays an activity for a day (the history keeps it after).
     static let lifetime = 24 * 3600
     /// At most this many documents from one reading of the file: a file that comes back with
@@ -32,21 +27,13 @@ enum RecentDocuments {
     /// Larger than this, the file is not read (GTK keeps it to a few hundred entries).
     static let maxFileBytes = 16 << 20
 
-    /// The path of a `file://` URI on this machine; nil for any other URI.
-    static func localPath(_ uri: String) -> String? {
-        guard uri.hasPrefix("file:///") else { return nil }
-        let path = RecentlyUsed.percentDecoded(String(uri.dropFirst("file://".count)))
-        return path.contains("\0") ? nil : path
-    }
-
     /// Why `activity` cannot be opened here, or nil when it can.
     static func obstacle(to activity: Activity, applicationDirectories: [String]) -> String? {
         let members = (try? StrictJSON.parseObject(activity.payload, maxBytes: .max, maxDepth: 8)) ?? []
-        func string(_ key: String) -> String? { members.first { $0.key == key }.flatMap { StrictJSON.string($0.rawValue) } }
-        guard let uri = string("uri"), let path = localPath(uri) else { return "it is not a file on this machine" }
+        guard let uri = members.string("uri"), let path = RecentlyUsed.localPath(uri) else { return "it is not a file on this machine" }
         guard access(path, F_OK) == 0 else { return "the document \(path) is not on this machine" }
-        guard let app = string("app") else { return "no app is known to have opened it" }
-        guard AppEntry.find(String(app.dropLast(app.hasSuffix(".desktop") ? 8 : 0)), in: applicationDirectories) != nil else {
+        guard let app = members.string("app") else { return "no app is known to have opened it" }
+        guard AppEntry.find(RecentlyUsed.entryName(app), in: applicationDirectories) != nil else {
             return "the app that used it, \(app), is not installed on this machine"
         }
         return nil
@@ -65,12 +52,12 @@ extension HandoffService {
     }
 
     private func switchSource(_ name: String, on: Bool) async throws -> [DBusValue] {
-        guard let source = Source(rawValue: name) else {
-            throw BatonError.invalidArgument("no source '\(printable(name))'; the sources are \(Source.allCases.map(\.rawValue).joined(separator: ", "))")
+        guard Contract.Sources.switchable.contains(name) else {
+            throw BatonError.invalidArgument("no source '\(printable(name))'; the sources are \(Contract.Sources.switchable.joined(separator: ", "))")
         }
         let now = clock.now()
-        guard try await store.writing({ try $0.setSource(source.rawValue, on: on, from: now) }) else { return [] }
-        log.info("source \(source.rawValue) \(on ? "on" : "off")")
+        guard try await store.writing({ try $0.setSource(name, on: on, from: now) }) else { return [] }
+        log.info("source \(name) \(on ? "on" : "off")")
         if on { followRecentDocumentsIfOn() } else { recentDocumentsFollower.withLock { $0?.cancel(); $0 = nil } }
         emitRootPropertiesChanged(Contract.Interface.status, [Contract.Status.Property.sources: .array(.string, try sourcesOn())])
         return []
@@ -85,7 +72,7 @@ extension HandoffService {
 
     /// Starts following the file if the source is on and no one follows it yet.
     func followRecentDocumentsIfOn() {
-        guard let path = recentlyUsedPath, (try? store.sourcesOn()[Source.recentDocuments.rawValue]) != nil else { return }
+        guard let path = recentlyUsedPath, (try? store.sourcesOn()[RecentDocuments.source]) != nil else { return }
         recentDocumentsFollower.withLock { follower in
             guard follower == nil else { return }
             follower = background.start { await self.followRecentDocuments(path) }
@@ -118,7 +105,7 @@ extension HandoffService {
     /// Advertises the documents used since the last reading.
     private func readRecentDocuments(_ path: String, shown: inout [String: String]) async {
         do {
-            guard let since = try store.sourcesOn()[Source.recentDocuments.rawValue] else { return }
+            guard let since = try store.sourcesOn()[RecentDocuments.source] else { return }
             guard let text = Self.readSmallFile(path, limit: RecentDocuments.maxFileBytes) else { return }
             let used = RecentlyUsed.documents(in: text).filter { $0.usedAt > since }.sorted { $0.usedAt < $1.usedAt }
             guard let newest = used.last?.usedAt else { return }
@@ -128,7 +115,7 @@ extension HandoffService {
                     shown[document.uri] = try await advertiseRecent(document)
                 }
             }
-            try await store.writing { try $0.sourceRead(Source.recentDocuments.rawValue, until: newest) }
+            try await store.writing { try $0.sourceRead(RecentDocuments.source, until: newest) }
         } catch {
             log.error("recent documents: \(error)")
         }

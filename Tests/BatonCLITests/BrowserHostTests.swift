@@ -83,7 +83,7 @@ import TestSupport
             (Array(#"{"kind":"bookmark","tab":1}"#.utf8), "BadFrame", "unknown kind 'bookmark'"),
             (Array(#"{"tab":1}"#.utf8), "BadFrame", "unknown kind (none)"),
             (Array(#"{"kind":"page","tab":1}"#.utf8), "BadFrame", "needs its tab and url"),
-            (Array(#"{"kind":"page","tab":1,"url":"file:///etc/passwd"}"#.utf8), "org.baton.Handoff1.Error.InvalidArgument", "only http and https"),
+            (Array(#"{"kind":"page","tab":1,"url":"file:///etc/passwd"}"#.utf8), "org.baton.Handoff1.Error.InvalidArgument", "http or https URL"),
             (Array(#"{"kind":"page","tab":1,"url":"https://example.org/a b"}"#.utf8), "org.baton.Handoff1.Error.InvalidArgument", "webpage_url"),
             ([0x7B, 0xFF, 0xFE, 0x7D], "BadFrame", "not UTF-8"),
         ]
@@ -115,36 +115,32 @@ import TestSupport
 /// The extension in `browser/` in a real headless Chromium, with the real host and batond
 /// (Tests/Scripts/browser-check.py says what it checks).
 @Suite(.serialized) struct BrowserExtensionTests {
-    @Test func chromiumsTabsBecomeActivitiesButNotPrivateOnesNorListedSites() async throws {
-        _ = try Executables.require("chromium", package: "chromium")
+    /// Runs `script` (Tests/Scripts) with the extension, the host (`baton` under the host's
+    /// name) and a directory of its own, against a fresh batond; `browser` must be installed.
+    /// Each of the script's checks fails within 30 s; a stuck browser is killed at 4 min.
+    func check(_ script: String, in browser: String) async throws -> CommandResult {
+        _ = try Executables.require(browser, package: browser)
         let world = try await BatonWorld.started()
         defer { world.close() }
-        let directory = try TemporaryDirectory.make(prefix: "baton-chromium")
+        let directory = try TemporaryDirectory.make(prefix: "baton-\(browser)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let host = directory.appendingPathComponent("baton-browser-host").path
         try FileManager.default.createSymbolicLink(atPath: host, withDestinationPath: try Executables.built("baton"))
-        let script = Repository.root.appendingPathComponent("Tests/Scripts/browser-check.py").path
-        // Each of the script's checks fails within 30 s; a stuck Chromium is killed at 4 min.
-        let result = try await Executables.run("/usr/bin/python3", [
-            script, Repository.root.appendingPathComponent("browser").path, host, directory.path,
+        return try await Executables.run("/usr/bin/python3", [
+            Repository.root.appendingPathComponent("Tests/Scripts/\(script)").path,
+            Repository.root.appendingPathComponent("browser").path, host, directory.path,
         ], environment: world.bus.environment.merging(["HOME": directory.path]) { $1 }, timeout: .seconds(240))
+    }
+
+    @Test func chromiumsTabsBecomeActivitiesButNotPrivateOnesNorListedSites() async throws {
+        let result = try await check("browser-check.py", in: "chromium")
         #expect(result.status == 0, "\(result)")
     }
 
     /// The same extension in a real headless Firefox, installed unpacked over WebDriver BiDi
     /// (Tests/Scripts/firefox-check.py): the manifest works there too, and Firefox finds the host.
     @Test func firefoxsTabsBecomeActivitiesToo() async throws {
-        _ = try Executables.require("firefox-esr", package: "firefox-esr")
-        let world = try await BatonWorld.started()
-        defer { world.close() }
-        let directory = try TemporaryDirectory.make(prefix: "baton-firefox")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let host = directory.appendingPathComponent("baton-browser-host").path
-        try FileManager.default.createSymbolicLink(atPath: host, withDestinationPath: try Executables.built("baton"))
-        let script = Repository.root.appendingPathComponent("Tests/Scripts/firefox-check.py").path
-        let result = try await Executables.run("/usr/bin/python3", [
-            script, Repository.root.appendingPathComponent("browser").path, host, directory.path,
-        ], environment: world.bus.environment, timeout: .seconds(240))
+        let result = try await check("firefox-check.py", in: "firefox-esr")
         #expect(result.status == 0, "\(result)")
     }
 }
