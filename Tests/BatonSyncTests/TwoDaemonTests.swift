@@ -286,50 +286,58 @@ extension TwoDaemonTests {
     }
 }
 
+/// Runs `body` with a desktop and a laptop that sync through a PostgreSQL of their own, the
+/// laptop's default browser a `TestBrowser` (installed before the laptop's batond starts).
+func withBrowsingMachines(_ body: (_ desktop: BatonWorld, _ laptop: BatonWorld, _ browser: TestBrowser) async throws -> Void) async throws {
+    let server = try await PostgresServer()
+    defer { server.close() }
+    let setup = try await SyncServer(server)
+    let desktop = try await BatonWorld.started(), laptop = try BatonWorld()
+    defer { desktop.close(); laptop.close() }
+    let browser = try TestBrowser(on: laptop.bus)
+    try await laptop.startDaemon()
+    _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
+    try await body(desktop, laptop, browser)
+}
+
 /// Apple's fallback: an activity whose app no one registered on this machine, but which has
 /// a web page, opens that page here (Explain says so); without a page it is refused.
 @Suite(.serialized) struct WebPageFallbackTests {
     @Test func anActivityOfAnAppNotHereOpensItsWebPage() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
-        let desktop = try await BatonWorld.started(), laptop = try BatonWorld()
-        defer { desktop.close(); laptop.close() }
-        let browser = try TestBrowser(on: laptop.bus)
-        try await laptop.startDaemon()
-        _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
-        let type = "org.example.reader.article"
-        _ = try await desktop.call("org.baton.Handoff1.Registry", "RegisterActivityType", [.string(type), .string("org.example.reader"), .stringMap([:])])
-        func advertise(_ title: String, _ options: [String: String]) async throws -> String {
-            let id = try #require(try await desktop.call("org.baton.Handoff1.Activities", "Advertise", [
-                .string(type), .string(title), .string("{}"), .stringMap(options),
-            ]).first?.stringValue)
-            try await eventually("the laptop has \(title)", timeout: .seconds(10)) {
-                (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+        try await withBrowsingMachines { desktop, laptop, browser in
+            let type = "org.example.reader.article"
+            _ = try await desktop.call("org.baton.Handoff1.Registry", "RegisterActivityType", [.string(type), .string("org.example.reader"), .stringMap([:])])
+            func advertise(_ title: String, _ options: [String: String]) async throws -> String {
+                let id = try #require(try await desktop.call("org.baton.Handoff1.Activities", "Advertise", [
+                    .string(type), .string(title), .string("{}"), .stringMap(options),
+                ]).first?.stringValue)
+                try await eventually("the laptop has \(title)", timeout: .seconds(10)) {
+                    (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+                }
+                return id
             }
-            return id
-        }
-        let article = try await advertise("An article", ["webpage_url": "https://example.org/article"])
-        let explained = try await laptop.call("org.baton.Handoff1.Activities", "Explain", [.string(article)]).first?.stringKeyedValue
-        #expect(explained?["continuable"]?.unwrapped == .boolean(true))
-        #expect(explained?["reasons"]?.unwrapped.arrayValue?.contains(.string(
-            "no app here registered \(type): continuing opens its web page, https://example.org/article, in the default browser")) == true,
-                "\(String(describing: explained))")
-        for _ in 0..<2 {  // the same request twice, as a client does when the first reply was lost
-            let continued = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(article), .stringMap(["request_id": "open-1"])])
-            #expect(continued == [.objectPath("/")], "no scene: the page opened")
-        }
-        // A second page as a barrier: once it is open, a second opening of the first would have come before it.
-        let second = try await advertise("Another article", ["webpage_url": "https://example.org/second"])
-        _ = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(second), .stringMap([:])])
-        try await eventually("the laptop's browser opened the pages", timeout: .seconds(30)) { browser.opened.contains("https://example.org/second") }
-        #expect(browser.opened.filter { $0 == "https://example.org/article" }.count == 1, "\(browser.opened)")
+            let article = try await advertise("An article", ["webpage_url": "https://example.org/article"])
+            let explained = try await laptop.call("org.baton.Handoff1.Activities", "Explain", [.string(article)]).first?.stringKeyedValue
+            #expect(explained?["continuable"]?.unwrapped == .boolean(true))
+            #expect(explained?["reasons"]?.unwrapped.arrayValue?.contains(.string(
+                "no app here registered \(type): continuing opens its web page, https://example.org/article, in the default browser")) == true,
+                    "\(String(describing: explained))")
+            for _ in 0..<2 {  // the same request twice, as a client does when the first reply was lost
+                let continued = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(article), .stringMap(["request_id": "open-1"])])
+                #expect(continued == [.objectPath("/")], "no scene: the page opened")
+            }
+            // A second page as a barrier: once it is open, a second opening of the first would have come before it.
+            let second = try await advertise("Another article", ["webpage_url": "https://example.org/second"])
+            _ = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(second), .stringMap([:])])
+            try await eventually("the laptop's browser opened the pages", timeout: .seconds(30)) { browser.opened.contains("https://example.org/second") }
+            #expect(browser.opened.filter { $0 == "https://example.org/article" }.count == 1, "\(browser.opened)")
 
-        let pageless = try await advertise("No page", [:])
-        let refused = await #expect(throws: DBusError.self) {
-            try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(pageless), .stringMap([:])])
+            let pageless = try await advertise("No page", [:])
+            let refused = await #expect(throws: DBusError.self) {
+                try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(pageless), .stringMap([:])])
+            }
+            #expect(refused?.name == "org.baton.Handoff1.Error.UnknownActivityType")
         }
-        #expect(refused?.name == "org.baton.Handoff1.Error.UnknownActivityType")
     }
 }
 
@@ -337,27 +345,20 @@ extension TwoDaemonTests {
 /// its browser's host, continued on the laptop, opened by the laptop's handler at its time.
 @Suite(.serialized) struct BrowserPagesAcrossMachinesTests {
     @Test func aPageFromTheDesktopsBrowserOpensOnTheLaptopAtItsTime() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
-        let desktop = try await BatonWorld.started(), laptop = try BatonWorld()
-        defer { desktop.close(); laptop.close() }
-        let browser = try TestBrowser(on: laptop.bus)
-        try await laptop.startDaemon()
-        _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
-
-        let host = try BrowserHostProcess(on: desktop)
-        defer { host.close() }
-        let recorded = try await host.request(#"{"kind":"page","tab":4,"url":"https://example.org/talk.webm","title":"The talk","scroll":0,"time":754.2}"#)
-        let id = try #require(recorded["id"] as? String, "\(recorded)")
-        try await eventually("the laptop has the page", timeout: .seconds(10)) {
-            (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+        try await withBrowsingMachines { desktop, laptop, browser in
+            let host = try BrowserHostProcess(on: desktop)
+            defer { host.close() }
+            let recorded = try await host.request(#"{"kind":"page","tab":4,"url":"https://example.org/talk.webm","title":"The talk","scroll":0,"time":754.2}"#)
+            let id = try #require(recorded["id"] as? String, "\(recorded)")
+            try await eventually("the laptop has the page", timeout: .seconds(10)) {
+                (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+            }
+            let continued = try await laptop.baton(["continue", id])
+            #expect(continued.status == 0, "\(continued)")
+            try? await eventually("the laptop's browser opened the page at its time", timeout: .seconds(30)) {
+                browser.opened.contains("https://example.org/talk.webm#t=754")
+            }
+            #expect(browser.opened == ["https://example.org/talk.webm#t=754"], "\(browser.opened); the laptop's log: \(laptop.daemonLog.suffix(3000))")
         }
-        let continued = try await laptop.baton(["continue", id])
-        #expect(continued.status == 0, "\(continued)")
-        try? await eventually("the laptop's browser opened the page at its time", timeout: .seconds(30)) {
-            browser.opened.contains("https://example.org/talk.webm#t=754")
-        }
-        #expect(browser.opened == ["https://example.org/talk.webm#t=754"], "\(browser.opened); the laptop's log: \(laptop.daemonLog.suffix(3000))")
     }
 }

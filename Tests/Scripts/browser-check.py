@@ -12,16 +12,16 @@ server. Chromium is driven over the DevTools protocol on a pipe (--remote-debugg
 script exits 1 at the first that does not come, saying which.
 """
 import functools
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 
 import dbus
+
+from browser_check_support import Check, serve
 
 EXTENSION_ID = "dadpnfjbaklggmnklkpggjdnfejcegin"  # from the manifest's key
 extension_dir, host_program, work = sys.argv[1:4]
@@ -32,33 +32,10 @@ PAGES = {
     "/secret.html": "<title>Private page</title><body>secret</body>",
 }
 
-
-class Pages(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = PAGES.get(self.path.split("?")[0])
-        self.send_response(200 if body else 404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.end_headers()
-        self.wfile.write((body or "not here").encode())
-
-    def log_message(self, *arguments):
-        pass
-
-
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-port = server.server_address[1]
-site = f"http://127.0.0.1:{port}"
-
-
-def fail(message):
-    print(f"FAILED: {message}", flush=True)
-    sys.exit(1)
-
-
-def step(message):
-    print(f"browser-check: {message}", flush=True)
-
+site = serve(PAGES)
+port = int(site.rsplit(":", 1)[1])
+check = Check("browser-check", os.path.join(work, "chromium.log"))
+step, fail, pages, wait_for = check.step, check.fail, check.pages, check.wait_for
 
 # The profile: the host's manifest, and the extension allowed in private windows.
 profile = os.path.join(work, "profile")
@@ -114,25 +91,6 @@ def send(method, params=None, session=None):
             fail(f"Chromium closed the pipe during {method}; see {work}/chromium.log")
         unread += chunk
     fail(f"no answer to {method} in 30 s")
-
-
-bus = dbus.SessionBus()
-activities = dbus.Interface(bus.get_object("org.baton.Handoff1", "/org/baton/Handoff1"), "org.baton.Handoff1.Activities")
-archive = dbus.Interface(bus.get_object("org.baton.Handoff1", "/org/baton/Handoff1"), "org.baton.Handoff1.Archive")
-
-
-def pages():
-    return [dict(page) for page in activities.List(dbus.Dictionary({"app_id": "org.baton.Web"}, signature="ss"))]
-
-
-def wait_for(what, condition, seconds=30):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    fail(f"{what} within {seconds} s; the pages recorded: {pages()}; Chromium's log: {work}/chromium.log")
 
 
 def the_page(url):
@@ -211,7 +169,7 @@ try:
     send("Target.closeTarget", {"targetId": options_tab})
     wait_for("no page left once the tabs are closed", lambda: pages() == [])
 
-    history = [dict(entry) for entry in archive.History(dbus.Dictionary({}, signature="ss"))]
+    history = [dict(entry) for entry in check.archive.History(dbus.Dictionary({}, signature="ss"))]
     if any("secret" in entry.get("webpage_url", "") or "localhost" in entry.get("webpage_url", "") for entry in history):
         fail(f"the history holds a page that was never to be recorded: {history}")
     step("passed")

@@ -9,18 +9,17 @@ manifest, naming HOST_PROGRAM, is where Firefox looks for it: ~/.mozilla/native-
 under WORK_DIR, the HOME Firefox is given. Pages come from a local HTTP server. Each check waits
 for its condition, at most 30 s; the script exits 1 at the first that does not come.
 """
-import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 
-import dbus
 import websocket
+
+from browser_check_support import Check, serve
 
 extension_dir, host_program, work = sys.argv[1:4]
 
@@ -29,32 +28,9 @@ PAGES = {
     "/two.html": "<title>Page Two</title><body>two</body>",
 }
 
-
-class Pages(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = PAGES.get(self.path.split("?")[0])
-        self.send_response(200 if body else 404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.end_headers()
-        self.wfile.write((body or "not here").encode())
-
-    def log_message(self, *arguments):
-        pass
-
-
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-site = f"http://127.0.0.1:{server.server_address[1]}"
-
-
-def fail(message):
-    print(f"FAILED: {message}", flush=True)
-    sys.exit(1)
-
-
-def step(message):
-    print(f"firefox-check: {message}", flush=True)
-
+site = serve(PAGES)
+check = Check("firefox-check", os.path.join(work, "firefox.log"))
+step, fail, pages, wait_for = check.step, check.fail, check.pages, check.wait_for
 
 home = os.path.join(work, "home")
 os.makedirs(os.path.join(home, ".mozilla", "native-messaging-hosts"))
@@ -69,23 +45,6 @@ firefox = subprocess.Popen(
      "--remote-debugging-port=0"],
     env={**os.environ, "HOME": home, "MOZ_CRASHREPORTER_DISABLE": "1"}, stdout=log, stderr=subprocess.STDOUT,
     start_new_session=True)
-
-bus = dbus.SessionBus()
-activities = dbus.Interface(bus.get_object("org.baton.Handoff1", "/org/baton/Handoff1"), "org.baton.Handoff1.Activities")
-
-
-def pages():
-    return [dict(page) for page in activities.List(dbus.Dictionary({"app_id": "org.baton.Web"}, signature="ss"))]
-
-
-def wait_for(what, condition, seconds=30):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    fail(f"{what} within {seconds} s; the pages recorded: {pages()}; Firefox's log: {work}/firefox.log")
 
 
 def listening():

@@ -9,7 +9,7 @@ set -u
 T=$1; DEB=$2; REPOSITORY=$3
 export XDG_RUNTIME_DIR=$T/rt HOME=$T/home
 unset XDG_STATE_HOME XDG_DATA_HOME XDG_CONFIG_HOME XDG_DATA_DIRS DBUS_SESSION_BUS_ADDRESS
-mkdir -m 700 -p "$XDG_RUNTIME_DIR" "$HOME/.config/systemd/user"
+mkdir -m 700 -p "$XDG_RUNTIME_DIR" "$HOME"
 say() { echo "$1=$2"; }
 
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$DEB" > "$T/install.log" 2>&1
@@ -21,19 +21,10 @@ say size_baton "$(stat -c %s /usr/bin/baton)"
 say size_hawk_notes "$(stat -c %s /usr/bin/hawk-notes)"
 say installed_kib "$(dpkg-query -W -f='${Installed-Size}' baton)"
 
-# The user manager, in this namespace only; dbus-daemon as its bus (see systemd-user-test.sh).
-mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system || { say error "cannot mount /run/systemd"; exit 0; }
-cp /usr/lib/systemd/user/dbus.service "$HOME/.config/systemd/user/dbus.service"
-/lib/systemd/systemd --user > "$T/manager.log" 2>&1 &
-manager=$!
-for _ in $(seq 200); do
-    state=$(systemctl --user is-system-running 2>/dev/null)
-    [ "$state" = running ] || [ "$state" = degraded ] && break
-    sleep 0.05
-done
-say manager "$state"
-systemctl --user start dbus.socket
-export DBUS_SESSION_BUS_ADDRESS=unix:path=$XDG_RUNTIME_DIR/bus
+# The user manager, in this namespace only; dbus-daemon as its bus.
+. "$REPOSITORY/Tests/Scripts/user-manager.sh"
+start_user_manager dbus-daemon || exit 0
+say manager "$(systemctl --user is-system-running 2>&1)"
 
 # 1. The installed unit, as the README says to start it.
 say unit "$(systemctl --user show -p FragmentPath --value batond)"

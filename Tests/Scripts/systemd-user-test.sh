@@ -9,38 +9,9 @@ T=$1; BATOND=$2; UNIT=$3; BUS=${4:-dbus-daemon}
 export XDG_RUNTIME_DIR=$T/rt HOME=$T/home
 mkdir -m 700 -p "$XDG_RUNTIME_DIR/systemd/user" "$XDG_RUNTIME_DIR/dbus-1/services" "$T/state" "$HOME/.config/systemd/user"
 say() { echo "$1=$2"; }
-# The user manager runs where /run/systemd/system exists: only in this namespace.
-mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system || { say error "cannot mount /run/systemd"; exit 0; }
-# The bus: the unit dbus.socket starts, dbus.service, as a file of the user's own (a link there
-# would not do: installing dbus-broker aliases dbus.service to it in /etc, and an alias wins).
-case "$BUS" in
-    dbus-daemon) cp /usr/lib/systemd/user/dbus.service "$HOME/.config/systemd/user/dbus.service" ;;
-    dbus-broker)
-        cp /usr/lib/systemd/user/dbus-broker.service "$HOME/.config/systemd/user/dbus.service"
-        # dbus-broker's launcher logs to the journal and exits without its socket: a sink that keeps what it says.
-        mkdir -p /run/systemd/journal
-        /usr/bin/python3 -c '
-import socket, sys
-sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-sink.bind("/run/systemd/journal/socket")
-with open(sys.argv[1], "ab", buffering=0) as log:
-    while True:
-        log.write(sink.recv(65536).replace(b"\n", b" ") + b"\n")
-' "$T/journal.log" &
-        journal=$!
-        for _ in $(seq 100); do [ -S /run/systemd/journal/socket ] && break; sleep 0.02; done ;;
-    *) say error "no bus '$BUS'"; exit 0 ;;
-esac
-/lib/systemd/systemd --user > "$T/manager.log" 2>&1 &
-manager=$!
-for _ in $(seq 200); do
-    state=$(systemctl --user is-system-running 2>/dev/null)
-    [ "$state" = running ] || [ "$state" = degraded ] && break
-    sleep 0.05
-done
+. "$(dirname "$0")/user-manager.sh"
+start_user_manager "$BUS" || exit 0
 say manager "$(systemctl --user is-system-running 2>&1)"
-systemctl --user start dbus.socket
-export DBUS_SESSION_BUS_ADDRESS=unix:path=$XDG_RUNTIME_DIR/bus
 busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus GetId >/dev/null 2>&1
 say bus "$(cat /proc/"$(systemctl --user show -p MainPID --value dbus.service)"/comm 2>/dev/null)"
 
