@@ -171,11 +171,16 @@ extension TwoDaemonTests {
             _ = try await world.baton(["activities", "advertise", Self.type, "Round \(index)", "{}"])
             try await eventually("advertise \(index) sent") { try await world.syncProperty("Outbox")?.uint32Value == 0 }
         }
+        let beforeLeaving = announced.count
         let left = try await world.baton(["sync", "leave"])
         #expect(left.status == 0, "\(left)")
-        try await eventually("watch saw sync off") { watcher.output.contains(#""State":"off""#) }
-
+        // Both clients hear it, each in its own time: the comparison below waits for both.
+        try await announced.wait(for: "sync off announced", after: beforeLeaving) {
+            $0.body.first?.stringValue == Self.sync && $0.changedProperties["State"] == .string("off")
+        }
         let sync = announced.all.filter { $0.body.first?.stringValue == Self.sync }.map(\.changedProperties)
+        let offs = sync.filter { $0["State"] == .string("off") }.count
+        try await eventually("watch saw sync off as often") { watcher.output.components(separatedBy: #""State":"off""#).count - 1 >= offs }
         var last: [String: DBusValue] = [:]
         for changed in sync {
             #expect(!changed.isEmpty)
