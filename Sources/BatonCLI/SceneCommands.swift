@@ -306,6 +306,9 @@ struct Status: AsyncParsableCommand {
             let path = facts.text(Contract.Status.Property.databasePath)
             let size = facts["DatabaseSize"]?.uint64Value ?? 0
             let started = facts[Contract.Status.Property.startedAt]?.uint64Value ?? 0
+            let notifications = facts[Contract.Status.Property.notifications]?.boolValue ?? true
+            let sourcesOn = facts[Contract.Status.Property.sources].flatMap([String].init(dbusValue:)) ?? []
+            let recentDocuments = sourcesOn.contains(Contract.Sources.RecentDocuments.name)
             // A batond older than the Privacy interface has none: nothing blocked.
             let privacy = (try? await daemon.properties(of: Contract.Interface.privacy)) ?? [:]
             let blocked = privacy[Contract.Privacy.Property.blockedApps].flatMap([String].init(dbusValue:)) ?? []
@@ -316,7 +319,8 @@ struct Status: AsyncParsableCommand {
                     + "\"pid\":\(pid.map(String.init) ?? "null"),\"database\":\(StrictJSON.quote(path)),\"database_bytes\":\(size),"
                     + "\"started_at\":\(started),\"types\":\(types),\"activities\":\(activities),\"scenes\":\(scenes),"
                     + "\"blocked_apps\":[\(blocked.map(StrictJSON.quote).joined(separator: ","))],"
-                    + "\"paused\":\(paused),\"paused_until\":\(pausedUntil)}")
+                    + "\"paused\":\(paused),\"paused_until\":\(pausedUntil),\"notifications\":\(notifications),"
+                    + "\"sources_on\":[\(sourcesOn.map(StrictJSON.quote).joined(separator: ","))]}")
                 return
             }
             let uptime = relativeTime(started).replacing(" ago", with: "")
@@ -324,6 +328,8 @@ struct Status: AsyncParsableCommand {
             print("database \(path), \(size / 1024) KiB")
             print([counted(types, "activity type", "activity types"), counted(activities, "live activity", "live activities"),
                    counted(scenes, "scene", "scenes")].joined(separator: ", "))
+            print("notifications of other machines' activities \(notifications ? "on" : "off") (baton notifications); "
+                  + "recent documents \(recentDocuments ? "recorded" : "not recorded") (baton sources)")
             if !blocked.isEmpty { print("blocked (their activities are refused): \(blocked.joined(separator: ", "))") }
             if paused {
                 print("recording paused " + (pausedUntil == 0 ? "until baton resume" : "until \(WallClock.text(pausedUntil))")

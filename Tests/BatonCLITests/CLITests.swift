@@ -70,8 +70,10 @@ struct CLITests {
         #expect(status["activities"] as? Int == 3 && status["types"] as? Int == 1 && status["scenes"] as? Int == 0)
         #expect(status["database"] as? String == world.daemon?.database && (status["database_bytes"] as? Int ?? 0) > 0)
         #expect(status["contract"] as? Int == 1 && (status["started_at"] as? Int ?? 0) > 0)
+        #expect(status["notifications"] as? Bool == true && status["sources_on"] as? [String] == [], "\(status)")
         let human = try await world.baton(["status"])
         #expect(human.stdout.contains("database \(world.daemon?.database ?? "?")"), "\(human)")
+        #expect(human.stdout.contains("notifications of other machines' activities on (baton notifications); recent documents not recorded"), "\(human)")
     }
 
     @Test func errorsAreSentencesWithDistinctStatuses() async throws {
