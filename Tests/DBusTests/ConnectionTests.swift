@@ -41,8 +41,9 @@ struct ConnectionTests {
     @Test func aHandlerAwaitingAnotherServiceDoesNotBlockOthers() async throws {
         let world = try await Fixture.start()
         defer { world.stop() }
-        // Relay calls Hold through the bus and waits; the server must keep answering.
-        let relayed = Task { try await world.client.fixture("Relay") }
+        // Relay calls Hold through the bus and waits; the server must keep answering. It waits
+        // until Release, however long the steps before take under load: not a 10 s deadline.
+        let relayed = Task { try await world.client.fixture("Relay", timeout: .seconds(60)) }
         try await eventually("Relay's call to Hold arrived") { try await world.client.fixture("HeldCount") == [.uint32(1)] }
         for index in 0..<20 {
             #expect(try await world.client.fixture("EchoString", [.string("\(index)")]) == [.string("\(index)")])
@@ -205,7 +206,8 @@ struct ConnectionTests {
 
     @Test func losingTheBusClosesCleanly() async throws {
         let world = try await Fixture.start()
-        let held = Task { try await world.client.fixture("Hold") }
+        // Held until the bus goes, which ends it: a deadline of its own would only race that.
+        let held = Task { try await world.client.fixture("Hold", timeout: .seconds(60)) }
         try await eventually("Hold is waiting") { try await world.client.fixture("HeldCount") == [.uint32(1)] }
         world.bus.stop()
         // The process is still here: libdbus's exit-on-disconnect is off.
