@@ -49,6 +49,8 @@ let package = Package(
             pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]
         ),
+        // glibc's <malloc.h>: malloc_trim, for an idle batond to hand back what malloc keeps free.
+        .systemLibrary(name: "CMalloc"),
         // A small, safe Swift API over libdbus: one bus thread, typed values, exported objects.
         .target(name: "DBus", dependencies: ["CDBus"]),
         // The domain: activity types, activities, scenes, storage values, validation, limits. No D-Bus, no SQL.
@@ -73,7 +75,7 @@ let package = Package(
         ]),
         // The org.baton.Handoff1 interfaces: D-Bus to domain, handler calls, the daemon's life as Services in a ServiceGroup.
         .target(name: "BatonService", dependencies: [
-            "DBus", "BatonContract", "BatonCore", "BatonStore", "BatonSync",
+            "DBus", "BatonContract", "BatonCore", "BatonStore", "BatonSync", "CMalloc",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),

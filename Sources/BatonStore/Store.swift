@@ -2,6 +2,7 @@ import BatonCore
 import Dispatch
 import Glibc
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 /// Baton's persistent state in one SQLite database (WAL), through GRDB only.
@@ -178,6 +179,30 @@ public final class Store: Sendable {
 
     /// Each connection's SQLite page cache, in KiB: the data lives on disk, not in memory.
     static let cacheKiB = 256
+
+    /// Empties the writer's and the reader's page caches: SQLite reads the pages again, from
+    /// the kernel's cache, when a call next needs them. For an idle batond, which need not
+    /// keep what its start-up and its last calls read (Benchmarks/README, "Idle memory").
+    public func releaseCaches() throws {
+        try writerThread.runAndWait { writer.inDatabase(Self.releaseCache) }
+        reader.inDatabase(Self.releaseCache)
+    }
+
+    private static func releaseCache(_ db: Database) {
+        if let handle = db.sqliteConnection { _ = sqlite3_db_release_memory(handle) }
+    }
+
+    /// The bytes both connections' page caches hold.
+    func cachedBytes() throws -> Int {
+        func used(_ db: Database) -> Int {
+            var current: Int32 = 0
+            var highest: Int32 = 0
+            guard let handle = db.sqliteConnection else { return 0 }
+            sqlite3_db_status(handle, SQLITE_DBSTATUS_CACHE_USED, &current, &highest, 0)
+            return Int(current)
+        }
+        return try writerThread.runAndWait { writer.inDatabase(used) } + reader.inDatabase(used)
+    }
 
     /// Checkpoints the WAL into the database file and closes every connection.
     /// Nothing may use the store afterwards.

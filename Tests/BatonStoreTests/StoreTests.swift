@@ -281,6 +281,24 @@ struct StoreTests {
         #expect(try store.write { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == memory)
     }
 
+    /// An idle batond hands back what its connections' page caches hold; the next call reads
+    /// the pages again and finds what it did before.
+    @Test func releasingTheCachesEmptiesThemAndLosesNothing() throws {
+        try store.register(type)
+        // Past the app's quota of 3: the rest go into the history.
+        for n in 1...200 { _ = try store.insert(activity("Agatha \(n)", at: UInt64(n))) }
+        let live = try store.activities(.init(), now: 300)
+        let past = try store.history(.init())
+        #expect(live.count == 3 && past.count == 197)
+        let before = try store.cachedBytes()
+        try store.releaseCaches()
+        let after = try store.cachedBytes()
+        #expect(before > 64 * 1024, "the writes and the reads filled the caches")
+        #expect(after < before / 10, "\(after) bytes left of \(before)")
+        #expect(try store.activities(.init(), now: 300) == live)
+        #expect(try store.history(.init()) == past)
+    }
+
     /// Reads share one read transaction, which each of the store's writes ends. Another
     /// connection's commit is therefore seen only after the store's next write: that is
     /// what shows the snapshot is held (a statement in a transaction of its own would see
