@@ -154,7 +154,7 @@ public final class HandoffService: Sendable {
             if !integrityChecked, store.hasBeenIdle(for: Self.idleBeforeTruncatingWAL) {
                 integrityChecked = true
                 await checkIntegrity()
-                releaseIdleMemory()
+                await releaseIdleMemory()
             }
             if let next = try? store.nextExpiry(), next + Self.expiredGrace <= clock.now() {
                 await purgeExpired()
@@ -170,7 +170,7 @@ public final class HandoffService: Sendable {
                     try store.forgetExplanations(before: now - Store.explanationLifetime)
                     return try store.truncateWALIfIdle(after: Self.idleBeforeTruncatingWAL)
                 }
-                if becameIdle { releaseIdleMemory() }
+                if becameIdle { await releaseIdleMemory() }
             } catch {
                 log.error("housekeeping failed: \(error)")
             }
@@ -181,9 +181,9 @@ public final class HandoffService: Sendable {
     /// Hands back to the kernel what batond no longer needs once it is idle — once after
     /// start-up, then after each stretch of writes: the connections' page caches, then every
     /// page malloc keeps free. About 0.3 MB of an idle batond's 20 (Benchmarks/README, "Idle memory").
-    func releaseIdleMemory() {
+    func releaseIdleMemory() async {
         do {
-            try store.releaseCaches()
+            try await store.writing { try $0.releaseCaches() }
         } catch {
             log.debug("releasing the page caches: \(error)")
         }

@@ -183,6 +183,7 @@ public final class Store: Sendable {
     /// Empties the writer's and the reader's page caches: SQLite reads the pages again, from
     /// the kernel's cache, when a call next needs them. For an idle batond, which need not
     /// keep what its start-up and its last calls read (Benchmarks/README, "Idle memory").
+    /// On the writer thread (`writing`), or it waits for the writes queued before it.
     public func releaseCaches() throws {
         try writerThread.runAndWait { writer.inDatabase(Self.releaseCache) }
         reader.inDatabase(Self.releaseCache)
