@@ -11,7 +11,7 @@ import Glibc
 public final class PostgresServer: @unchecked Sendable {
     /// The cluster, its socket and its log.
     public let directory: URL
-    public let port: Int
+    public private(set) var port: Int
     private let bin: String
     private var data: String { directory.appendingPathComponent("data").path }
     public var logPath: String { directory.appendingPathComponent("server.log").path }
@@ -47,7 +47,16 @@ public final class PostgresServer: @unchecked Sendable {
                 "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", certificatePath,
             ])
         }
-        try await start()
+        // Another test's server may take the same port between the check and the bind.
+        for attempt in 1...3 {
+            do {
+                try await start()
+                break
+            } catch let error as TestSupportError where attempt < 3 && error.description.contains("Address already in use") {
+                try? FileManager.default.removeItem(atPath: logPath)
+                port = try Self.freePort()
+            }
+        }
     }
 
     /// Starts the cluster (again) and waits until it accepts connections.
@@ -110,22 +119,33 @@ public final class PostgresServer: @unchecked Sendable {
             .first { FileManager.default.isExecutableFile(atPath: $0 + "/initdb") }
     }
 
-    /// A loopback port nobody listens on now.
+    /// A loopback port nobody listens on now, below the kernel's range of ephemeral ports: a
+    /// port the kernel picks (bind to port 0) comes from that range, from which every client
+    /// connection also takes its own port, and one of the suite's many connections took such a
+    /// port before the server bound it ("Address already in use", twice in four full runs).
     public static func freePort() throws -> Int {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+            .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        let ephemeral = range?.first ?? 32_768
+        let candidates = ephemeral > 12_000 ? 10_000..<ephemeral : 1_024..<ephemeral
+        for _ in 0..<100 {
+            let port = Int.random(in: candidates)
+            if try isFree(port) { return port }
+        }
+        throw TestSupportError("no free loopback port below \(ephemeral) after 100 tries")
+    }
+
+    /// Whether nothing holds `port` on 127.0.0.1 now (a bind to it succeeds).
+    private static func isFree(_ port: Int) throws -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestSupportError("socket failed: errno \(errno)") }
         defer { Glibc.close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
-            }
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
-        guard bound else { throw TestSupportError("bind failed: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
