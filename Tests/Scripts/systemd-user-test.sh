@@ -32,7 +32,13 @@ say started "$(systemctl --user is-active batond)"
 pid=$(systemctl --user show -p MainPID --value batond)
 say nonewprivs "$(awk '/^NoNewPrivs/ {print $2}' /proc/$pid/status)"
 say seccomp "$(awk '/^Seccomp:/ {print $2}' /proc/$pid/status)"
-say status "$(systemctl --user show -p StatusText --value batond)"
+# Type=dbus: the unit is active once batond owns its name; its status follows a moment later.
+for _ in $(seq 100); do
+    status=$(systemctl --user show -p StatusText --value batond)
+    [ -n "$status" ] && break
+    sleep 0.1
+done
+say status "$status"
 # A unit that did not start has MainPID 0: every later step would act on nothing, or on
 # process 0 (`kill -STOP 0` stops this whole process group). Stop here; the test fails on `started`.
 case "$pid" in ''|0) say log_tail "$(tail -3 "$T/batond.log" 2>/dev/null | tr '\n' '|')"; kill $manager ${journal:-}; exit 0 ;; esac
