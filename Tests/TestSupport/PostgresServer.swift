@@ -127,7 +127,7 @@ public final class PostgresServer: @unchecked Sendable {
         let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
             .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
         let ephemeral = range?.first ?? 32_768
-        let candidates = ephemeral > 12_000 ? 10_000..<ephemeral : 1_024..<ephemeral
+        let candidates = ephemeral > 12_000 ? 10_000..<ephemeral : 1_024..<max(ephemeral, 1_025)
         for _ in 0..<100 {
             let port = Int.random(in: candidates)
             if try isFree(port) { return port }
