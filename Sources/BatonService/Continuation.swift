@@ -245,9 +245,10 @@ extension HandoffService {
     /// Delivers the continuation waiting in a scene, once at a time per scene; returns when
     /// the app has it (or there was nothing to deliver), throws why not otherwise. `known`:
     /// what `Continue` just wrote and read, so that it need not be read again.
-    /// A delivery already under way for the scene (started when its app appeared, say) is
-    /// awaited rather than started twice; if it began before this caller's continuation was
-    /// written, that continuation is delivered after it.
+    /// A delivery already under way for the scene is awaited rather than started twice, and
+    /// whatever became of it, the continuation still waiting is delivered after it: that
+    /// delivery may have asked before the app's name appeared (the app that appeared is why
+    /// this caller came), or before this caller's continuation was written.
     func deliver(sceneID: String, known: (PendingContinuation, Activity, ActivityType)? = nil) async throws {
         var known = known
         while true {
@@ -263,9 +264,13 @@ extension HandoffService {
             }
             // batond is stopping: the continuation waits, pending, for the next start.
             guard let delivery else { throw Self.stopping }
-            try await delivery.value
-            if ours { return }
-            guard try store.pendingContinuation(sceneID: sceneID) != nil else { return }
+            if ours { return try await delivery.value }
+            let failure: (any Error)?
+            do { try await delivery.value; failure = nil } catch { failure = error }
+            guard try store.pendingContinuation(sceneID: sceneID) != nil else {
+                if let failure { throw failure }
+                return
+            }
             known = nil
         }
     }

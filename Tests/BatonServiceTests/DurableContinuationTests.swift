@@ -295,6 +295,33 @@ struct DurableContinuationTests {
         #expect(try await delivered(scene, world) == "slow")
     }
 
+    /// An app that continues and takes its handler's name a few milliseconds later (an app that
+    /// starts itself and continues, a launcher), its own process, against a batond just started
+    /// as bus activation starts it: the name often appears while the first delivery is still in
+    /// flight, and the continuation must reach the app all the same, once.
+    @Test func anAppTakingItsNameWhileTheFirstDeliveryIsInFlightGetsIt() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        let python = try Executables.require("/usr/bin/python3", package: "python3-dbus python3-gi")
+        let app = Repository.root.appendingPathComponent("Tests/Scripts/late-handler-app.py").path
+        let name = "org.baton.LateApp"
+        try await world.startDaemon()
+        try await world.register(handler: name)
+        for round in 0..<10 {
+            await world.stopDaemon()
+            try await world.startDaemon()
+            let id = try await world.advertise("round \(round)")
+            // 0–4 ms: before, during and after the first attempt's call and its write.
+            let result = try await world.run(python, [app, id, name, String(round % 5), "10"])
+            let lines = result.stdout.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+            let scene = lines.first { $0.first == "scene" }?.last
+            #expect(result.status == 0, "round \(round): never delivered: \(result)\n\(world.daemonLog.suffix(2000))")
+            #expect(lines.filter { $0.first == "delivered" }.map(\.last) == [scene], "round \(round): \(result.stdout)")
+            let path = try ObjectPath(validating: try #require(scene))
+            try await eventually("round \(round): ready") { try await state(of: path, world) == "ready" }
+        }
+    }
+
     /// A Continue that finds its scene's continuation already being delivered (its app just
     /// appeared) waits for that delivery instead of failing.
     @Test func aContinueMeetingARedeliveryWaitsForIt() async throws {
