@@ -68,37 +68,18 @@ extension HandoffService {
     }
 
     /// Read, merged and written on the writer thread, so no other write comes in between.
+    /// While recording is paused, kept in memory instead (`PausedActivities`).
     func update(_ call: MethodCall) async throws -> [DBusValue] {
         let id: String = try call.argument(0)
         let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: limits)
-        if let unrecorded = paused.activity(try Identifier.normalize(id)) {
-            guard call.mayUse(app: unrecorded.appID) else { throw Access.noActivity(unrecorded.id) }
-            guard let type = try store.activityType(unrecorded.type) else {
-                throw BatonError.unknownActivityType("activity type \(unrecorded.type) is no longer registered")
-            }
-            try refuseIfBlocked(unrecorded.appID)
-            var updated = try update.apply(to: unrecorded, type: type, now: clock.now(), limits: limits)
-            if let named = update.scene { updated.sceneID = named.isEmpty ? nil : try scene(named: named, ofApp: unrecorded.appID) }
-            paused.replace(updated)
-            emit(Contract.Activities.updated, [.string(updated.id)], to: .app(updated.appID))
-            return []
-        }
+        if paused.isPaused, try updateUnrecorded(id, with: update, for: call) { return [] }
         let request = update.requestID.map { Request(id: $0, method: Contract.Activities.update.name) }
         let changed = try await store.writing { store -> Activity? in
             // A repeat returns at once, even if the activity has changed or gone since.
             if let request, try store.result(of: request) != nil { return nil }
             let now = store.wallClock.now()
             let activity = try Self.liveActivity(id, in: store, now: now)
-            guard call.mayUse(app: activity.appID) else { throw Access.noActivity(activity.id) }
-            guard !activity.isRemote else {
-                throw BatonError.accessDenied("""
-                    activity \(activity.id) was advertised on another machine (device \(activity.deviceID)); only that machine changes it
-                    """)
-            }
-            guard let type = try store.activityType(activity.type) else {
-                throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
-            }
-            try self.refuseIfBlocked(activity.appID)
+            let type = try self.mayUpdate(activity, for: call, in: store)
             var updated = try update.apply(to: activity, type: type, now: now, limits: store.limits)
             if let named = update.scene {
                 updated.sceneID = named.isEmpty ? nil : try Self.scene(named: named, ofApp: activity.appID, in: store)
@@ -111,6 +92,36 @@ extension HandoffService {
         if update.scene != nil, let scene = changed.sceneID { emitSceneChanged(scene) }
         for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
         return []
+    }
+
+    /// An update while recording is paused: the activity as updated is kept in memory only,
+    /// whether it was advertised during the pause or before it; its scene is not told (that
+    /// would write its id), nor is the request id stored. False when the pause ended meanwhile.
+    private func updateUnrecorded(_ id: String, with update: ActivityUpdate, for call: MethodCall) throws -> Bool {
+        let now = clock.now()
+        let activity = try liveActivity(id, now: now)
+        let type = try mayUpdate(activity, for: call, in: store)
+        var updated = try update.apply(to: activity, type: type, now: now, limits: limits)
+        if let named = update.scene { updated.sceneID = named.isEmpty ? nil : try scene(named: named, ofApp: activity.appID) }
+        guard paused.keepUpdate(updated) else { return false }
+        emit(Contract.Activities.updated, [.string(updated.id)], to: .app(updated.appID))
+        return true
+    }
+
+    /// The type of `activity`, when `call` may update it: its own app's, this machine's, of a
+    /// type still registered, of an app not blocked.
+    private func mayUpdate(_ activity: Activity, for call: MethodCall, in store: Store) throws -> ActivityType {
+        guard call.mayUse(app: activity.appID) else { throw Access.noActivity(activity.id) }
+        guard !activity.isRemote else {
+            throw BatonError.accessDenied("""
+                activity \(activity.id) was advertised on another machine (device \(activity.deviceID)); only that machine changes it
+                """)
+        }
+        guard let type = try store.activityType(activity.type) else {
+            throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
+        }
+        try refuseIfBlocked(activity.appID)
+        return type
     }
 
     func invalidate(_ call: MethodCall) async throws -> [DBusValue] {
@@ -149,10 +160,24 @@ extension HandoffService {
             filter.appID = app
         }
         let now = clock.now()
-        var activities = try store.activities(filter, now: now)
-        // Those advertised while paused are the newest.
-        if paused.isPaused { activities = Array((paused.matching(filter, now: now) + activities).prefix(filter.limit ?? .max)) }
+        var activities = paused.isPaused ? try listWhilePaused(filter, now: now) : try store.activities(filter, now: now)
+        if activities.count > filter.limit ?? .max { activities.removeLast(activities.count - (filter.limit ?? .max)) }
         return Records.encodedRecords(activities, deviceNames: try deviceNames(for: activities))
+    }
+
+    /// `List` while paused: those advertised during the pause first (the newest), then the
+    /// stored ones, each as updated during the pause if it was (and matching `filter` so).
+    private func listWhilePaused(_ filter: Store.ActivityFilter, now: UInt64) throws -> [Activity] {
+        let updatedIDs = paused.updatedIDs
+        var wider = filter
+        // Those whose update no longer matches are left out below: ask for as many more.
+        wider.limit = filter.limit.map { $0 + updatedIDs.count }
+        var activities = try store.activities(wider, now: now).filter { !updatedIDs.contains($0.id) }
+        for updated in paused.matching(filter, now: now, updated: true) {
+            let place = activities.firstIndex { ($0.createdAt, $0.id) < (updated.createdAt, updated.id) } ?? activities.endIndex
+            activities.insert(updated, at: place)
+        }
+        return paused.matching(filter, now: now) + activities
     }
 
     func search(_ call: MethodCall) async throws -> EncodedBody {
@@ -165,11 +190,16 @@ extension HandoffService {
     /// The one search, for `Search` and the desktop's (the search provider, KRunner): live,
     /// searchable activities of this machine and the others whose title or keywords have a
     /// word beginning with each word of `query`; title matches first, then newest first.
-    /// Those advertised while recording is paused come first. With `app`, that app's only.
+    /// Those advertised or updated while recording is paused come first. With `app`, that app's only.
     func searchActivities(_ query: String, limit: Int, confinedTo app: String?) throws -> [Activity] {
         let now = clock.now()
-        let unrecorded = paused.isPaused ? paused.search(query, now: now).filter { app == nil || $0.appID == app }.prefix(limit) : []
-        return Array(unrecorded) + (try store.search(query, limit: limit - unrecorded.count, now: now, appID: app))
+        guard paused.isPaused else { return try store.search(query, limit: limit, now: now, appID: app) }
+        let unrecorded = paused.search(query, now: now).filter { app == nil || $0.appID == app }.prefix(limit)
+        // The stored copies of those updated during the pause are as they were before it.
+        let updatedIDs = paused.updatedIDs
+        let stored = try store.search(query, limit: limit - unrecorded.count + updatedIDs.count, now: now, appID: app)
+            .filter { !updatedIDs.contains($0.id) }
+        return Array((Array(unrecorded) + stored).prefix(limit))
     }
 
     /// The other devices' names, read only when one of `activities` came from another device.
@@ -205,7 +235,7 @@ extension HandoffService {
         var continuable = false
         var searchable = false
         let unrecorded = paused.activity(id)
-        let live = try unrecorded ?? store.storedActivity(id: id)
+        let live = try unrecorded ?? store.storedActivity(id: id).map(paused.latest)
         let ended = live == nil ? try store.tombstone(activityID: id) : nil
         if let app = call.confinedApp, let owner = live?.appID ?? ended?.appID, owner != app {
             return [Records.Explanation(id: id, state: "unknown", continuable: false, searchable: false,
@@ -214,6 +244,9 @@ extension HandoffService {
         if let activity = live {
             let expired = activity.isExpired(at: now)
             if unrecorded != nil { reasons.append("advertised while recording was paused: kept in memory only, until resumed") }
+            if unrecorded == nil, paused.updatedIDs.contains(id) {
+                reasons.append("updated while recording was paused: the update is kept in memory only, and undone when recording resumes")
+            }
             state = expired ? "expired" : "live"
             if let expiresAt = activity.expiresAt, expired { reasons.append("expired at \(WallClock.text(expiresAt))") }
             let type = try store.activityType(activity.type)
@@ -283,14 +316,16 @@ extension HandoffService {
         }
     }
 
-    /// The activity `text` names (one advertised while paused too), or `NotFound`/`Expired`.
+    /// The activity `text` names (one advertised or updated while paused too, as it is in
+    /// memory), or `NotFound`/`Expired`.
     func liveActivity(_ text: String, now: UInt64) throws -> Activity {
-        // (Only while paused: the id is not normalized twice on every Get.)
-        if paused.isPaused, let unrecorded = paused.activity(try Identifier.normalize(text)) {
-            guard !unrecorded.isExpired(at: now) else { throw BatonError.expired("activity \(unrecorded.id) has expired") }
-            return unrecorded
+        guard paused.isPaused else { return try Self.liveActivity(text, in: store, now: now) }
+        let id = try Identifier.normalize(text)
+        guard let activity = try paused.activity(id) ?? store.storedActivity(id: id).map(paused.latest) else {
+            throw BatonError.notFound("no activity \(id)")
         }
-        return try Self.liveActivity(text, in: store, now: now)
+        guard !activity.isExpired(at: now) else { throw BatonError.expired("activity \(id) has expired") }
+        return activity
     }
 
     static func liveActivity(_ text: String, in store: Store, now: UInt64) throws -> Activity {

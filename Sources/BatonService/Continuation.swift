@@ -283,7 +283,7 @@ extension HandoffService {
         let path = SceneAddress.objectPath(forID: sceneID)
         do {
             guard let activity = try known?.1
-                    ?? store.continuable(id: pending.activityID, now: clock.now(), askedAt: pending.requestedAt) else {
+                    ?? store.continuable(id: pending.activityID, now: clock.now(), askedAt: pending.requestedAt).map(paused.latest) else {
                 throw BatonError.notFound("activity \(pending.activityID) was invalidated or expired before its app could take it")
             }
             guard let type = try known?.2 ?? store.activityType(activity.type) else {

@@ -64,7 +64,7 @@ extension HandoffService {
     /// One meta per id that is still a live activity: its title, where it comes from, its app's icon.
     func resultMetas(_ ids: [String]) throws -> [DBusValue] {
         let now = clock.now()
-        let activities = try ids.compactMap { id in try store.activity(id: id, now: now) ?? paused.activity(id) }
+        let activities = try ids.compactMap { id in try store.activity(id: id, now: now).map(paused.latest) ?? paused.activity(id) }
         let devices = try deviceNames(for: activities)
         let apps = appEntries(of: activities)
         return activities.map { activity in

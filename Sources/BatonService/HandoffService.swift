@@ -252,6 +252,7 @@ public final class HandoffService: Sendable {
     /// `Store.takeAppsOfEnded`) is told to host clients only.
     func announceRemoved(_ ended: [(id: String, app: String?)]) {
         for (id, app) in ended { emit(Contract.Activities.invalidated, [.string(id)], to: app.map(Audience.app) ?? .hosts) }
+        paused.forgetUpdates(of: ended.map(\.id))
         withdrawOffer(of: ended.map(\.id))
         for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
     }

@@ -39,7 +39,8 @@ extension HandoffService {
         return []
     }
 
-    /// Ends the pause: what was advertised meanwhile is forgotten (`Invalidated` for each).
+    /// Ends the pause: what was advertised meanwhile is forgotten (`Invalidated` for each), and
+    /// what was updated meanwhile is as it was before the pause (`Updated` for each).
     func resumeRecording() async {
         do {
             try await store.writing { try $0.setPaused(until: nil) }
@@ -47,9 +48,10 @@ extension HandoffService {
             // Still paused on disk: the next start pauses again, which records nothing it should not.
             log.error("could not store that recording resumed: \(error)")
         }
-        guard let forgotten = paused.resume() else { return }
-        log.info("recording resumed; \(forgotten.count) activities advertised while paused forgotten")
+        guard let (forgotten, reverted) = paused.resume() else { return }
+        log.info("recording resumed; forgotten: \(forgotten.count) activities advertised and \(reverted.count) updates made while paused")
         announceRemoved(forgotten.map { (id: $0.id, app: $0.appID) })
+        for activity in reverted { emit(Contract.Activities.updated, [.string(activity.id)], to: .app(activity.appID)) }
         announcePause()
     }
 

@@ -346,6 +346,84 @@ func withBrowsingMachines(_ body: (_ desktop: BatonWorld, _ laptop: BatonWorld, 
     }
 }
 
+extension TwoDaemonTests {
+    /// A pause records nothing the user does meanwhile, updates of activities advertised before
+    /// it included: the update lives in memory (read, listed, found), but it is not in the
+    /// database file, its WAL or the outbox, and never reaches the server or the other machine;
+    /// at Resume the activity is as it was before the pause, and recording goes on.
+    @Test func anUpdateWhilePausedStaysInMemoryAndIsUndoneAtResume() async throws {
+        let server = try await PostgresServer()
+        defer { server.close() }
+        let setup = try await SyncServer(server)
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+        let login = try await setup.addDevice(user: "ana")
+        let words = try #require(try await desktop.call(Self.sync, "Init", [.string(login.url), .stringMap(["device_name": "desktop"])])
+            .first?.stringValue)
+        _ = try await laptop.call(Self.sync, "Join", [.string(try await setup.addDevice(user: "ana").url), .string(words), .stringMap([:])])
+        _ = try await desktop.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+            .string(Self.type), .string("com.raywenderlich.hawknotes"), .stringMap([:]),
+        ])
+        let id = try #require(try await desktop.call(Self.activities, "Advertise", [
+            .string(Self.type), .string("Agatha"), .string(#"{"id":"agatha","page":1}"#), .stringMap(["eligible_for_search": "true"]),
+        ]).first?.stringValue)
+        @Sendable func title(on world: BatonWorld) async throws -> String? {
+            try await world.call(Self.activities, "Get", [.string(id)]).first?.field("title")?.stringValue
+        }
+        try await eventually("Agatha reaches the laptop", timeout: .seconds(10)) { (try? await title(on: laptop)) == "Agatha" }
+        try await eventually("the desktop's outbox is sent") { try await desktop.syncProperty("Outbox")?.uint32Value == 0 }
+        let onServer = "SELECT count(*) FROM baton.record"
+        let recordsBefore = try await login.run(onServer)
+
+        // Paused from busctl, updated from dbus-send: clients we did not write.
+        let paused = try await desktop.run("busctl", ["--user", "call", "org.baton.Handoff1", "/org/baton/Handoff1", "org.baton.Handoff1.Privacy", "Pause", "t", "0"])
+        #expect(paused.status == 0, "\(paused)")
+        let marker = "MARKER" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        let updated = try await desktop.run("dbus-send", [
+            "--session", "--print-reply", "--dest=org.baton.Handoff1", "/org/baton/Handoff1", "\(Self.activities).Update",
+            "string:\(id)", #"string:{"page":2,"note":"\#(marker)"}"#, "dict:string:string:title,Chapter 2 \(marker)",
+        ])
+        #expect(updated.status == 0, "\(updated)")
+
+        // In memory: read, listed and found as updated.
+        #expect(try await title(on: desktop) == "Chapter 2 \(marker)")
+        let payload = try await desktop.call(Self.activities, "Get", [.string(id)]).first?.field("payload")?.stringValue
+        #expect(payload?.contains(marker) == true, "\(payload ?? "none")")
+        let listed = try await desktop.call(Self.activities, "List", [.stringMap([:])]).first?.arrayValue ?? []
+        #expect(listed.compactMap { $0.field("title")?.stringValue } == ["Chapter 2 \(marker)"])
+        let found = try await desktop.call(Self.activities, "Search", [.string("chapter"), .uint32(5)]).first?.arrayValue ?? []
+        #expect(found.compactMap { $0.field("id")?.stringValue } == [id])
+        #expect(try await desktop.call(Self.activities, "Search", [.string("agatha"), .uint32(5)]).first?.arrayValue?.isEmpty == true,
+                "found by the title it had before the update")
+        let explained = try await desktop.call(Self.activities, "Explain", [.string(id)]).first
+        #expect("\(explained as Any)".contains("updated while recording was paused"))
+
+        // Not on disk, not in the outbox, not on the server: once batond is idle and checkpointed.
+        try await eventually("the WAL is truncated once batond is idle") {
+            (try? FileManager.default.attributesOfItem(atPath: desktop.database + "-wal")[.size] as? Int) == 0
+        }
+        for suffix in ["", "-wal"] {
+            let data = FileManager.default.contents(atPath: desktop.database + suffix) ?? Data()
+            #expect(data.range(of: Data(marker.utf8)) == nil, "\(suffix.isEmpty ? "the database" : suffix) holds the update made while paused")
+        }
+        let outbox = try await desktop.run("sqlite3", ["-readonly", desktop.database, "SELECT count(*) FROM outbox"])
+        #expect(outbox.stdout == "0\n", "\(outbox)")
+        #expect(try await desktop.syncProperty("Outbox")?.uint32Value == 0)
+        #expect(try await login.run(onServer) == recordsBefore)
+        #expect(try await title(on: laptop) == "Agatha")
+
+        // Resumed: as before the pause, announced; what is updated now is recorded and sent.
+        let announced = try await SignalLog(desktop.client, MatchRule(interface: Self.activities, member: "Updated"))
+        let resumed = try await desktop.baton(["resume"])
+        #expect(resumed.status == 0, "\(resumed)")
+        try await announced.wait(for: "Updated at Resume") { $0.body.first?.stringValue == id }
+        #expect(try await title(on: desktop) == "Agatha")
+        _ = try await desktop.call(Self.activities, "Update", [.string(id), .string(""), .stringMap(["title": "Chapter 3"])])
+        try await eventually("the update after the pause reaches the laptop", timeout: .seconds(10)) { (try? await title(on: laptop)) == "Chapter 3" }
+        #expect(try await login.run(onServer) != recordsBefore)
+    }
+}
+
 /// The browser extension's page, through the sync tests' PostgreSQL: recorded on the desktop by
 /// its browser's host, continued on the laptop, opened by the laptop's handler at its time.
 @Suite(.serialized) struct BrowserPagesAcrossMachinesTests {
