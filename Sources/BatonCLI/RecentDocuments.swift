@@ -67,17 +67,22 @@ struct ServeDocuments: AsyncParsableCommand {
     func run() async throws {
         try await Opener.serve(Contract.Sources.RecentDocuments.app, address: global.address) { activity, connection in
             let members = (try? StrictJSON.parseObject(activity["payload"]?.unwrapped.stringValue ?? "{}", maxBytes: 1 << 20, maxDepth: 16)) ?? []
-            guard let uri = members.string("uri"), let path = RecentlyUsed.localPath(uri), let app = members.string("app") else {
+            guard let uri = members.string("uri"), let path = RecentlyUsed.localPath(uri),
+                  let named = RecentlyUsed.appDescription(for: members) else {
                 throw BatonError.invalidArgument("the activity names no file:// document and app to open it with")
             }
-            let id = RecentlyUsed.entryName(app)
-            guard let (location, entry) = DesktopEntry.find(id) else { throw BatonError.notEligible("\(app) is not installed here") }
-            if entry.dbusActivatable {
-                try await Self.openThroughBus(id, uri: uri, on: connection)
-            } else {
-                try Opener.launch(try entry.arguments(opening: uri, path: path, location: location))
+            let environment = ["HOME", "XDG_DATA_HOME", "XDG_DATA_DIRS"].reduce(into: [String: String]()) { values, name in
+                values[name] = getenv(name).map { String(cString: $0) }
             }
-            return ["uri": .string(uri), "app": .string(app)]
+            guard let app = RecentlyUsed.app(for: members, in: XDGData.applicationDirectories(environment: environment)) else {
+                throw BatonError.notEligible("the app that used it, \(named), is not installed here")
+            }
+            if app.dbusActivatable {
+                try await Self.openThroughBus(app.id, uri: uri, on: connection)
+            } else {
+                try Opener.launch(try app.arguments(opening: uri, file: path))
+            }
+            return ["uri": .string(uri), "app": .string(app.desktopID)]
         }
     }
 
@@ -94,58 +99,17 @@ struct ServeDocuments: AsyncParsableCommand {
     }
 }
 
-/// A desktop entry, as the freedesktop Desktop Entry Specification says, as far as opening a
-/// document with it needs.
-struct DesktopEntry: Equatable {
-    var name: String?
-    var icon: String?
-    var exec: String?
-    var dbusActivatable = false
-
-    /// `ID.desktop` in the `applications` directory of the XDG data directories (the first
-    /// found wins), with its path.
-    static func find(_ id: String) -> (String, DesktopEntry)? {
-        let home = getenv("HOME").map { String(cString: $0) } ?? ""
-        let dataHome = getenv("XDG_DATA_HOME").map { String(cString: $0) }.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? home + "/.local/share"
-        let dataDirs = getenv("XDG_DATA_DIRS").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share"
-        for directory in [dataHome] + dataDirs.split(separator: ":").map(String.init) where directory.hasPrefix("/") {
-            let path = directory + "/applications/" + id + ".desktop"
-            if let text = readFile(path) { return (path, parse(text)) }
-        }
-        return nil
-    }
-
-    /// The keys of its `[Desktop Entry]` group that opening needs (untranslated).
-    static func parse(_ text: String) -> DesktopEntry {
-        var entry = DesktopEntry()
-        var inMainGroup = false
-        for line in text.split(whereSeparator: \.isNewline) {
-            if line.hasPrefix("[") {
-                inMainGroup = line == "[Desktop Entry]"
-                continue
-            }
-            guard inMainGroup, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") else { continue }
-            let key = line[..<equals].trimmingSpaces, value = unescaped(line[line.index(after: equals)...].trimmingSpaces)
-            switch key {
-            case "Name" where entry.name == nil: entry.name = value
-            case "Icon" where entry.icon == nil: entry.icon = value
-            case "Exec" where entry.exec == nil: entry.exec = value
-            case "DBusActivatable": entry.dbusActivatable = value == "true"
-            default: break
-            }
-        }
-        return entry
-    }
-
-    /// `Exec` as the program and arguments that open `uri` (at `path` here): quoting undone, field codes
+/// Opening a document with an app, as the freedesktop Desktop Entry Specification says.
+extension DesktopApp {
+    /// `Exec` as the program and arguments that open `uri` (at `file` here): quoting undone, field codes
     /// expanded (`%f`/`%F` the file's path, `%u`/`%U` the URI, `%i` the icon, `%c` the name,
     /// `%k` the entry's location, `%%` a percent sign; the deprecated ones dropped).
-    func arguments(opening uri: String, path: String, location: String) throws(BatonError) -> [String] {
+    func arguments(opening uri: String, file: String) throws(BatonError) -> [String] {
         guard let exec, !exec.isEmpty else { throw .handlerFailed("the app's desktop entry has no Exec") }
         var arguments: [String] = []
         for word in try Self.words(exec) {
             switch word {
-            case "%f", "%F": arguments.append(path)
+            case "%f", "%F": arguments.append(file)
             case "%u", "%U": arguments.append(uri)
             case "%i": if let icon { arguments += ["--icon", icon] }
             default:
@@ -155,10 +119,10 @@ struct DesktopEntry: Equatable {
                     guard character == "%" else { text.append(character); continue }
                     switch characters.next() {
                     case "%": text.append("%")
-                    case "f", "F": text += path
+                    case "f", "F": text += file
                     case "u", "U": text += uri
                     case "c": text += name ?? ""
-                    case "k": text += location
+                    case "k": text += path
                     default: break  // deprecated or unknown: dropped
                     }
                 }
@@ -194,31 +158,6 @@ struct DesktopEntry: Equatable {
         guard !quoted else { throw .handlerFailed("the app's Exec has an unclosed quote") }
         if let done = word { words.append(done) }
         return words
-    }
-
-    /// A value with the escapes of desktop entries (`\s`, `\n`, `\t`, `\r`, `\\`) undone.
-    static func unescaped(_ value: String) -> String {
-        guard value.contains("\\") else { return value }
-        var out = ""
-        var characters = value.makeIterator()
-        while let character = characters.next() {
-            guard character == "\\", let next = characters.next() else { out.append(character); continue }
-            switch next {
-            case "s": out.append(" ")
-            case "n": out.append("\n")
-            case "t": out.append("\t")
-            case "r": out.append("\r")
-            case "\\": out.append("\\")
-            default: out += "\\" + String(next)
-            }
-        }
-        return out
-    }
-}
-
-private extension Substring {
-    var trimmingSpaces: String {
-        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
     }
 }
 

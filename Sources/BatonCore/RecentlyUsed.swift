@@ -11,16 +11,20 @@ public enum RecentlyUsed {
         /// The `<title>`, if the app gave one.
         public var title: String?
         public var mimeType: String?
-        /// The app that used it last: its name as recorded (an app id, or a program name).
+        /// The app that used it last: its name as recorded (an app id, a program name, or a
+        /// readable name such as "Text Editor": GLib records `g_get_application_name()`).
         public var app: String?
+        /// That app's command line as recorded: GLib's `'PROGRAM %u'`.
+        public var exec: String?
         /// When it was last used, µs since the epoch: its app's `modified`, else the bookmark's.
         public var usedAt: UInt64
 
-        public init(uri: String, title: String? = nil, mimeType: String? = nil, app: String? = nil, usedAt: UInt64) {
+        public init(uri: String, title: String? = nil, mimeType: String? = nil, app: String? = nil, exec: String? = nil, usedAt: UInt64) {
             self.uri = uri
             self.title = title
             self.mimeType = mimeType
             self.app = app
+            self.exec = exec
             self.usedAt = usedAt
         }
 
@@ -36,7 +40,7 @@ public enum RecentlyUsed {
     /// The documents the file lists, in its order.
     public static func documents(in text: String) -> [Document] {
         var documents: [Document] = []
-        var current: (uri: String, modified: UInt64?, title: String?, mime: String?, apps: [(name: String, modified: UInt64?)])?
+        var current: (uri: String, modified: UInt64?, title: String?, mime: String?, apps: [(name: String, exec: String?, modified: UInt64?)])?
         var inTitle = false
         var scanner = TagScanner(text: Array(text.utf8))
         while let item = scanner.next() {
@@ -50,7 +54,7 @@ public enum RecentlyUsed {
                 case "mime:mime-type":
                     current?.mime = attributes["type"]
                 case "bookmark:application":
-                    if let app = attributes["name"] { current?.apps.append((app, attributes["modified"].flatMap(time))) }
+                    if let app = attributes["name"] { current?.apps.append((app, attributes["exec"], attributes["modified"].flatMap(time))) }
                 default: break
                 }
             case .text(let text) where inTitle:
@@ -62,7 +66,8 @@ public enum RecentlyUsed {
                 if let bookmark = current {
                     let last = bookmark.apps.max { ($0.modified ?? 0) < ($1.modified ?? 0) }
                     if let usedAt = last?.modified ?? bookmark.modified {
-                        documents.append(Document(uri: bookmark.uri, title: bookmark.title, mimeType: bookmark.mime, app: last?.name, usedAt: usedAt))
+                        documents.append(Document(
+                            uri: bookmark.uri, title: bookmark.title, mimeType: bookmark.mime, app: last?.name, exec: last?.exec, usedAt: usedAt))
                     }
                 }
                 current = nil

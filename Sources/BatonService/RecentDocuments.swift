@@ -32,8 +32,8 @@ enum RecentDocuments {
         let members = (try? StrictJSON.parseObject(activity.payload, maxBytes: .max, maxDepth: 8)) ?? []
         guard let uri = members.string("uri"), let path = RecentlyUsed.localPath(uri) else { return "it is not a file on this machine" }
         guard access(path, F_OK) == 0 else { return "the document \(path) is not on this machine" }
-        guard let app = members.string("app") else { return "no app is known to have opened it" }
-        guard AppEntry.find(RecentlyUsed.entryName(app), in: applicationDirectories) != nil else {
+        guard let app = RecentlyUsed.appDescription(for: members) else { return "no app is known to have opened it" }
+        guard RecentlyUsed.app(for: members, in: applicationDirectories) != nil else {
             return "the app that used it, \(app), is not installed on this machine"
         }
         return nil
@@ -122,10 +122,13 @@ extension HandoffService {
     }
 
     private func advertiseRecent(_ document: RecentlyUsed.Document) async throws -> String {
-        let desktopID = document.app.flatMap { app in AppEntry.find(app, in: applicationDirectories) != nil ? app + ".desktop" : nil }
+        let app = DesktopApp.find(recordedName: document.app, exec: document.exec, in: applicationDirectories)
         var payload = "{\"uri\":\(StrictJSON.quote(document.uri))"
         if let mime = document.mimeType { payload += ",\"mime_type\":\(StrictJSON.quote(mime))" }
-        if let desktopID { payload += ",\"app\":\(StrictJSON.quote(desktopID))" } else if let app = document.app { payload += ",\"app_name\":\(StrictJSON.quote(app))" }
+        if let app { payload += ",\"app\":\(StrictJSON.quote(app.desktopID))" }
+        // As recorded too: another machine finds its own app from them when this one had none.
+        if let name = document.app { payload += ",\"app_name\":\(StrictJSON.quote(name))" }
+        if let program = document.exec.flatMap(DesktopApp.program) { payload += ",\"app_program\":\(StrictJSON.quote(program))" }
         payload += ",\"modified\":\(document.usedAt)}"
         let type = try await recentDocumentType()
         let advertisement = try Advertisement.parse(

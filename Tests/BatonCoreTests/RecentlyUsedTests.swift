@@ -39,9 +39,11 @@ struct RecentlyUsedTests {
     @Test func readsWhatGTKWrites() {
         let documents = RecentlyUsed.documents(in: Self.file)
         #expect(documents == [
-            RecentlyUsed.Document(uri: "file:///tmp/rd/doc.txt", title: nil, mimeType: "text/plain", app: "org.example.Viewer", usedAt: 1_795_672_400_293_480),
+            RecentlyUsed.Document(uri: "file:///tmp/rd/doc.txt", title: nil, mimeType: "text/plain", app: "org.example.Viewer",
+                                  exec: "'org.example.Viewer %u'", usedAt: 1_795_672_400_293_480),
             RecentlyUsed.Document(uri: "file:///home/me/Notes%20%26%20plans.odt", title: "Tom & Jerry\u{2019}s plans",
-                                  mimeType: "application/vnd.oasis.opendocument.text", app: "libreoffice", usedAt: 951_868_799_500_000),
+                                  mimeType: "application/vnd.oasis.opendocument.text", app: "libreoffice", exec: "'soffice %u'",
+                                  usedAt: 951_868_799_500_000),
         ])
         #expect(documents.map(\.displayName) == ["doc.txt", "Tom & Jerry\u{2019}s plans"])
         #expect(RecentlyUsed.Document(uri: "file:///home/me/Notes%20%26%20plans.odt", usedAt: 0).displayName == "Notes & plans.odt")

@@ -154,4 +154,83 @@ import TestSupport
         try await Self.use([files[3].absoluteString], in: world)
         try await eventually("the document used after forgetting", timeout: .seconds(20)) { try await shown() == [files[3].absoluteString] }
     }
+
+    /// Debian's GNOME Text Editor, a real GTK 4 program: a file opened through its Open dialog is
+    /// recorded by GTK's file chooser under the editor's name and program (not a desktop id), and
+    /// continuing it opens the file in the editor again, started by D-Bus activation as its
+    /// desktop entry (`DBusActivatable=true`) asks.
+    @Test func aDocumentOpenedInGNOMETextEditorContinuesInIt() async throws {
+        let editor = try Executables.require("gnome-text-editor", package: "gnome-text-editor")
+        _ = try Executables.require("xdotool", package: "xdotool")
+        let display = try await VirtualDisplay(width: 1024, height: 768)
+        defer { display.close() }
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        _ = try Self.prepare(world)
+        let desktop = ["DISPLAY": display.name, "GSETTINGS_BACKEND": "memory", "NO_AT_BRIDGE": "1"]
+        let environment = desktop.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
+        try world.bus.installService(name: "org.gnome.TextEditor",
+                                     exec: "/usr/bin/env \(environment) XDG_DATA_HOME=\(world.bus.dataHome) \(editor) --gapplication-service")
+        let notes = world.bus.directory.appendingPathComponent("Hawk notes.txt")
+        try "Agatha\n".write(to: notes, atomically: true, encoding: .utf8)
+        _ = try await world.call("org.baton.Handoff1.Status", "EnableSource", [.string("recent-documents")])
+
+        let opened = try await world.run("/usr/bin/python3", [Repository.root.appendingPathComponent("Tests/Scripts/text-editor-open.py").path, notes.path],
+                                         environment: desktop)
+        #expect(opened.status == 0, "\(opened)")
+        try await eventually("the document is an activity", timeout: .seconds(20)) { try await !Self.documents(world).isEmpty }
+        let document = try #require(try await Self.documents(world).first)
+        let payload = try #require(document["payload"]?.stringValue)
+        #expect(payload.contains(#""app":"org.gnome.TextEditor.desktop""#) && payload.contains(#""app_program":"gnome-text-editor""#), "\(payload)")
+        let id = try #require(document["id"]?.stringValue)
+        let explained = try await world.baton(["activities", "explain", id])
+        #expect(explained.stdout.contains("continuing opens it in the app that used it"), "\(explained)")
+
+        let continued = try await world.baton(["continue", id])
+        #expect(continued.status == 0, "\(continued)")
+        try await eventually("the editor shows the document again", timeout: .seconds(30)) {
+            let windows = try await Executables.run("xdotool", ["search", "--onlyvisible", "--name", "Hawk notes"], environment: desktop)
+            return !windows.stdout.isEmpty
+        }
+    }
+
+    /// A GTK app that sets a readable name (`g_set_application_name`), as most do: GLib records
+    /// that name and the program, and the app is found by its program's desktop entry. Where it is
+    /// not installed, continuing and Explain name it and say so.
+    @Test func anAppThatNamesItselfIsFoundByItsProgramAndNamedWhereItIsMissing() async throws {
+        _ = try Executables.require("Xvfb", package: "xvfb")
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let log = try Self.prepare(world)
+        let entry = URL(fileURLWithPath: world.bus.dataHome).appendingPathComponent("applications/\(Self.app).desktop")
+        // GLib records the program ("viewer.sh"); the entry names it in TryExec (and runs it through
+        // /bin/sh, as `prepare` says why).
+        let viewer = world.bus.directory.appendingPathComponent("viewer.sh").path
+        try "[Desktop Entry]\nType=Application\nName=Viewer\nExec=/bin/sh \"\(viewer)\" --open %f\nTryExec=\(viewer)\n"
+            .write(to: entry, atomically: true, encoding: .utf8)
+        let file = world.bus.directory.appendingPathComponent("chapter.txt")
+        try "text\n".write(to: file, atomically: true, encoding: .utf8)
+        _ = try await world.call("org.baton.Handoff1.Status", "EnableSource", [.string("recent-documents")])
+        let used = try await world.run("/usr/bin/python3", [
+            Repository.root.appendingPathComponent("Tests/Scripts/recent-document.py").path, "--name", "Hawk Viewer", "viewer.sh", file.absoluteString,
+        ])
+        #expect(used.status == 0, "\(used)")
+        try await eventually("the document is an activity", timeout: .seconds(20)) { try await !Self.documents(world).isEmpty }
+        let document = try #require(try await Self.documents(world).first)
+        let payload = try #require(document["payload"]?.stringValue)
+        #expect(payload.contains(#""app":"\#(Self.app).desktop""#) && payload.contains(#""app_name":"Hawk Viewer""#), "\(payload)")
+        let id = try #require(document["id"]?.stringValue)
+        #expect(try await world.baton(["continue", id]).status == 0)
+        try await eventually("the app was started with the document", timeout: .seconds(20)) {
+            (try? String(contentsOf: log, encoding: .utf8)) == "--open\n\(file.path)\n"
+        }
+
+        // Uninstalled: refused, naming the app, as Explain does.
+        try FileManager.default.removeItem(at: entry)
+        let refused = try await world.baton(["continue", id])
+        let missing = "the app that used it, Hawk Viewer (\(Self.app).desktop), is not installed on this machine"
+        #expect(refused.status != 0 && refused.stderr.contains(missing), "\(refused)")
+        let explained = try await world.baton(["activities", "explain", id])
+        #expect(explained.stdout.contains(missing), "\(explained)")
+    }
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Records documents as recently used through GTK 4's real RecentManager, as an app does.
 
-    recent-document.py APP_ID URI...
+    recent-document.py [--name NAME] APP_ID URI...
 
 The app's name in recently-used.xbel is APP_ID (GLib's program name, as a GApplication's id
-is). GTK records only with a display: Xvfb gives one. Exits once the file (in $XDG_DATA_HOME)
+is), or NAME where given (`g_set_application_name`, as most GTK apps set a readable name);
+its exec is 'APP_ID %u'. GTK records only with a display: Xvfb gives one. Exits once the file (in $XDG_DATA_HOME)
 names every URI, or with 1 after 20 s.
 """
 import os
@@ -12,7 +13,11 @@ import subprocess
 import sys
 import time
 
-app_id, uris = sys.argv[1], sys.argv[2:]
+arguments = sys.argv[1:]
+name = None
+if arguments[:1] == ["--name"]:
+    name, arguments = arguments[1], arguments[2:]
+app_id, uris = arguments[0], arguments[1:]
 read_end, write_end = os.pipe()
 xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-screen", "0", "640x480x24", "-nolisten", "tcp"],
                         pass_fds=[write_end], stderr=subprocess.DEVNULL)
@@ -25,6 +30,8 @@ try:
     from gi.repository import GLib, Gtk
 
     GLib.set_prgname(app_id)
+    if name:
+        GLib.set_application_name(name)
     Gtk.init()
     manager = Gtk.RecentManager.get_default()
     for uri in uris:

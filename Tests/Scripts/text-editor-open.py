@@ -1,0 +1,64 @@
+#!/usr/bin/python3
+"""Opens a file in Debian's GNOME Text Editor through its Open dialog, as a person does.
+
+    text-editor-open.py PATH
+
+On $DISPLAY (an Xvfb of the test's), with the test's session bus and $XDG_DATA_HOME: starts
+`gnome-text-editor --standalone`, presses Ctrl+O, types PATH into GTK 4's file chooser and
+presses Enter; the chooser records the file in $XDG_DATA_HOME/recently-used.xbel as GLib
+does for that app. Exits 0 once the file names PATH and the editor shows it, 1 after 30 s;
+the editor is stopped either way.
+"""
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+
+path = sys.argv[1]
+uri = "file://" + urllib.parse.quote(path)
+recent = os.path.join(os.environ["XDG_DATA_HOME"], "recently-used.xbel")
+deadline = time.monotonic() + 30
+
+
+def windows(name):
+    found = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", name], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+def wait_for(what, condition):
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    sys.exit(f"timed out waiting for {what}")
+
+
+editor = subprocess.Popen(["gnome-text-editor", "--standalone"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+try:
+    window = wait_for("the editor's window", lambda: windows("Text Editor"))[0]
+    subprocess.run(["xdotool", "windowactivate", "--sync", window], capture_output=True)
+    before = set(windows("."))
+    subprocess.run(["xdotool", "key", "--window", window, "ctrl+o"], check=True)
+    wait_for("the Open dialog", lambda: set(windows(".")) - before)
+    # A leading / opens the chooser's location entry.
+    subprocess.run(["xdotool", "type", "--delay", "30", path], check=True)
+    time.sleep(0.3)
+    subprocess.run(["xdotool", "key", "Return"], check=True)
+
+    def recorded():
+        try:
+            with open(recent) as written:
+                return f'href="{uri}"' in written.read()
+        except FileNotFoundError:
+            return False
+
+    wait_for(f"{recent} to name {uri}", recorded)
+    wait_for("the editor to show the file", lambda: windows(os.path.basename(path)))
+finally:
+    editor.terminate()
+    try:
+        editor.wait(10)
+    except subprocess.TimeoutExpired:
+        editor.kill()
