@@ -74,7 +74,7 @@ extension HandoffService {
                 (key: "name", value: .string(activity.title)),
                 (key: "description", value: .string(Self.origin(of: activity, app: app, devices: devices, now: now))),
                 (key: "icon", value: Self.serializedIcon(app?.icon, appID: activity.appID)),
-                (key: "clipboardText", value: .string(activity.webpageURL ?? activity.title)),
+                // No clipboardText: the Shell copies it on activation, replacing the user's clipboard.
             ])
         }
     }
@@ -89,7 +89,7 @@ extension HandoffService {
     /// "Hawk Notes · laptop · 3 min ago": the app, the machine, how long ago.
     static func origin(of activity: Activity, app: AppEntry?, devices: [String: String], now: UInt64) -> String {
         let machine = activity.isRemote ? devices[activity.deviceID] ?? "another machine" : "this machine"
-        return [app?.name ?? activity.appID, machine, relativeTime(activity.updatedAt, now: now)].joined(separator: " · ")
+        return [app?.name ?? AppEntry.readableName(activity.appID), machine, relativeTime(activity.updatedAt, now: now)].joined(separator: " · ")
     }
 
     /// A GIcon as `g_icon_serialize` writes it: a file for an absolute path, else a themed
@@ -124,26 +124,36 @@ extension HandoffService {
         .structure([.string(Contract.KRunner.Action.onDevice), .string("Open on the machine it came from"), .string("computer")]),
     ])
 
-    /// `Match`'s `a(sssida{sv})`: id, title, icon name, type, relevance, properties. In the
-    /// search's order, the first most relevant; a title match counts as exact (type 100,
-    /// `Plasma::QueryMatch::ExactMatch`), a keyword match as possible (30).
+    /// `Match`'s `a(sssida{sv})`: id, title, icon name, type, relevance, properties. Ranked as
+    /// KRunner's own runners rank (the applications runner, say): only a title that is the query
+    /// is an exact match (type 100, `Plasma::QueryMatch::ExactMatch`, relevance 1); words of the
+    /// title that begin with the query's are a possible match (30) at 0.5–0.8, newest highest, and
+    /// a match of keywords only at 0.2–0.4.
     func krunnerMatches(_ query: String) throws -> DBusValue {
         let activities = try desktopSearch([query])
         let devices = try deviceNames(for: activities)
-        let words = Set(query.lowercased().split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).map(String.init))
+        func words(_ text: String) -> [String] {
+            text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
+                .split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).map(String.init)
+        }
+        let wanted = words(query)
         let now = clock.now()
         let apps = appEntries(of: activities)
         let matches = activities.enumerated().map { index, activity -> DBusValue in
             let app = apps[activity.appID] ?? nil
-            let titleWords = activity.title.lowercased().split(whereSeparator: { $0.isWhitespace || $0.isPunctuation })
-            let inTitle = words.allSatisfy { word in titleWords.contains { $0.hasPrefix(word) } }
+            let titleWords = words(activity.title)
+            let exact = titleWords == wanted
+            let inTitle = wanted.allSatisfy { word in titleWords.contains { $0.hasPrefix(word) } }
+            // Newest first within each kind: the search's order.
+            let place = 1 - Double(index) / Double(max(activities.count, 1))
+            let relevance = exact ? 1 : inTitle ? 0.5 + 0.3 * place : 0.2 + 0.2 * place
             var actions = [Contract.KRunner.Action.continueHere, Contract.KRunner.Action.newScene]
             if activity.isRemote { actions.append(Contract.KRunner.Action.onDevice) }
             return .structure([
                 .string(activity.id), .string(activity.title),
                 .string(app?.icon.flatMap { $0.hasPrefix("/") ? nil : $0 } ?? "application-x-executable"),
-                .int32(inTitle ? 100 : 30),
-                .double(1 - Double(index) / Double(max(activities.count, 1)) * 0.5),
+                .int32(exact ? 100 : 30),
+                .double(relevance),
                 .record([
                     (key: "subtext", value: .string(Self.origin(of: activity, app: app, devices: devices, now: now))),
                     (key: "actions", value: .strings(actions)),

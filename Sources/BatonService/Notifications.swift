@@ -69,7 +69,7 @@ extension HandoffService {
         do {
             let reply = try await connection.call(Self.notifications.name, Self.notifications.path, Self.notifications.name, "Notify", [
                 .string("Baton"), .uint32(replacing), .string(app?.icon ?? "org.baton.Baton"), .string(activity.title),
-                .string("\(app?.name ?? activity.appID) on \(machine)"),
+                .string("\(app?.name ?? AppEntry.readableName(activity.appID)) on \(machine)"),
                 .strings(["default", "Continue", "dismiss", "Dismiss"]),
                 .record(["desktop-entry": .string("org.baton.Baton")]), .int32(-1),
             ], timeout: .seconds(5))

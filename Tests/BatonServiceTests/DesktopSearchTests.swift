@@ -66,6 +66,7 @@ struct DesktopSearchTests {
         let meta = try #require(metas.first?.stringKeyedValue)
         #expect(meta["id"]?.unwrapped == .string(agatha) && meta["name"]?.unwrapped == .string("Agatha"))
         #expect(meta["description"]?.unwrapped.stringValue?.hasPrefix("Hawk Notes · this machine · ") == true, "\(meta)")
+        #expect(meta["clipboardText"] == nil, "the Shell copies clipboardText on activation, replacing the user's clipboard")
         #expect(meta["icon"]?.unwrapped == .structure([
             .string("themed"), .variant(.strings(["hawk-notes", "com.raywenderlich.hawknotes", "application-x-executable"])),
         ]))
@@ -77,6 +78,13 @@ struct DesktopSearchTests {
             guard let scene = try await scenes(world).first else { return false }
             return try await world.run(try Executables.built("hawk-notes"), ["show", scene.text]).stdout.contains("Agatha")
         }
+
+        // An app with no desktop entry here is named in words, not by its reverse-DNS id.
+        _ = try await world.baton(["types", "register", "org.example.FieldGuide.page", "--app", "org.example.FieldGuide"])
+        let page = try await world.baton(["activities", "advertise", "org.example.FieldGuide.page", "Hawks of the moor", "{}", "--searchable"])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let guide = try await world.call(Self.provider, "GetResultMetas", [.strings([page])], path: Self.providerPath).first?.arrayValue?.first
+        #expect(guide?.stringKeyedValue?["description"]?.unwrapped.stringValue?.hasPrefix("Field Guide · this machine · ") == true, "\(String(describing: guide))")
     }
 
     @Test func krunnerMatchesAndRunsItsActions() async throws {
@@ -93,8 +101,14 @@ struct DesktopSearchTests {
         #expect(matches.count == 1 && match.count == 6)
         #expect(match[0] == .string(agatha) && match[1] == .string("Agatha") && match[2] == .string("hawk-notes"))
         #expect(match[3] == .int32(30), "a keyword match is a possible match, not an exact one")
-        #expect(try await world.call(Self.runner, "Match", [.string("agatha")], path: Self.runnerPath).first?.arrayValue?.first?
-            .structureValue?[3] == .int32(100), "a title match is exact")
+        func ranked(_ query: String) async throws -> (type: Int32?, relevance: Double?) {
+            let first = try await world.call(Self.runner, "Match", [.string(query)], path: Self.runnerPath).first?.arrayValue?.first?.structureValue
+            return (first?[3].int32Value, first?[4].doubleValue)
+        }
+        let exact = try await ranked("agatha"), begun = try await ranked("aga"), keyword = try await ranked("witch")
+        #expect(exact.type == 100 && exact.relevance == 1, "the whole title is an exact match: \(exact)")
+        #expect(begun.type == 30, "a title that only begins with the query is not exact, as KRunner's own runners rank: \(begun)")
+        #expect((keyword.relevance ?? 1) < (begun.relevance ?? 0) && (begun.relevance ?? 1) < 1, "\(keyword) \(begun)")
         let actions = try #require(try await world.call(Self.runner, "Actions", path: Self.runnerPath).first?.arrayValue)
         #expect(actions.compactMap { $0.structureValue?.first?.stringValue } == ["continue", "new-scene", "on-device"])
         let config = try await world.call(Self.runner, "Config", path: Self.runnerPath).first?.stringKeyedValue

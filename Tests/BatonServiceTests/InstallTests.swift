@@ -100,10 +100,26 @@ struct InstallTests {
         #expect(runner["Desktop Entry"]?["X-Plasma-DBusRunner-Service"] == "org.baton.Handoff1")
         #expect(runner["Desktop Entry"]?["X-Plasma-DBusRunner-Path"] == "/org/baton/Handoff1/KRunner")
         let validate = try Executables.require("desktop-file-validate", package: "desktop-file-utils")
-        for entry in ["krunner/dbusplugins/org.baton.Handoff1.desktop", "applications/org.baton.Baton.desktop"] {
+        for entry in ["krunner/dbusplugins/org.baton.Handoff1.desktop", "applications/org.baton.Baton.desktop",
+                      "applications/com.raywenderlich.hawknotes.desktop"] {
             let validated = try await Executables.run(validate, [home.appendingPathComponent(".local/share/" + entry).path])
             #expect(validated.status == 0 && validated.stdout.isEmpty && validated.stderr.isEmpty, "\(entry): \(validated)")
         }
+        // The windows' entries run their programs by absolute path (GLib drops an entry whose program
+        // is not on the session's PATH, and GNOME Shell the search provider with it), and have icons.
+        for (entry, program, icon) in [("org.baton.Baton", "baton-gtk", "org.baton.Baton"),
+                                       ("com.raywenderlich.hawknotes", "hawk-notes-gtk", "com.raywenderlich.hawknotes")] {
+            let fields = try Self.keyFile(home.appendingPathComponent(".local/share/applications/\(entry).desktop"))["Desktop Entry"]
+            let exec = try #require(fields?["Exec"])
+            #expect(exec.hasPrefix(home.path + "/.local/bin/" + program), "\(exec)")
+            #expect(fm.isExecutableFile(atPath: String(exec.split(separator: " ")[0])))
+            #expect(fields?["Icon"] == icon)
+            for (size, suffix) in [("scalable", ""), ("symbolic", "-symbolic")] {
+                let svg = try String(contentsOf: home.appendingPathComponent(".local/share/icons/hicolor/\(size)/apps/\(icon)\(suffix).svg"), encoding: .utf8)
+                #expect(svg.hasPrefix("<svg "), "\(icon)\(suffix)")
+            }
+        }
+        #expect(fm.fileExists(atPath: home.appendingPathComponent(".local/share/hawk-notes/catalog.json").path))
         // The window: the program, the client it imports, its activation by the bus.
         #expect(fm.isExecutableFile(atPath: home.appendingPathComponent(".local/bin/baton-gtk").path))
         #expect(fm.fileExists(atPath: home.appendingPathComponent(".local/share/baton/python/baton.py").path))

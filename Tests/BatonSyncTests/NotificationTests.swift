@@ -62,7 +62,7 @@ import TestSupport
         let first = try await advertise(desktop, "Field walk, page 7")
         try await eventually("a notification") { try await notified(laptop).count == 1 }
         let shown = try #require(try await notified(laptop).first)
-        #expect(shown.summary == "Field walk, page 7" && shown.body == "org.example.notes on desktop", "\(shown)")
+        #expect(shown.summary == "Field walk, page 7" && shown.body == "Notes on desktop", "an app with no desktop entry here is named in words: \(shown)")
         #expect(shown.actions == ["default", "Continue", "dismiss", "Dismiss"] && shown.replaces == 0)
         #expect(shown.hints["desktop-entry"] == .string("org.baton.Baton"))
 
