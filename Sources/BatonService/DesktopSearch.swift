@@ -178,13 +178,14 @@ extension HandoffService {
         }
     }
 
-    /// Continues an activity the desktop's search activated. The desktop takes no answer:
-    /// what goes wrong is logged (and `baton explain` tells it).
+    /// Continues an activity the desktop's search or a notification activated. The desktop takes
+    /// no answer: what goes wrong is logged and said in a notification (and `baton explain` tells it).
     func continueFromDesktop(_ id: String, options: [String: String]) async {
         do {
             _ = try await continueActivity(id, options: options, confinedTo: nil)
         } catch {
-            log.info("continuing \(id) from the desktop's search: \(error)")
+            log.info("continuing \(id) from the desktop: \(error)")
+            await tellWhyNotContinued(id, error)
         }
     }
 }

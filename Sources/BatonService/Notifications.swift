@@ -66,19 +66,42 @@ extension HandoffService {
         let app = AppEntry.find(activity.appID, in: applicationDirectories)
         let machine = (try? store.remoteDeviceNames())?[activity.deviceID] ?? "another machine"
         let replacing = notices.shown.withLock { $0?.notificationID } ?? 0
+        let posted = await postNotification(
+            summary: activity.title, body: "\(app?.name ?? AppEntry.readableName(activity.appID)) on \(machine)", icon: app?.icon,
+            actions: ["default", "Continue", "dismiss", "Dismiss"], replacing: replacing)
+        guard let posted else { return }
+        notices.shown.withLock { $0 = .init(notificationID: posted, activityID: activity.id) }
+    }
+
+    /// Says why a continuation the desktop asked for (a search result, a notification) did not
+    /// open: the person who asked is waiting for a window, and the desktop takes no answer.
+    func tellWhyNotContinued(_ id: String, _ error: any Error) async {
+        let activity = try? liveActivity(id, now: clock.now())
+        let app = activity.map { activity in
+            (AppEntry.find(activity.appID, in: applicationDirectories), AppEntry.readableName(activity.appID))
+        }
+        let appName = app.map { $0.0?.name ?? $0.1 } ?? "its app"
+        let waiting = (try? store.lastContinuation(activityID: id))?.state == "pending"
+        let body = waiting
+            ? "\(appName) did not start. It opens there when \(appName) starts again."
+            : (error as? BatonError)?.message ?? "Something went wrong; baton activities explain \(id) says more."
+        _ = await postNotification(summary: "Could not continue “\(activity?.title ?? id)”", body: body, icon: app?.0?.icon, actions: [], replacing: 0)
+    }
+
+    /// `Notify` from Baton; the notification's id, or nil without a notification server (said
+    /// once in the log).
+    private func postNotification(summary: String, body: String, icon: String?, actions: [String], replacing: UInt32) async -> UInt32? {
         do {
             let reply = try await connection.call(Self.notifications.name, Self.notifications.path, Self.notifications.name, "Notify", [
-                .string("Baton"), .uint32(replacing), .string(app?.icon ?? "org.baton.Baton"), .string(activity.title),
-                .string("\(app?.name ?? AppEntry.readableName(activity.appID)) on \(machine)"),
-                .strings(["default", "Continue", "dismiss", "Dismiss"]),
-                .record(["desktop-entry": .string("org.baton.Baton")]), .int32(-1),
+                .string("Baton"), .uint32(replacing), .string(icon ?? "org.baton.Baton"), .string(summary), .string(body),
+                .strings(actions), .record(["desktop-entry": .string("org.baton.Baton")]), .int32(-1),
             ], timeout: .seconds(5))
-            guard let id = reply.first?.uint32Value else { return }
-            notices.shown.withLock { $0 = .init(notificationID: id, activityID: activity.id) }
+            return reply.first?.uint32Value
         } catch {
             if !notices.serverMissingLogged.exchange(true, ordering: .relaxed) {
-                log.info("no notification of activities from other machines: \(error) (said once)")
+                log.info("no notifications: \(error) (said once)")
             }
+            return nil
         }
     }
 

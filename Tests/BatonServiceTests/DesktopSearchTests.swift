@@ -150,4 +150,47 @@ struct DesktopSearchTests {
         _ = try await world.call(Self.provider, "LaunchSearch", [.strings(["field", "walk"]), .uint32(7)], path: Self.providerPath)
         #expect(try String(contentsOf: log, encoding: .utf8) == "search field walk\n")
     }
+
+    /// A result whose app cannot start, or that cannot be continued, activated from the Shell:
+    /// the person waiting for a window is told why, in a notification (python3-dbusmock's
+    /// notification server), instead of an empty scene and a line in the log.
+    @Test func aResultThatCannotOpenSaysWhyInANotification() async throws {
+        let world = try await BatonWorld.started(["--handler-timeout", "2"])
+        defer { world.close() }
+        let mock = try Subprocess("/usr/bin/python3", ["-m", "dbusmock", "--template", "notification_daemon",
+                                                        "-p", #"{"capabilities": "body actions"}"#], environment: world.bus.environment)
+        defer { mock.kill(SIGKILL) }
+        try await world.client.waitForName("org.freedesktop.Notifications", timeout: .seconds(15))
+        @Sendable func notified() async throws -> [(summary: String, body: String)] {
+            let calls = try await world.client.call("org.freedesktop.Notifications", "/org/freedesktop/Notifications", "org.freedesktop.DBus.Mock",
+                                                    "GetMethodCalls", [.string("Notify")])
+            return (calls.first?.arrayValue ?? []).compactMap { call in
+                guard let arguments = call.structureValue?.last?.arrayValue?.map(\.unwrapped), arguments.count == 8 else { return nil }
+                return (arguments[3].stringValue ?? "", arguments[4].stringValue ?? "")
+            }
+        }
+        _ = try await world.baton(["types", "register", "org.example.Field.page", "--app", "org.example.Field", "--handler", "org.example.Field"])
+        func advertise(_ title: String, _ extra: [String]) async throws -> String {
+            try await world.baton(["activities", "advertise", "org.example.Field.page", title, "{}", "--searchable"] + extra)
+                .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let sigrid = try await advertise("Sigrid", []), private_ = try await advertise("Private page", ["--no-handoff"])
+
+        // The app is neither running nor activatable: its scene waits, and the notification says so.
+        let activated = try await world.run("gdbus", [
+            "call", "--session", "--dest", "org.baton.Handoff1", "--object-path", Self.providerPath.text,
+            "--method", "\(Self.provider).ActivateResult", sigrid, "['sig']", "0",
+        ])
+        #expect(activated.status == 0, "\(activated)")
+        try await eventually("a notification says why") { try await !notified().isEmpty }
+        let waiting = try #require(try await notified().first)
+        #expect(waiting.summary == "Could not continue “Sigrid”", "\(waiting)")
+        #expect(waiting.body == "Field did not start. It opens there when Field starts again.", "\(waiting)")
+
+        // Not for handoff: said as batond says it.
+        _ = try await world.call(Self.provider, "ActivateResult", [.string(private_), .strings(["priv"]), .uint32(0)], path: Self.providerPath)
+        try await eventually("a second notification") { try await notified().count == 2 }
+        let refused = try #require(try await notified().last)
+        #expect(refused.summary == "Could not continue “Private page”" && refused.body.contains("eligible_for_handoff=false"), "\(refused)")
+    }
 }
