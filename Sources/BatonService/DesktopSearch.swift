@@ -73,7 +73,7 @@ extension HandoffService {
                 (key: "id", value: .string(activity.id)),
                 (key: "name", value: .string(activity.title)),
                 (key: "description", value: .string(Self.origin(of: activity, app: app, devices: devices, now: now))),
-                (key: "icon", value: Self.serializedIcon(app?.icon, appID: activity.appID)),
+                (key: "icon", value: Self.serializedIcon(app?.icon)),
                 // No clipboardText: the Shell copies it on activation, replacing the user's clipboard.
             ])
         }
@@ -92,14 +92,15 @@ extension HandoffService {
         return [app?.name ?? AppEntry.readableName(activity.appID), machine, relativeTime(activity.updatedAt, now: now)].joined(separator: " · ")
     }
 
-    /// A GIcon as `g_icon_serialize` writes it: a file for an absolute path, else a themed
-    /// icon with fallbacks (the app's icon, then its id, then a generic one).
-    static func serializedIcon(_ icon: String?, appID: String) -> DBusValue {
+    /// A GIcon as `g_icon_serialize` writes it: a file for an absolute path, else the app's
+    /// themed icon, or a generic one for an app with no desktop entry. One name, no fallbacks:
+    /// the Shell looks every name up in the current theme before the next theme, so a fallback
+    /// that Adwaita has (application-x-executable) hid an app icon installed in hicolor.
+    static func serializedIcon(_ icon: String?) -> DBusValue {
         if let icon, icon.hasPrefix("/") {
             return .structure([.string("file"), .variant(.string("file://" + icon))])
         }
-        let names = [icon, appID, "application-x-executable"].compactMap { $0 }
-        return .structure([.string("themed"), .variant(.strings(names))])
+        return .structure([.string("themed"), .variant(.strings([icon ?? "application-x-executable"]))])
     }
 
     /// Opens the Baton window searching for `terms`: its `search` action, through

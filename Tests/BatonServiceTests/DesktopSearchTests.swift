@@ -17,7 +17,7 @@ struct DesktopSearchTests {
 
     /// A world with Hawk Notes serving, its desktop entry installed, and Agatha advertised
     /// (keyword "witch", content "agatha") beside an activity that does not match.
-    func agathaAdvertised() async throws -> (world: BatonWorld, hawkNotes: Subprocess, agatha: String) {
+    static func agathaAdvertised() async throws -> (world: BatonWorld, hawkNotes: Subprocess, agatha: String) {
         let world = try await BatonWorld.started()
         let applications = URL(fileURLWithPath: world.bus.dataHome).appendingPathComponent("applications")
         try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
@@ -42,7 +42,7 @@ struct DesktopSearchTests {
     }
 
     @Test func gnomeShellFindsAnActivityAndContinuesItInHawkNotes() async throws {
-        let (world, hawkNotes, agatha) = try await agathaAdvertised()
+        let (world, hawkNotes, agatha) = try await Self.agathaAdvertised()
         defer { hawkNotes.kill(SIGKILL); world.close() }
 
         // Terms as the Shell sends them, from gdbus: word prefixes, ANDed, over title and keywords.
@@ -68,7 +68,7 @@ struct DesktopSearchTests {
         #expect(meta["description"]?.unwrapped.stringValue?.hasPrefix("Hawk Notes · this machine · ") == true, "\(meta)")
         #expect(meta["clipboardText"] == nil, "the Shell copies clipboardText on activation, replacing the user's clipboard")
         #expect(meta["icon"]?.unwrapped == .structure([
-            .string("themed"), .variant(.strings(["hawk-notes", "com.raywenderlich.hawknotes", "application-x-executable"])),
+            .string("themed"), .variant(.strings(["hawk-notes"])),
         ]))
 
         // Activated: continued in a new scene, which Hawk Notes fills with Agatha.
@@ -88,7 +88,7 @@ struct DesktopSearchTests {
     }
 
     @Test func krunnerMatchesAndRunsItsActions() async throws {
-        let (world, hawkNotes, agatha) = try await agathaAdvertised()
+        let (world, hawkNotes, agatha) = try await Self.agathaAdvertised()
         defer { hawkNotes.kill(SIGKILL); world.close() }
 
         // Match as KRunner calls it, from busctl: one match, with its subtext and actions.
@@ -192,5 +192,101 @@ struct DesktopSearchTests {
         try await eventually("a second notification") { try await notified().count == 2 }
         let refused = try #require(try await notified().last)
         #expect(refused.summary == "Could not continue “Private page”" && refused.body.contains("eligible_for_handoff=false"), "\(refused)")
+    }
+}
+
+/// The desktop's search in the programs people run: Debian's GNOME Shell 43, headless, typed
+/// into from outside; KDE Frameworks' runner model (what KRunner and Plasma's search load) in
+/// qmlscene offscreen. Each with the real batond and Hawk Notes on a private bus.
+@Suite(.serialized)
+struct RealShellTests {
+    /// What the Shell and KRunner read, laid out as the package installs it (the programs run
+    /// from this checkout); Hawk Notes' real entry for batond as well.
+    static func installDesktopFiles(_ world: BatonWorld) throws -> URL {
+        let fm = FileManager.default, repository = Repository.root
+        let data = world.bus.directory.appendingPathComponent("system-data")
+        for directory in ["gnome-shell/search-providers", "krunner/dbusplugins", "applications", "icons"] {
+            try fm.createDirectory(at: data.appendingPathComponent(directory), withIntermediateDirectories: true)
+        }
+        for file in ["gnome-shell/search-providers/org.baton.Handoff1.search-provider.ini", "krunner/dbusplugins/org.baton.Handoff1.desktop"] {
+            try fm.copyItem(at: repository.appendingPathComponent("share/" + file), to: data.appendingPathComponent(file))
+        }
+        try fm.copyItem(at: repository.appendingPathComponent("share/icons/hicolor"), to: data.appendingPathComponent("icons/hicolor"))
+        for (entry, app) in [("org.baton.Baton", "baton-gtk"), ("com.raywenderlich.hawknotes", "hawk-notes-gtk")] {
+            let text = try String(contentsOf: repository.appendingPathComponent("share/applications/\(entry).desktop"), encoding: .utf8)
+                .replacing("@BINDIR@", with: repository.appendingPathComponent("apps/\(app)").path)
+            try text.write(to: data.appendingPathComponent("applications/\(entry).desktop"), atomically: true, encoding: .utf8)
+            if entry == "com.raywenderlich.hawknotes" {
+                try text.write(toFile: world.bus.dataHome + "/applications/\(entry).desktop", atomically: true, encoding: .utf8)
+            }
+        }
+        return data
+    }
+
+    /// A second Agatha, not for search: neither the Shell nor KRunner may show it.
+    static func advertisePrivate(_ world: BatonWorld) async throws {
+        let type = "com.raywenderlich.hawknotes.staterestore.characterDetail"
+        let advertised = try await world.baton(["activities", "advertise", type, "Agatha's diary", DesktopSearchTests.agathaPayload, "--no-searchable"])
+        #expect(advertised.status == 0, "\(advertised)")
+    }
+
+    func scenes(_ world: BatonWorld) async throws -> [ObjectPath] {
+        try await world.call("org.baton.Handoff1.Scenes", "ListScenes", [.string("com.raywenderlich.hawknotes")])
+            .first?.arrayValue?.compactMap(\.objectPathValue) ?? []
+    }
+
+    @Test func gnomeShellShowsBatonsResultsAndEnterContinuesOne() async throws {
+        _ = try Executables.require("gnome-shell", package: "gnome-shell")
+        let (world, hawkNotes, agatha) = try await DesktopSearchTests.agathaAdvertised()
+        defer { hawkNotes.kill(SIGKILL); world.close() }
+        let data = try Self.installDesktopFiles(world)
+        try await Self.advertisePrivate(world)
+
+        var arguments = [Repository.root.appendingPathComponent("Tests/Scripts/gnome-shell-search.py").path, data.path, "aga", "--activate"]
+        if let directory = ProcessInfo.processInfo.environment["BATON_SCREENSHOTS"] { arguments += ["--screenshot", directory + "/gnome-shell-search.png"] }
+        let searched = try await Executables.run("/usr/bin/python3", arguments, environment: world.bus.environment, timeout: .seconds(90))
+        try #require(searched.status == 0, "\(searched)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(searched.stdout.utf8)) as? [String: Any], "\(searched)")
+        // Baton's section (by its desktop entry) lists Agatha, as Hawk Notes', and not the private one.
+        #expect((report["sections"] as? [String])?.contains("org.baton.Baton.desktop") == true, "\(report)")
+        let shown = try #require((report["results"] as? [String: Any])?["org.baton.Baton.desktop"] as? [[String: String]], "\(report)")
+        #expect(shown.map { $0["id"] } == [agatha], "\(shown)")
+        #expect(shown.first?["name"] == "Agatha" && shown.first?["description"]?.hasPrefix("Hawk Notes · this machine · ") == true, "\(shown)")
+        // Enter continued it into a scene of Hawk Notes, and left the user's clipboard alone.
+        #expect(report["clipboard"] as? String == "what the user had copied", "\(report)")
+        try await eventually("a scene of Hawk Notes shows Agatha") {
+            guard let scene = try await scenes(world).first else { return false }
+            return try await world.run(try Executables.built("hawk-notes"), ["show", scene.text]).stdout.contains("Agatha")
+        }
+    }
+
+    @Test func krunnersRunnerModelMatchesAndRunsBaton() async throws {
+        let qmlscene = try Executables.require("qmlscene", package: "qmlscene qml-module-org-kde-runnermodel qml-module-qtqml-models2")
+        let (world, hawkNotes, _) = try await DesktopSearchTests.agathaAdvertised()
+        defer { hawkNotes.kill(SIGKILL); world.close() }
+        let data = try Self.installDesktopFiles(world)
+        try await Self.advertisePrivate(world)
+
+        var environment = world.bus.environment
+        environment["XDG_DATA_DIRS"] = data.path + ":/usr/local/share:/usr/share"
+        environment["QT_QPA_PLATFORM"] = "offscreen"
+        // The scene and the query it reads beside it.
+        let scene = world.bus.directory.appendingPathComponent("krunner-query.qml")
+        try FileManager.default.copyItem(at: Repository.root.appendingPathComponent("Tests/Scripts/krunner-query.qml"), to: scene)
+        try #"var query = "aga"; var run = true;"#.write(to: world.bus.directory.appendingPathComponent("query.js"), atomically: true, encoding: .utf8)
+        let query = try await Executables.run(qmlscene, [scene.path], environment: environment, timeout: .seconds(60))
+        let matches = query.stderr.split(separator: "\n").compactMap { line -> [String: Any]? in
+            guard let start = line.range(of: "match ")?.upperBound else { return nil }
+            return try? JSONSerialization.jsonObject(with: Data(line[start...].utf8)) as? [String: Any]
+        }
+        let baton = matches.filter { $0["runner"] as? String == "org.baton.Handoff1" }
+        #expect(baton.map { $0["text"] as? String } == ["Agatha"], "\(query)")
+        // A title that only begins with the query is a possible match, not an exact one.
+        #expect(baton.first?["type"] as? Int == 30, "\(baton)")
+        #expect(query.stderr.contains("ran 0"), "\(query)")
+        try await eventually("a scene of Hawk Notes shows Agatha") {
+            guard let scene = try await scenes(world).first else { return false }
+            return try await world.run(try Executables.built("hawk-notes"), ["show", scene.text]).stdout.contains("Agatha")
+        }
     }
 }
