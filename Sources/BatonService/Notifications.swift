@@ -99,7 +99,7 @@ extension HandoffService {
             return reply.first?.uint32Value
         } catch {
             if !notices.serverMissingLogged.exchange(true, ordering: .relaxed) {
-                log.info("no notifications: \(error) (said once)")
+                log.info("cannot show notifications: \(error) (said once)")
             }
             return nil
         }

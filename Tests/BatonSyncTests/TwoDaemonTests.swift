@@ -267,7 +267,7 @@ extension TwoDaemonTests {
         let provider: ObjectPath = "/org/baton/Handoff1/SearchProvider", runner: ObjectPath = "/org/baton/Handoff1/KRunner"
         let metas = try await laptop.call("org.gnome.Shell.SearchProvider2", "GetResultMetas", [.strings([id])], path: provider)
         let description = metas.first?.arrayValue?.first?.stringKeyedValue?["description"]?.unwrapped.stringValue
-        #expect(description?.hasPrefix("org.example.notes · desktop · ") == true, "\(description ?? "none")")
+        #expect(description?.hasPrefix("Notes · desktop · ") == true, "an app with no desktop entry, in words: \(description ?? "none")")
         let match = try #require(try await laptop.call("org.kde.krunner1", "Match", [.string("field")], path: runner)
             .first?.arrayValue?.first?.structureValue)
         let properties = match.last?.stringKeyedValue

@@ -58,24 +58,43 @@ class BatonWindowTests(unittest.TestCase):
         self.window_call("Act", "ss", (action, argument))
 
     def test_the_window_lists_searches_continues_and_forgets(self):
-        self.client.register_type(TYPE, APP, title="Page")
-        walk = self.client.advertise(TYPE, "Field walk", {"page": 7}, keywords=["outdoors"], searchable=True)
-        self.client.advertise(TYPE, "Reading list", {"page": 1}, searchable=True)
+        # Hawk Notes' desktop entry and icons, as installed: the window shows its icon and name.
+        data = os.environ["XDG_DATA_HOME"]
+        os.makedirs(os.path.join(data, "applications"), exist_ok=True)
+        repository = os.path.join(HERE, "..", "..")
+        with open(os.path.join(repository, "share/applications/com.raywenderlich.hawknotes.desktop")) as entry, \
+                open(os.path.join(data, "applications/com.raywenderlich.hawknotes.desktop"), "w") as installed:
+            installed.write(entry.read().replace("@BINDIR@", os.path.join(repository, "apps/hawk-notes-gtk")))
+        shutil.copytree(os.path.join(repository, "share/icons"), os.path.join(data, "icons"), dirs_exist_ok=True)
         environment = dict(os.environ, DISPLAY=self.display, GDK_BACKEND="x11", GSK_RENDERER="cairo", NO_AT_BRIDGE="1",
                            GTK_A11Y="none")
         app = subprocess.Popen([os.path.join(HERE, "baton-gtk")], env=environment)
         self.addCleanup(self.stop, app)
 
-        # Every activity, newest first, with where it comes from; sync's state below.
+        # Nothing yet: the empty state says how to start.
+        eventually("the empty state", lambda: self.describe()[0]["empty"] == "No Activities")
+        self.client.register_type(TYPE, APP, title="Page")
+        walk = self.client.advertise(TYPE, "Field walk", {"page": 7}, keywords=["outdoors"], searchable=True)
+        self.client.advertise(TYPE, "Reading list", {"page": 1}, searchable=True)
+
+        # Every activity, newest first, grouped by day and machine, each with its app's name
+        # (in words: this app has no desktop entry); sync's state under the title.
         eventually("the window lists both", lambda: self.titles() == ["Reading list", "Field walk"])
         window, rows = self.describe()
-        self.assertIn("this machine", rows[0]["detail"])
+        self.assertEqual(window["groups"], "Today · This machine")
+        self.assertEqual(window["empty"], "")
+        self.assertTrue(rows[0]["detail"].startswith("Notes · this machine · "), rows[0]["detail"])
         self.assertEqual(rows[0]["actions"], "continue,forget", "no other machine to continue on")
         self.assertIn("sync: off", window["status"])
+        self.assertEqual(window["subtitle"], "Sync off")
 
-        # The search box: title and keyword prefixes, as the desktop's search finds them.
-        self.act("search", "out")
+        # Typing into the window searches (a person's keys, through xdotool): title and keyword
+        # prefixes, as the desktop's search finds them.
+        xid = window["xid"]
+        subprocess.run(["xdotool", "windowfocus", "--sync", xid], env=environment, check=True, timeout=10)
+        subprocess.run(["xdotool", "type", "--window", xid, "--delay", "50", "out"], env=environment, check=True, timeout=10)
         eventually("the search finds Field walk by its keyword", lambda: self.titles() == ["Field walk"])
+        self.assertEqual(self.describe()[0]["search"], "out")
 
         # Live: what is advertised now appears, within the search.
         notes = self.client.advertise(TYPE, "Outdoor notes", {"page": 2}, searchable=True)
@@ -96,6 +115,21 @@ class BatonWindowTests(unittest.TestCase):
                                          Gio.DBusCallFlags.NONE, 10000, None)
         eventually("the window searches for reading", lambda: self.describe()[0]["search"] == "reading"
                    and self.titles() == ["Reading list"])
+
+        # A search that finds nothing says so.
+        self.act("search", "zzz")
+        eventually("no results", lambda: self.describe()[0]["empty"] == "No Results")
+        self.act("search", "reading")
+        eventually("the list again", lambda: self.titles() == ["Reading list"])
+
+        # An app with a desktop entry and an icon shows them (Hawk Notes', installed before the window started).
+        self.client.register_type("com.raywenderlich.hawknotes.staterestore.characterDetail", "com.raywenderlich.hawknotes",
+                                  title="Character")
+        self.client.advertise("com.raywenderlich.hawknotes.staterestore.characterDetail", "Agatha",
+                              {"id": "0edb89dd-1bdb-4aad-b0b3-c2e9b397f2d5", "name": "Agatha"}, searchable=True)
+        self.act("search", "")
+        eventually("every activity", lambda: self.titles() == ["Agatha", "Reading list", "Field walk"])
+        self.assertTrue(self.describe()[1][0]["detail"].startswith("Hawk Notes · this machine"), self.describe()[1][0])
 
         # Drawn: photographed until two photographs agree.
         shot = os.path.join(self.directory, "baton-gtk.png")
