@@ -157,6 +157,12 @@ import TestSupport
         // Shown; ended on the desktop, withdrawn on the laptop.
         let ended = try await advertise(desktop, "Field walk, page 7")
         try await eventually("dunst shows it") { try await displayed() == "1" }
+        if let directory = ProcessInfo.processInfo.environment["BATON_SCREENSHOTS"] {
+            let photographed = try await Executables.run("/usr/bin/python3", [
+                Repository.root.appendingPathComponent("Tests/Scripts/photograph-screen.py").path, display, directory + "/notification.png",
+            ])
+            #expect(photographed.status == 0, "\(photographed)")
+        }
         _ = try await desktop.call("org.baton.Handoff1.Activities", "Invalidate", [.string(ended)])
         try await eventually("withdrawn when it ended") { try await displayed() == "0" }
 
