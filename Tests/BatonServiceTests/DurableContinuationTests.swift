@@ -303,7 +303,7 @@ struct DurableContinuationTests {
         let world = try BatonWorld()
         defer { world.close() }
         let python = try Executables.require("/usr/bin/python3", package: "python3-dbus python3-gi")
-        let app = Repository.root.appendingPathComponent("Tests/Scripts/late-handler-app.py").path
+        let app = Repository.root.appendingPathComponent("Tests/Scripts/handler-app.py").path
         let name = "org.baton.LateApp"
         try await world.startDaemon()
         try await world.register(handler: name)
@@ -312,7 +312,7 @@ struct DurableContinuationTests {
             try await world.startDaemon()
             let id = try await world.advertise("round \(round)")
             // 0–4 ms: before, during and after the first attempt's call and its write.
-            let result = try await world.run(python, [app, id, name, String(round % 5), "10"])
+            let result = try await world.run(python, [app, name, "--continue", id, "--delay-ms", String(round % 5)])
             let lines = result.stdout.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
             let scene = lines.first { $0.first == "scene" }?.last
             #expect(result.status == 0, "round \(round): never delivered: \(result)\n\(world.daemonLog.suffix(2000))")
@@ -320,6 +320,37 @@ struct DurableContinuationTests {
             let path = try ObjectPath(validating: try #require(scene))
             try await eventually("round \(round): ready") { try await state(of: path, world) == "ready" }
         }
+    }
+
+    /// The promises of the tests above with the app as a process of its own, on its own
+    /// schedule: it crashes mid-call (exits without answering), batond is killed, and the app
+    /// starts again a second after batond came back: the continuation reaches it, once.
+    @Test func anAppOfItsOwnThatCrashesMidCallGetsItAfterBatondRestarts() async throws {
+        let world = try BatonWorld()
+        defer { world.close() }
+        world.extraArguments = ["--handler-timeout", "20"]
+        let python = try Executables.require("/usr/bin/python3", package: "python3-dbus python3-gi")
+        let app = Repository.root.appendingPathComponent("Tests/Scripts/handler-app.py").path
+        let name = "org.baton.ProcessApp"
+        try await world.startDaemon()
+        try await world.register(handler: name)
+        let id = try await world.advertise("Lady Beatrice")
+
+        let crashing = try Subprocess(python, [app, name, "--die-on-call"], environment: world.bus.environment)
+        defer { crashing.kill(SIGKILL) }
+        try await world.client.waitForName(name, timeout: .seconds(15))
+        let scene = try await continueWhileAway(id, world)
+        #expect(try await state(of: scene, world) == "pending")
+        try await eventually("the app's name is free") { try await world.client.nameOwner(name) == nil }
+
+        await world.stopDaemon(SIGKILL)
+        try await world.startDaemon()
+        #expect(try await state(of: scene, world) == "pending")
+        let again = try await world.run(python, [app, name, "--delay-ms", "1000"])
+        #expect(again.status == 0, "\(again)")
+        #expect(again.stdout == "delivered \(scene.text)\n", "once, into the scene that waited: \(again.stdout)")
+        try await eventually("ready") { try await state(of: scene, world) == "ready" }
+        #expect(try await delivered(scene, world) == "Lady Beatrice")
     }
 
     /// A Continue that finds its scene's continuation already being delivered (its app just
