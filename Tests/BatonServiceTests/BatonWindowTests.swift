@@ -7,6 +7,10 @@ import TestSupport
 /// through the search provider's LaunchSearch (`test_baton_gtk.py`).
 @Suite(.serialized)
 struct BatonWindowTests {
+    /// Longer than the test's own steps (20 s each at most), so a slow step fails with its name;
+    /// the run was killed at 30 s under the full suite's load while its steps still waited.
+    static let deadline: Duration = .seconds(120)
+
     @Test func theWindowListsSearchesContinuesAndForgets() async throws {
         _ = try Executables.require("Xvfb", package: "xvfb")
         let world = try await BatonWorld.started()
@@ -17,7 +21,7 @@ struct BatonWindowTests {
                            Repository.root.appendingPathComponent("apps/hawk-notes-gtk").path,
                            Repository.root.appendingPathComponent("python").path].joined(separator: ":"),
             "PYTHONDONTWRITEBYTECODE": "1",
-        ])
+        ], timeout: Self.deadline)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains("Ran 1 test") && result.stderr.hasSuffix("OK\n"), "\(result.stderr)")
     }

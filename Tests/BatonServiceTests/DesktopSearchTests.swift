@@ -244,7 +244,8 @@ struct RealShellTests {
 
         var arguments = [Repository.root.appendingPathComponent("Tests/Scripts/gnome-shell-search.py").path, data.path, "aga", "--activate"]
         if let directory = ProcessInfo.processInfo.environment["BATON_SCREENSHOTS"] { arguments += ["--screenshot", directory + "/gnome-shell-search.png"] }
-        let searched = try await Executables.run("/usr/bin/python3", arguments, environment: world.bus.environment, timeout: .seconds(90))
+        // Longer than the script's own deadline (100 s), which names the step that did not happen.
+        let searched = try await Executables.run("/usr/bin/python3", arguments, environment: world.bus.environment, timeout: .seconds(130))
         try #require(searched.status == 0, "\(searched)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(searched.stdout.utf8)) as? [String: Any], "\(searched)")
         // Baton's section (by its desktop entry) lists Agatha, as Hawk Notes', and not the private one.

@@ -175,8 +175,9 @@ import TestSupport
         try "Agatha\n".write(to: notes, atomically: true, encoding: .utf8)
         _ = try await world.call("org.baton.Handoff1.Status", "EnableSource", [.string("recent-documents")])
 
+        // Longer than the script's own deadline (60 s), which names the step that did not happen.
         let opened = try await world.run("/usr/bin/python3", [Repository.root.appendingPathComponent("Tests/Scripts/text-editor-open.py").path, notes.path],
-                                         environment: desktop)
+                                         environment: desktop, timeout: .seconds(90))
         #expect(opened.status == 0, "\(opened)")
         try await eventually("the document is an activity", timeout: .seconds(20)) { try await !Self.documents(world).isEmpty }
         let document = try #require(try await Self.documents(world).first)
@@ -188,7 +189,7 @@ import TestSupport
 
         let continued = try await world.baton(["continue", id])
         #expect(continued.status == 0, "\(continued)")
-        try await eventually("the editor shows the document again", timeout: .seconds(30)) {
+        try await eventually("the editor shows the document again", timeout: .seconds(60)) {
             let windows = try await Executables.run("xdotool", ["search", "--onlyvisible", "--name", "Hawk notes"], environment: desktop)
             return !windows.stdout.isEmpty
         }

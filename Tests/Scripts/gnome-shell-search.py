@@ -32,7 +32,7 @@ data_dir, query = sys.argv[1], sys.argv[2]
 screenshot = sys.argv[sys.argv.index("--screenshot") + 1] if "--screenshot" in sys.argv else None
 activate = "--activate" in sys.argv
 KNOWN_TEXT = "what the user had copied"
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + 100
 work = tempfile.mkdtemp(prefix="baton-shell-")
 children = []
 
@@ -97,7 +97,7 @@ try:
         except dbus.DBusException:
             return False
 
-    until("GNOME Shell to start", started, 40)
+    until("GNOME Shell to start", started)
     # As gnome-session does: what the Shell starts (the Baton window, say) finds the display.
     bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").UpdateActivationEnvironment(
         {"WAYLAND_DISPLAY": shell("GLib.getenv('WAYLAND_DISPLAY') || ''") or "wayland-0"},
@@ -140,7 +140,7 @@ try:
         shown = shell(read_results)
         return shown if shown["sections"] and not shown["searching"] else None
 
-    until("search results", settled, 15)
+    until("search results", settled)
     time.sleep(0.5)  # metas arrive after ids: read once they are drawn
     shown = shell(read_results)
     if screenshot:

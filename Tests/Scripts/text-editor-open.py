@@ -6,7 +6,7 @@
 On $DISPLAY (an Xvfb of the test's), with the test's session bus and $XDG_DATA_HOME: starts
 `gnome-text-editor --standalone`, presses Ctrl+O, types PATH into GTK 4's file chooser and
 presses Enter; the chooser records the file in $XDG_DATA_HOME/recently-used.xbel as GLib
-does for that app. Exits 0 once the file names PATH and the editor shows it, 1 after 30 s;
+does for that app. Exits 0 once the file names PATH and the editor shows it, 1 after 60 s;
 the editor is stopped either way.
 """
 import os
@@ -18,7 +18,7 @@ import urllib.parse
 path = sys.argv[1]
 uri = "file://" + urllib.parse.quote(path)
 recent = os.path.join(os.environ["XDG_DATA_HOME"], "recently-used.xbel")
-deadline = time.monotonic() + 30
+deadline = time.monotonic() + 60
 
 
 def windows(name):

@@ -79,8 +79,12 @@ public final class BatonWorld: @unchecked Sendable {
     }
 
     /// Runs a program (a path, or a name on PATH) with this bus as its session bus.
-    public func run(_ tool: String, _ arguments: [String], environment extra: [String: String] = [:], stdin: String? = nil) async throws -> CommandResult {
-        try await Executables.run(tool, arguments, environment: bus.environment.merging(extra) { $1 }, stdin: stdin)
+    /// `timeout` as `Executables.run`'s: longer than the deadlines of the program's own steps,
+    /// so that a step that fails says which it was.
+    public func run(
+        _ tool: String, _ arguments: [String], environment extra: [String: String] = [:], stdin: String? = nil, timeout: Duration = .seconds(30)
+    ) async throws -> CommandResult {
+        try await Executables.run(tool, arguments, environment: bus.environment.merging(extra) { $1 }, stdin: stdin, timeout: timeout)
     }
 
     /// Runs the built `baton` on this bus, without colours.
