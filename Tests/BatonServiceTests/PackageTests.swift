@@ -13,20 +13,13 @@ private let noBatonPackageInstalled =
 /// its own; on a machine where a baton package is installed already, it does not run. It runs
 /// alone, after every other suite (scripts/test): their buses and batonds would find it in /usr.
 ///
-/// The package is `$BATON_DEB` when set (.ci/run makes it once), else `scripts/package` makes
-/// it now from a release build (several minutes the first time).
+/// The package is `$BATON_DEB` (scripts/test and .ci/run make it first with scripts/package:
+/// made from inside `swift test`, its release build waited for the test run's lock on .build).
 @Suite(.serialized, .enabled(if: noBatonPackageInstalled, "a baton package is installed on this machine: the test would replace and purge it"))
 struct PackageTests {
     @Test func theInstalledPackageServesAndPurgesClean() async throws {
-        let deb: String
-        if let given = ProcessInfo.processInfo.environment["BATON_DEB"], !given.isEmpty {
-            deb = given
-        } else {
-            let made = try await Executables.run(Repository.root.appendingPathComponent("scripts/package").path, [], timeout: .seconds(1800))
-            try #require(made.status == 0, "\(made)")
-            let line = try #require(made.stdout.split(separator: "\n").first { $0.hasPrefix("package: made ") }, "\(made)")
-            deb = Repository.root.appendingPathComponent(String(line.dropFirst("package: made ".count).prefix { $0 != " " })).path
-        }
+        let deb = try #require(ProcessInfo.processInfo.environment["BATON_DEB"].flatMap { $0.isEmpty ? nil : $0 },
+                               "set BATON_DEB to a package made by scripts/package (scripts/test does)")
         let work = try TemporaryDirectory.make(prefix: "baton-package")
         defer { try? FileManager.default.removeItem(at: work) }
         let result = try await Executables.run(try Executables.require("unshare", package: "util-linux"), [
