@@ -64,6 +64,8 @@ public struct ContractSignal: Sendable {
     public let interface: String
     public let name: String
     public let arguments: [Argument]
+    /// Its body's signature, as declared.
+    public var signature: Signature { Signature(arguments.map(\.type)) }
 
     init(_ interface: String, _ name: String, _ arguments: [Argument]) {
         self.interface = interface
@@ -344,9 +346,14 @@ extension Connection {
     }
 
     /// Emits a contract signal from the object at `path`, heard by `audience` (see `Connection.emit`).
+    /// A body that is not what the signal declares is refused (`InvalidArgs`), not sent.
     public func emit(
         _ signal: ContractSignal, path: ObjectPath = Contract.root, _ body: [DBusValue], to audience: Audience? = nil
     ) throws(DBusError) {
+        let signature = Signature(body.map(\.type))
+        guard signature == signal.signature else {
+            throw .invalidArgs("\(signal.interface).\(signal.name) declares '\(signal.signature)'; its body was '\(signature)'")
+        }
         try emit(path: path, interface: signal.interface, member: signal.name, body, to: audience)
     }
 }

@@ -52,7 +52,7 @@ extension HandoffService {
         // A repeated request stored nothing and announces nothing: the first call did.
         guard !inserted.repeated else { return inserted.id }
         announceRemoved(inserted.trimmed)
-        emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
+        emitAdvertised(activity)
         if let sceneID = activity.sceneID { emitSceneChanged(sceneID) }
         return activity.id
     }
@@ -63,7 +63,7 @@ extension HandoffService {
         let added = paused.add(activity, requestID: requestID, quota: limits.liveActivitiesPerApp)
         if let first = added.repeated { return first }
         announceRemoved(added.removed.map { (id: $0, app: activity.appID) })
-        emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
+        emitAdvertised(activity)
         return activity.id
     }
 
@@ -88,7 +88,7 @@ extension HandoffService {
             return updated
         }
         guard let changed else { return [] }
-        emit(Contract.Activities.updated, [.string(changed.id)], to: .app(changed.appID))
+        emitUpdated(changed.id, app: changed.appID)
         if update.scene != nil, let scene = changed.sceneID { emitSceneChanged(scene) }
         for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
         return []
@@ -104,7 +104,7 @@ extension HandoffService {
         var updated = try update.apply(to: activity, type: type, now: now, limits: limits)
         if let named = update.scene { updated.sceneID = named.isEmpty ? nil : try scene(named: named, ofApp: activity.appID) }
         guard paused.keepUpdate(updated) else { return false }
-        emit(Contract.Activities.updated, [.string(updated.id)], to: .app(updated.appID))
+        emitUpdated(updated.id, app: updated.appID)
         return true
     }
 

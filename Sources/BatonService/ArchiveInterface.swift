@@ -50,7 +50,7 @@ extension HandoffService {
         let document = try await Task.detached { () throws(BatonError) in try ArchiveDocument.decode(text, registered: registered, limits: limits) }.value
         let imported = try await store.writing { try $0.importContents(document) }
         for activity in imported.activities {
-            emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
+            emitAdvertised(activity)
         }
         for scene in imported.scenes { try await exportNew(scene) }
         let counts: [String: UInt32] = [

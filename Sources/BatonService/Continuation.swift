@@ -157,7 +157,7 @@ extension HandoffService {
             if let unreachable = error as? HandlerUnreachable { throw BatonError.handlerFailed(unreachable.reason) }
             throw error
         }
-        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)], to: .app(activity.appID))
+        emitContinued(activity, into: path, created: existing == nil)
         tellOriginator(activity, type: type, scene: path, device: thisDevice)
         return [.objectPath(path)]
     }
@@ -179,7 +179,7 @@ extension HandoffService {
             try await exportNew(scene)
         }
         let path = SceneAddress.objectPath(forID: scene.id)
-        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(existing == nil)], to: .app(activity.appID))
+        emitContinued(activity, into: path, created: existing == nil)
         tellWhereContinued(activity, type: type, scene: path)
         return [.objectPath(path)]
     }
@@ -217,7 +217,7 @@ extension HandoffService {
         }
         if let request { try await store.writing { try $0.record(request, result: "") } }
         log.debug("\(handler.name) opened \(activity.id)")
-        emit(Contract.Activities.continued, [.string(activity.id), .objectPath("/"), .boolean(false)], to: .app(activity.appID))
+        emitContinued(activity, into: "/", created: false)
         // Another machine's: it hears where its activity went, as for any continuation.
         if activity.isRemote { tellItsMachine(activity) }
         return [.objectPath("/")]
@@ -299,7 +299,7 @@ extension HandoffService {
             }
             emitSceneChanged(sceneID, activityID: activity.id, lastActiveAt: now, state: .ready)
             emitStorageChanged(sceneID, changed: storage, removed: [])
-            emit(Contract.Activities.continued, [.string(activity.id), .objectPath(path), .boolean(pending.createdScene)], to: .app(activity.appID))
+            emitContinued(activity, into: path, created: pending.createdScene)
             log.debug("continued \(activity.id) into \(path.text)")
             tellWhereContinued(activity, type: type, scene: path)
         } catch is CancellationError {

@@ -251,7 +251,7 @@ public final class HandoffService: Sendable {
     /// The same, for activities whose apps are known. One whose app is not (see
     /// `Store.takeAppsOfEnded`) is told to host clients only.
     func announceRemoved(_ ended: [(id: String, app: String?)]) {
-        for (id, app) in ended { emit(Contract.Activities.invalidated, [.string(id)], to: app.map(Audience.app) ?? .hosts) }
+        for (id, app) in ended { emitInvalidated(id, app: app) }
         paused.forgetUpdates(of: ended.map(\.id))
         withdrawOffer(of: ended.map(\.id))
         for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }

@@ -51,7 +51,7 @@ extension HandoffService {
         guard let (forgotten, reverted) = paused.resume() else { return }
         log.info("recording resumed; forgotten: \(forgotten.count) activities advertised and \(reverted.count) updates made while paused")
         announceRemoved(forgotten.map { (id: $0.id, app: $0.appID) })
-        for activity in reverted { emit(Contract.Activities.updated, [.string(activity.id)], to: .app(activity.appID)) }
+        for activity in reverted { emitUpdated(activity.id, app: activity.appID) }
         announcePause()
     }
 

@@ -81,14 +81,14 @@ extension HandoffService {
         let advertised = applied.advertised.compactMap { try? store.storedActivity(id: $0) }
         let offered = offerable(advertised)
         for activity in advertised {
-            emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
+            emitAdvertised(activity)
         }
         offered.map(offer)
         withdrawOffer(of: applied.continuedElsewhere)
         for id in applied.updated {
             // Told to host clients only when it cannot be read now (it went meanwhile).
             let app = (try? store.storedActivity(id: id))?.appID
-            emit(Contract.Activities.updated, [.string(id)], to: app.map(Audience.app) ?? .hosts)
+            emitUpdated(id, app: app)
         }
         announceRemoved(applied.ended)
         // Another machine asked for these here: each scene is on the bus before its app is asked.

@@ -1,0 +1,31 @@
+import BatonContract
+import BatonCore
+import DBus
+
+/// The Activities interface's signals, each body built here and nowhere else, from typed
+/// values in the order of its declaration (`Contract.Activities`; `Connection.emit` refuses a
+/// body that differs from it, and `SignalContractTests` checks every one against the XML).
+/// Each is heard by the activity's app and host clients (`Audience`); one whose app is no
+/// longer known, by host clients only.
+extension HandoffService {
+    /// `Advertised(id, type, title)`.
+    func emitAdvertised(_ activity: Activity) {
+        emit(Contract.Activities.advertised, [.string(activity.id), .string(activity.type), .string(activity.title)], to: .app(activity.appID))
+    }
+
+    /// `Updated(id)`.
+    func emitUpdated(_ id: String, app: String?) {
+        emit(Contract.Activities.updated, [.string(id)], to: app.map(Audience.app) ?? .hosts)
+    }
+
+    /// `Invalidated(id)`.
+    func emitInvalidated(_ id: String, app: String?) {
+        emit(Contract.Activities.invalidated, [.string(id)], to: app.map(Audience.app) ?? .hosts)
+    }
+
+    /// `Continued(id, scene, created)`: `scene` is `/` when the activity opened outside a scene
+    /// (a web page, a document) or on another machine.
+    func emitContinued(_ activity: Activity, into scene: ObjectPath, created: Bool) {
+        emit(Contract.Activities.continued, [.string(activity.id), .objectPath(scene), .boolean(created)], to: .app(activity.appID))
+    }
+}
