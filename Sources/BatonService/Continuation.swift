@@ -17,7 +17,6 @@ import Logging
 ///   handler's name appears on the bus (`runRedelivery`), also after a restart of batond;
 ///   after a day it becomes `failed`.
 extension HandoffService {
-    static let continueOptions = ["scene", "new_scene", "wait", "request_id", "device"]
     /// A delivery refused or cut short because batond is stopping: its continuation stays pending.
     static let stopping = BatonError.storageUnavailable("batond is stopping; the continuation is delivered when it starts again")
 
@@ -34,17 +33,13 @@ extension HandoffService {
         return continued
     }
 
+    /// The types whose sources open them outside any scene: a web page in the browser, a recent
+    /// document in the app that used it.
+    static let opensOutside: Set<String> = [RecentDocuments.type, Contract.Sources.WebPages.type]
+
     private func continueInScene(_ id: String, options: [String: String], confinedTo confinedApp: String?) async throws -> [DBusValue] {
         let now = clock.now()
-        if let unknown = options.keys.first(where: { !Self.continueOptions.contains($0) }) {
-            throw BatonError.invalidArgument(
-                "Continue has no option '\(printable(unknown))'; its options are \(Self.continueOptions.joined(separator: ", "))")
-        }
-        let newScene = try flag(options, "new_scene", default: false)
-        let wait = try flag(options, "wait", default: true)
-        if newScene && options["scene"] != nil {
-            throw BatonError.invalidArgument("Continue was given both scene and new_scene=true; give one")
-        }
+        let parsed = try ContinuationRoute.Options(options)
         let request = try Validate.requestID(options).map { Request(id: $0, method: Contract.Activities.continue.name) }
         // A repeat answers at once, without asking the app again, even if the activity has gone since.
         if let request, let first = try store.result(of: request) {
@@ -52,36 +47,36 @@ extension HandoffService {
             return [.objectPath(first.isEmpty ? "/" : SceneAddress.objectPath(forID: first))]
         }
         let activity = try continuableActivity(id, now: now)
-        guard confinedApp.map({ $0 == activity.appID }) ?? true else { throw Access.noActivity(activity.id) }
-        guard activity.eligibleForHandoff else {
-            throw BatonError.notEligible("activity \(activity.id) was advertised with eligible_for_handoff=false: it cannot be continued")
-        }
-        let unrecorded = paused.activity(activity.id) != nil
-        if let device = options["device"], !device.isEmpty, device != syncEngine?.settings?.deviceID {
-            if unrecorded {
-                throw BatonError.notEligible("activity \(activity.id) was advertised while recording was paused: it stays on this machine")
-            }
+        let route = try ContinuationRoute.route(
+            for: activity, confinedTo: confinedApp, options: parsed, thisDevice: thisDevice, type: try store.activityType(activity.type),
+            unrecorded: paused.activity(activity.id) != nil, opensOutside: Self.opensOutside)
+        switch route {
+        case .onDevice(let device):
             return try await continueOnDevice(activity, device: device, options: options, request: request)
+        case .outside where activity.type == RecentDocuments.type:
+            return try await openRecentDocument(activity, request: request)
+        case .outside, .webPage:
+            return try await openWebPage(of: activity, request: request)
+        case .scene(let type, let choice, let delivery):
+            let existing: Scene?
+            switch choice {
+            case .named(let named): existing = try store.scene(id: try scene(named: named, ofApp: activity.appID))
+            case .showing(let content): existing = try store.scene(showing: content, appID: activity.appID).flatMap { try store.scene(id: $0) }
+            case .new: existing = nil
+            }
+            switch delivery {
+            case .unrecorded: return try await continueUnrecorded(activity, type: type, into: existing, now: now)
+            case .withoutHandler: return try await continueWithoutHandler(activity, type: type, into: existing, now: now, request: request)
+            case .handler: return try await continueThroughHandler(activity, type: type, into: existing, now: now, wait: parsed.wait, request: request)
+            }
         }
-        // The sources' activities open in the browser or the app that used them, not in a scene.
-        if activity.type == RecentDocuments.type && options["scene"] == nil { return try await openRecentDocument(activity, request: request) }
-        if activity.type == Contract.Sources.WebPages.type && options["scene"] == nil { return try await openWebPage(of: activity, request: request) }
-        guard let type = try store.activityType(activity.type) else {
-            // No app here knows it: its web page, if it has one, as Apple's Handoff falls back to Safari.
-            if activity.webpageURL != nil && options["scene"] == nil { return try await openWebPage(of: activity, request: request) }
-            throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
-        }
+    }
 
-        var existing: Scene?
-        if let named = options["scene"] {
-            existing = try store.scene(id: try scene(named: named, ofApp: activity.appID))
-        } else if !newScene, let content = activity.targetContentID,
-                  let showing = try store.scene(showing: content, appID: activity.appID) {
-            existing = try store.scene(id: showing)
-        }
-        if unrecorded { return try await continueUnrecorded(activity, type: type, into: existing, now: now) }
-        // No handler: nothing to deliver, so the scene shows the activity at once, in one write.
-        if type.handler == nil { return try await continueWithoutHandler(activity, type: type, into: existing, now: now, request: request) }
+    /// A continuation through the type's handler: written first (the scene, new or existing,
+    /// turns `pending` and is on the bus), then delivered; with `wait`, the reply waits for the app.
+    private func continueThroughHandler(
+        _ activity: Activity, type: ActivityType, into existing: Scene?, now: UInt64, wait: Bool, request: Request?
+    ) async throws -> [DBusValue] {
         let sceneID: String
         if let existing {
             sceneID = existing.id
@@ -236,10 +231,6 @@ extension HandoffService {
         background.start { [log] in
             do { try await self.syncEngine?.tellContinued(activity) } catch { log.error("telling \(activity.deviceID) of the continuation: \(error)") }
         }
-    }
-
-    private func flag(_ options: [String: String], _ name: String, default value: Bool) throws(BatonError) -> Bool {
-        try options[name].map { text throws(BatonError) in try Validate.boolean(text, option: name) } ?? value
     }
 
     /// Delivers the continuation waiting in a scene, once at a time per scene; returns when
