@@ -35,25 +35,40 @@ def wait_for(what, condition):
     sys.exit(f"timed out waiting for {what}")
 
 
+def recorded():
+    try:
+        with open(recent) as written:
+            return f'href="{uri}"' in written.read()
+    except FileNotFoundError:
+        return False
+
+
+def xdotool(*arguments):
+    subprocess.run(["xdotool", *arguments], check=True, capture_output=True, timeout=10)
+
+
 editor = subprocess.Popen(["gnome-text-editor", "--standalone"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 try:
     window = wait_for("the editor's window", lambda: windows("Text Editor"))[0]
-    subprocess.run(["xdotool", "windowactivate", "--sync", window], capture_output=True)
-    before = set(windows("."))
-    subprocess.run(["xdotool", "key", "--window", window, "ctrl+o"], check=True)
-    wait_for("the Open dialog", lambda: set(windows(".")) - before)
-    # A leading / opens the chooser's location entry.
-    subprocess.run(["xdotool", "type", "--delay", "30", path], check=True)
-    time.sleep(0.3)
-    subprocess.run(["xdotool", "key", "Return"], check=True)
-
-    def recorded():
-        try:
-            with open(recent) as written:
-                return f'href="{uri}"' in written.read()
-        except FileNotFoundError:
-            return False
-
+    # Under load the dialog can take its keys late or lose them to the editor: open it, focus it
+    # and type again until the chooser has recorded the file (there is no readiness to await).
+    for attempt in range(3):
+        xdotool("windowfocus", "--sync", window)
+        before = set(windows("."))
+        xdotool("key", "--window", window, "ctrl+o")
+        dialog = wait_for("the Open dialog", lambda: sorted(set(windows(".")) - before))[0]
+        xdotool("windowfocus", "--sync", dialog)
+        time.sleep(0.5)
+        # A leading / opens the chooser's location entry.
+        xdotool("type", "--delay", "30", path)
+        time.sleep(0.5)
+        xdotool("key", "Return")
+        end = time.monotonic() + 10
+        while time.monotonic() < min(end, deadline) and not recorded():
+            time.sleep(0.1)
+        if recorded():
+            break
+        xdotool("key", "Escape")
     wait_for(f"{recent} to name {uri}", recorded)
     wait_for("the editor to show the file", lambda: windows(os.path.basename(path)))
 finally:
