@@ -62,10 +62,12 @@ extension Store {
     static let trimmedTo = 0.9
 
     /// What a history row counts against the size limit, in SQL over the activity's columns
-    /// (`prefix`: the trigger's `old.`): its texts, and 256 bytes for the rest.
+    /// (`prefix`: the trigger's `old.`): every text of the field declaration (a field declared
+    /// later counts at once), and 256 bytes for the rest.
     static func historySize(of prefix: String) -> String {
-        "length(CAST(\(prefix)payload AS BLOB)) + length(CAST(\(prefix)title AS BLOB)) + length(CAST(\(prefix)keywords AS BLOB))"
-            + " + coalesce(length(CAST(\(prefix)webpage_url AS BLOB)), 0) + 256"
+        ActivityField.declarations.filter { [.text, .optionalText, .list].contains($0.kind) }
+            .map { "coalesce(length(CAST(\(prefix)\($0.column) AS BLOB)), 0)" }
+            .joined(separator: " + ") + " + 256"
     }
 
     /// Removes what is older than the history's age limit, then the oldest until it is

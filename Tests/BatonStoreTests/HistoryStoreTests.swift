@@ -90,6 +90,19 @@ struct HistoryStoreTests {
         #expect(try store.historySize().bytes == summed)
     }
 
+    /// Every text an activity declares counts against the history's size: a long content id
+    /// or persistent id as much as a long payload (they were once left out).
+    @Test func everyDeclaredTextCountsAgainstTheHistorysSize() throws {
+        let store = try store()
+        var long = activity("Note")
+        long.targetContentID = String(repeating: "c", count: 5000)
+        long.persistentID = String(repeating: "p", count: 3000)
+        _ = try store.insert(long)
+        _ = try store.deleteActivities(ids: [long.id])
+        let size = try store.historySize().bytes
+        #expect(size >= 8000 + long.title.utf8.count + long.payload.utf8.count, "\(size)")
+    }
+
     @Test func theHistoryIsSearchedAndClearedByFilter() throws {
         let store = try store()
         let witch = activity("Agatha", keywords: ["witch"]), hidden = activity("Agatha's secret", searchable: false)
