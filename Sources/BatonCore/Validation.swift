@@ -206,25 +206,3 @@ public enum ProcessEnvironment {
         return result
     }
 }
-
-/// batond's one wall clock: every time the daemon stamps or compares (expiry and its purge,
-/// pause, the day-old continuation, tombstones, history's age, request ids) is
-/// read here, so that tests move time instead of sleeping. A clock starts on the system's
-/// time; `advance` moves it ahead (batond's hidden `--test-clock` takes such moves over the
-/// bus, `org.baton.Handoff1.Testing.AdvanceClock`).
-public final class DaemonClock: Sendable {
-    /// Microseconds added to the system's wall clock.
-    private let offset = Atomic<Int64>(0)
-
-    public init() {}
-
-    /// Microseconds since the Unix epoch.
-    public func now() -> UInt64 {
-        UInt64(clamping: Int64(clamping: WallClock.nowMicroseconds()) &+ offset.load(ordering: .relaxed))
-    }
-
-    /// Moves the clock ahead by `microseconds`.
-    public func advance(by microseconds: UInt64) {
-        offset.add(Int64(clamping: microseconds), ordering: .relaxed)
-    }
-}

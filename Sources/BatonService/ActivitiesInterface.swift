@@ -40,7 +40,7 @@ extension HandoffService {
         let advertisement = try Advertisement.parse(
             type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
         let sceneID = try advertisement.scene.map { try scene(named: $0, ofApp: type.appID) }
-        let activity = advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: sceneID, now: clock.now())
+        let activity = advertisement.makeActivity(id: Identifier.make(at: clock.now()), type: type, sceneID: sceneID, now: clock.now())
         return [.string(try await record(activity, requestID: advertisement.requestID))]
     }
 

@@ -26,9 +26,13 @@ public struct DaemonOptions: Sendable {
     /// Where installed apps declare their activity types (`DeclaredTypes`); nil for the XDG
     /// data directories of the environment.
     public var typeDirectories: [String]?
-    /// Exports `org.baton.Handoff1.Testing`, through which tests move the daemon's clock ahead
-    /// instead of sleeping. Never for users: anyone on the bus could then move batond's time.
+    /// Runs batond on a `ManualClock` and exports `org.baton.Handoff1.Testing`, through which
+    /// tests move that clock instead of sleeping. Never for users: anyone on the bus could then
+    /// move batond's time, and without them it stands still.
     public var testClock = false
+    /// The daemon's clock when a test built it in process; nil for the system's (or, with
+    /// `testClock`, a `ManualClock` of its own). A `ManualClock` here also exports Testing.
+    public var clock: (any DaemonClock)?
 
     public init() {}
 }
@@ -75,7 +79,8 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
             }
         }
         let moved: Quarantine.Moved?
-        (store, moved) = try Quarantine.openStore(path: path, limits: options.limits)
+        (store, moved) = try Quarantine.openStore(
+            path: path, limits: options.limits, clock: options.clock ?? (options.testClock ? ManualClock() : SystemClock()))
         if let moved { logger.warning("\(moved.advice)") }
     } catch let error as DaemonStartError {
         throw error
@@ -92,7 +97,7 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
     }
     let service = HandoffService(
         connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller,
-        testClock: options.testClock, applicationDirectories: XDGData.directories(environment: environment).map { $0 + "/applications" },
+        applicationDirectories: XDGData.directories(environment: environment).map { $0 + "/applications" },
         recentlyUsedPath: XDGData.directories(environment: environment).first.map { $0 + "/recently-used.xbel" })
     let bus = BusService(
         service: service, connection: connection, systemd: SystemdNotifier(environment: environment),

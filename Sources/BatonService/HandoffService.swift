@@ -26,7 +26,7 @@ public final class HandoffService: Sendable {
     let handlerTimeout: Duration
     var limits: Limits { store.limits }
     /// The daemon's wall clock (the store's): tests move it instead of sleeping.
-    var clock: DaemonClock { store.wallClock }
+    var clock: any DaemonClock { store.wallClock }
     /// Scenes that came back from the database when the daemon started.
     let restoredScenes = Mutex<Set<String>>([])
     /// When the daemon started, for Status.StartedAt.
@@ -51,12 +51,11 @@ public final class HandoffService: Sendable {
     let notices = HandoffNotices()
 
     /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
-    /// `testClock`: exports `org.baton.Handoff1.Testing` (see `DaemonOptions.testClock`).
+    /// A store on a `ManualClock` exports `org.baton.Handoff1.Testing` (see `DaemonOptions.testClock`).
     public init(
         connection: Connection, store: Store, log: Logger, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256,
-        testClock: Bool = false, applicationDirectories: [String] = [], recentlyUsedPath: String? = nil
+        applicationDirectories: [String] = [], recentlyUsedPath: String? = nil
     ) {
-        self.testClock = testClock
         self.applicationDirectories = applicationDirectories
         self.recentlyUsedPath = recentlyUsedPath
         self.connection = connection
@@ -73,7 +72,6 @@ public final class HandoffService: Sendable {
     }
 
     private let callsPerCaller: Int
-    private let testClock: Bool
     /// Where apps' desktop entries are (`AppEntry`): the `applications` of the XDG data directories.
     let applicationDirectories: [String]
     /// The user's `recently-used.xbel`, which the recent-documents source follows (`RecentDocuments.swift`).
@@ -117,7 +115,7 @@ public final class HandoffService: Sendable {
         try await connection.export(Contract.KRunner.path, [krunnerInterface], managed: false)
         try await connection.export(
             Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface, privacyInterface]
-                + (testClock ? [testingInterface] : []), objectManager: true)
+                + (clock is ManualClock ? [testingInterface] : []), objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
     }
@@ -141,40 +139,52 @@ public final class HandoffService: Sendable {
     /// caller who just missed it hears `Expired` rather than `NotFound`.
     public static let expiredGrace: UInt64 = 2_000_000
 
-    /// The daemon's housekeeping, every `period` until the task is cancelled: purges expired
-    /// activities shortly after they expire, trims the history to its age, and merges the
-    /// search index's segments after writes. Expired activities are hidden from every call at once; purging reclaims
-    /// their space and announces them. With nothing written, each round is one indexed read.
-    ///
-    /// An earlier version raced its sleep against an AsyncStream; cancelling the losing
-    /// `next()` finished the stream for good, and the loop then spun, writing without pause.
+    /// The daemon's housekeeping, every `period` of the daemon's clock until the task is
+    /// cancelled: purges expired activities shortly after they expire, ends a pause whose time
+    /// is up, fails day-old continuations, trims the history to its age, and merges the search
+    /// index's segments after writes. Expired activities are hidden from every call at once;
+    /// purging reclaims their space and announces them. With nothing written, each round is one
+    /// indexed read.
     public func runHousekeeping(period: Duration = .seconds(1)) async {
-        var integrityChecked = false
-        while !Task.isCancelled {
-            if !integrityChecked, store.hasBeenIdle(for: Self.idleBeforeTruncatingWAL) {
-                integrityChecked = true
-                await checkIntegrity()
-                await releaseIdleMemory()
+        let integrityChecked = Atomic(false)
+        await clock.repeating(every: period, next: { self.nextDeadline() }) {
+            if !integrityChecked.load(ordering: .relaxed), self.store.hasBeenIdle(for: Self.idleBeforeTruncatingWAL) {
+                integrityChecked.store(true, ordering: .relaxed)
+                await self.checkIntegrity()
+                await self.releaseIdleMemory()
             }
-            if let next = try? store.nextExpiry(), next + Self.expiredGrace <= clock.now() {
-                await purgeExpired()
+            await self.housekeepingRound()
+        }
+    }
+
+    /// The next time housekeeping has something to do, when it is sooner than its period: an
+    /// expired activity's purge, the end of a pause, a continuation's day running out.
+    func nextDeadline() -> UInt64? {
+        let purge = (try? store.nextExpiry())?.map { $0 + Self.expiredGrace }
+        let pauseEnds = paused.until.flatMap { $0 == 0 ? nil : $0 }
+        let continuationFails = (try? store.oldestContinuationRequest())?.map { $0 + Store.continuationLifetime + 1 }
+        return [purge, pauseEnds, continuationFails].compactMap { $0 }.min()
+    }
+
+    /// One round of housekeeping, at the clock's time.
+    func housekeepingRound() async {
+        if let next = try? store.nextExpiry(), next + Self.expiredGrace <= clock.now() {
+            await purgeExpired()
+        }
+        if paused.hasEnded(at: clock.now()) { await resumeRecording() }
+        await failOldContinuations()
+        do {
+            let becameIdle = try await store.writing { store in
+                try store.tidySearchIndex()
+                let now = store.wallClock.now()
+                try store.forgetRequests(before: now - Store.requestLifetime)
+                try store.trimHistory(now: now)
+                try store.forgetExplanations(before: now - Store.explanationLifetime)
+                return try store.truncateWALIfIdle(after: Self.idleBeforeTruncatingWAL)
             }
-            if paused.hasEnded(at: clock.now()) { await resumeRecording() }
-            await failOldContinuations()
-            do {
-                let becameIdle = try await store.writing { store in
-                    try store.tidySearchIndex()
-                    let now = store.wallClock.now()
-                    try store.forgetRequests(before: now - Store.requestLifetime)
-                    try store.trimHistory(now: now)
-                    try store.forgetExplanations(before: now - Store.explanationLifetime)
-                    return try store.truncateWALIfIdle(after: Self.idleBeforeTruncatingWAL)
-                }
-                if becameIdle { await releaseIdleMemory() }
-            } catch {
-                log.error("housekeeping failed: \(error)")
-            }
-            try? await Task.sleep(for: period)
+            if becameIdle { await releaseIdleMemory() }
+        } catch {
+            log.error("housekeeping failed: \(error)")
         }
     }
 

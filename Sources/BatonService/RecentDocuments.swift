@@ -134,7 +134,7 @@ extension HandoffService {
         let advertisement = try Advertisement.parse(
             type: type, title: String(document.displayName.prefix(200)), payload: payload,  // 200 characters fit the title limit
             options: ["target_content_id": document.uri, "eligible_for_search": "true", "expires_in": String(RecentDocuments.lifetime)], limits: limits)
-        return try await record(advertisement.makeActivity(id: Identifier.make(), type: type, sceneID: nil, now: clock.now()), requestID: nil)
+        return try await record(advertisement.makeActivity(id: Identifier.make(at: clock.now()), type: type, sceneID: nil, now: clock.now()), requestID: nil)
     }
 
     /// The type, registered again if the user forgot org.baton.RecentDocuments meanwhile.

@@ -67,7 +67,7 @@ extension HandoffService {
         try Validate.text(title, what: "the title", limit: limits.titleBytes)
         let request = try Validate.requestID(options).map { Request(id: $0, method: Contract.Scenes.openScene.name) }
         let now = clock.now()
-        let scene = Scene(id: Identifier.make(), appID: appID, title: title, createdAt: now, lastActiveAt: now)
+        let scene = Scene(id: Identifier.make(at: clock.now()), appID: appID, title: title, createdAt: now, lastActiveAt: now)
         let id = try await store.writing { try $0.insert(scene, storage: [], request: request) }
         if id == scene.id { try await exportNew(scene) }
         return [.objectPath(SceneAddress.objectPath(forID: id))]

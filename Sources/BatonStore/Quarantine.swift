@@ -27,13 +27,13 @@ public enum Quarantine {
 
     /// Opens the store at `path`, first moving the file aside when it cannot be trusted,
     /// and again when opening it reports damage.
-    public static func openStore(path: String, limits: Limits) throws -> (Store, Moved?) {
+    public static func openStore(path: String, limits: Limits, clock: any DaemonClock = SystemClock()) throws -> (Store, Moved?) {
         var moved = try inspect(path).map { try moveAside(path, reason: $0) }
         do {
-            return (try Store(path: path, limits: limits), moved)
+            return (try Store(path: path, limits: limits, clock: clock), moved)
         } catch let error as BatonError where error.code == .storageCorrupt && moved == nil {
             moved = try moveAside(path, reason: "SQLite reported damage while opening it")
-            return (try Store(path: path, limits: limits), moved)
+            return (try Store(path: path, limits: limits, clock: clock), moved)
         }
     }
 

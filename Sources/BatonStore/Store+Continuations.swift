@@ -111,13 +111,17 @@ extension Store {
         }
     }
 
+    /// When the oldest continuation still waiting was asked for, to schedule its failure.
+    public func oldestContinuationRequest() throws -> UInt64? {
+        try read { db in
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(requested_at) FROM continuation")).map(Time.decode)
+        }
+    }
+
     /// Continuations asked for before `before` that never arrived: their scenes become
     /// `failed`. Returns those scenes' ids.
     public func failContinuations(requestedBefore before: UInt64) throws -> [String] {
-        let due = try read { db in
-            try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(requested_at) FROM continuation"))
-        }
-        guard let due, Time.decode(due) < before else { return [] }
+        guard let due = try oldestContinuationRequest(), due < before else { return [] }
         return try write { db in
             let failed = try db.cachedStatement(sql: "DELETE FROM continuation WHERE requested_at < ? RETURNING scene_id, activity_id")
                 .rows([Time.encode(before)]) { row in (scene: row.string(0), activity: row.string(1)) }

@@ -31,7 +31,7 @@ extension Store {
     /// Every activity deleted by the writer connection leaves a tombstone saying why, as the
     /// deleting method said (`ending(_:_:)`). A temporary trigger, so that other programs
     /// opening the file need not know the function it calls.
-    static func keepTombstones(on writer: DatabaseQueue, endings: Endings, clock wallClock: DaemonClock) throws {
+    static func keepTombstones(on writer: DatabaseQueue, endings: Endings, clock wallClock: any DaemonClock) throws {
         try writer.inDatabase { db in
             db.add(function: DatabaseFunction("baton_end_state", argumentCount: 0, pure: false) { _ in
                 endings.current.withLock { $0.state }

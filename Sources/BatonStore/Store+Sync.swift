@@ -106,7 +106,7 @@ extension Store {
 
     /// The outbox triggers, on the writer connection: every change of this machine's
     /// activities (but their scene) and types, while sync is on.
-    static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell, clock: HybridClock, wallClock: DaemonClock) throws {
+    static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell, clock: HybridClock, wallClock: any DaemonClock) throws {
         let synced = ActivityRow.syncedColumns
         try writer.inDatabase { db in
             db.add(function: DatabaseFunction("baton_outbox_added", argumentCount: 0, pure: false) { _ in
@@ -256,7 +256,7 @@ extension Store {
     @discardableResult
     private func insertRequest(_ body: [UInt8], in db: Database) throws -> Int64 {
         try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', ?, ?, baton_hlc(), ?) RETURNING hlc"),
-                           arguments: [Identifier.make(), Time.encode(wallClock.now()), Data(body)]) ?? 0
+                           arguments: [Identifier.make(at: wallClock.now()), Time.encode(wallClock.now()), Data(body)]) ?? 0
     }
 
     /// Invalidates another device's activity here and, in the same transaction, puts the
@@ -379,7 +379,7 @@ extension Store {
                 return
             }
             let now = wallClock.now()
-            let scene = Scene(id: Identifier.make(), appID: activity.appID, title: activity.title, activityID: activity.id,
+            let scene = Scene(id: Identifier.make(at: wallClock.now()), appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now, state: .pending)
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
             try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(

@@ -43,8 +43,8 @@ public final class Store: Sendable {
     let outbox = OutboxBell()
     /// Stamps this machine's changes while sync is on; see `HybridClock`.
     public let clock = HybridClock()
-    /// The daemon's wall clock: every time the store stamps or compares.
-    public let wallClock = DaemonClock()
+    /// The daemon's wall clock (`DaemonClock`): every time the store stamps or compares.
+    public let wallClock: any DaemonClock
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
     /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
@@ -60,7 +60,8 @@ public final class Store: Sendable {
     ///
     /// The file and its `-wal` and `-shm` are made 0600 whatever the umask or their earlier
     /// mode. Its directory must already be safe; see `prepareDirectory`.
-    public init(path: String, limits: Limits = .default) throws {
+    public init(path: String, limits: Limits = .default, clock: any DaemonClock = SystemClock()) throws {
+        wallClock = clock
         // Before any connection of this process opens them: closing a descriptor of a file
         // drops every POSIX lock the process holds on it, SQLite's lock on the WAL index
         // included, and another program could then truncate the index under our mapping.

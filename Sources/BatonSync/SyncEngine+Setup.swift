@@ -43,7 +43,7 @@ extension SyncEngine {
     }
 
     private func join(_ session: ServerSession, url: String, user: String, key: UserKey, deviceName: String) async throws {
-        let deviceID = Identifier.make()
+        let deviceID = Identifier.make(at: store.wallClock.now())
         let deviceKey = DeviceKey()
         let name = try Seal.seal(Array(deviceName.utf8), key: key.epochZeroKey, context: Seal.nameContext(user: user, device: deviceID))
         try await session.addDevice(user: user, id: deviceID, publicKey: deviceKey.publicKey, sealedName: name)

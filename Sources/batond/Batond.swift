@@ -50,7 +50,8 @@ struct Batond: AsyncParsableCommand {
     @Flag(name: .long, help: "Log each registration, continuation and purge.")
     var verbose = false
 
-    // For tests only: time moves when a test says (org.baton.Handoff1.Testing.AdvanceClock).
+    // For tests only: batond runs on a clock that stands still until a test moves it
+    // (org.baton.Handoff1.Testing.AdvanceClock).
     @Flag(name: .long, help: .hidden)
     var testClock = false
 

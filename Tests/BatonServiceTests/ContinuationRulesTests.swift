@@ -91,9 +91,9 @@ struct ContinuationRulesTests {
         mark = log.count
         let expiring = try await world.advertise("six", options: ["scene": scenes[0].text, "expires_in": "1"])
         try await announced(log, after: mark, scenes[0], shows: expiring, "advertised in it")
-        // Announced when purged: past its second of life and the grace for late callers (2 s) on
-        // batond's clock, at housekeeping's next round (within 1 s).
-        try await world.advanceClock(by: .seconds(4))
+        // Announced when purged: at the end of its second of life and the grace for late
+        // callers (2 s) on batond's clock; the move returns once housekeeping has run.
+        try await world.advanceClock(by: .seconds(3))
         try await announced(log, after: mark, scenes[0], shows: "", "expired")
 
         // The type unregistered.

@@ -163,21 +163,25 @@ struct MethodTests {
         #expect(try await record(world, brief)["expires_at"] != nil)
         #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == nil)
 
-        // Past its end: hidden from every call at once, answering Expired while the purge waits
-        // its grace (2 s of batond's clock: the system's, plus what this test moved it by). Moved
-        // by the activity's 60 s exactly, so the checks below have the whole grace, counted from
-        // the Advertise, before the purge (61 s left them 1 s, which a loaded machine overran).
-        try await world.advanceClock(by: .seconds(60))
+        // batond's clock stands still until the test moves it: live until the last microsecond
+        // of its 60 s, then hidden from every call at once, answering Expired while the purge
+        // waits its grace (2 s).
+        try await world.advanceClock(by: .seconds(60) - .microseconds(1))
+        #expect(try await world.activityCount() == 1, "expired a microsecond early")
+        try await world.advanceClock(by: .microseconds(1))
         #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.Expired")
         #expect(try await world.activityCount() == 0, "expired activities are hidden from List at once")
         #expect(await errorName { try await world.call(Self.activities, "Continue", [.string(brief), .stringMap([:])]) }
             == "org.baton.Handoff1.Error.Expired")
-        #expect(invalidated.all.isEmpty, "purged before its grace ended")
+        try await world.advanceClock(by: .seconds(2) - .microseconds(1))
+        #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.Expired",
+                "purged before its grace ended")
 
-        // Past the grace: housekeeping (every second) purges it and announces it.
-        try await world.advanceClock(by: .seconds(3))
-        _ = try await invalidated.wait(for: "the purge announced") { $0.body == [.string(brief)] }
+        // At the grace's end: the move returns once housekeeping has purged it and announced it
+        // (the signal was sent before the reply).
+        try await world.advanceClock(by: .microseconds(1))
         #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.NotFound")
+        _ = try await invalidated.wait(for: "the purge announced") { $0.body == [.string(brief)] }
     }
 
     @Test func scenesAnnounceThemselvesAndTheirChanges() async throws {

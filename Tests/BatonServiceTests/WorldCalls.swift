@@ -26,7 +26,8 @@ extension BatonWorld {
         return try #require(reply.first?.stringValue)
     }
 
-    /// Moves the clock of a batond started with `--test-clock` ahead; returns its time then (µs).
+    /// Moves the clock of a batond started with `--test-clock` ahead (it stands still
+    /// otherwise); returns its time then (µs), once housekeeping has run at that time.
     @discardableResult
     func advanceClock(by duration: Duration) async throws -> UInt64 {
         let microseconds = UInt64(duration.components.seconds) * 1_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000_000)
