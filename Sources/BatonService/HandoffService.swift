@@ -158,12 +158,14 @@ public final class HandoffService: Sendable {
     }
 
     /// The next time housekeeping has something to do, when it is sooner than its period: an
-    /// expired activity's purge, the end of a pause, a continuation's day running out.
+    /// expired activity's purge, the end of a pause, a continuation's day running out, the
+    /// oldest past activity aging out of the history.
     func nextDeadline() -> UInt64? {
         let purge = (try? store.nextExpiry())?.map { $0 + Self.expiredGrace }
         let pauseEnds = paused.until.flatMap { $0 == 0 ? nil : $0 }
         let continuationFails = (try? store.oldestContinuationRequest())?.map { $0 + Store.continuationLifetime + 1 }
-        return [purge, pauseEnds, continuationFails].compactMap { $0 }.min()
+        let historyAges = try? store.historyAgesOut()
+        return [purge, pauseEnds, continuationFails, historyAges ?? nil].compactMap { $0 }.min()
     }
 
     /// One round of housekeeping, at the clock's time.

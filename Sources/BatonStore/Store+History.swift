@@ -89,12 +89,17 @@ extension Store {
         return removed
     }
 
+    /// When the oldest past activity becomes too old to keep, to schedule its trim.
+    public func historyAgesOut() throws -> UInt64? {
+        try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT min(ended_at) FROM history")) }
+            .map { Time.decode($0) + limits.historySeconds * 1_000_000 + 1 }
+    }
+
     /// Trims the history to its age as time passes (housekeeping); returns how many went.
     /// Reads first: a round with nothing too old writes nothing.
     @discardableResult
     public func trimHistory(now: UInt64) throws -> Int {
-        let oldest = try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT min(ended_at) FROM history")) }
-        guard let oldest, Time.decode(oldest) + limits.historySeconds * 1_000_000 < now else { return 0 }
+        guard let due = try historyAgesOut(), due <= now else { return 0 }
         return try write { db in try Self.trimHistory(db, now: now, limits: limits) }
     }
 
