@@ -46,10 +46,10 @@ extension HandoffService {
             // Empty: the first call asked another machine (`device`), which chose the scene.
             return [.objectPath(first.isEmpty ? "/" : SceneAddress.objectPath(forID: first))]
         }
-        let activity = try continuableActivity(id, now: now)
+        let activity = try activities.continuable(id, now: now)
         let route = try ContinuationRoute.route(
             for: activity, confinedTo: confinedApp, options: parsed, thisDevice: thisDevice, type: try store.activityType(activity.type),
-            unrecorded: paused.activity(activity.id) != nil, opensOutside: Self.opensOutside)
+            unrecorded: activities.unrecorded(activity.id) == .advertisedWhilePaused, opensOutside: Self.opensOutside)
         switch route {
         case .onDevice(let device):
             return try await continueOnDevice(activity, device: device, options: options, request: request)
@@ -274,7 +274,7 @@ extension HandoffService {
         let path = SceneAddress.objectPath(forID: sceneID)
         do {
             guard let activity = try known?.1
-                    ?? store.continuable(id: pending.activityID, now: clock.now(), askedAt: pending.requestedAt).map(paused.latest) else {
+                    ?? store.continuable(id: pending.activityID, now: clock.now(), askedAt: pending.requestedAt).map(activities.latest) else {
                 throw BatonError.notFound("activity \(pending.activityID) was invalidated or expired before its app could take it")
             }
             guard let type = try known?.2 ?? store.activityType(activity.type) else {

@@ -5,7 +5,7 @@ import DBus
 import Logging
 
 /// The desktop's search (docs/DESIGN.md, "Desktop surfaces"): GNOME Shell's search provider
-/// and KRunner's runner, both over the one search `Search` makes (`searchActivities`). A
+/// and KRunner's runner, both over the one search `Search` makes (`ActivityRepository.search`). A
 /// result's id is its activity's id; activating one continues it as `Continue` does. Both are
 /// for the desktop, a host client: a sandboxed app may not call them (`Access.hostOnly`).
 extension HandoffService {
@@ -56,7 +56,7 @@ extension HandoffService {
 
     /// The activities `terms` find, as `Search` finds them.
     func desktopSearch(_ terms: [String]) throws -> [Activity] {
-        try searchActivities(terms.joined(separator: " "), limit: Self.desktopResults, confinedTo: nil)
+        try activities.search(terms.joined(separator: " "), limit: Self.desktopResults, now: clock.now(), app: nil)
     }
 
     // MARK: GNOME Shell
@@ -64,10 +64,10 @@ extension HandoffService {
     /// One meta per id that is still a live activity: its title, where it comes from, its app's icon.
     func resultMetas(_ ids: [String]) throws -> [DBusValue] {
         let now = clock.now()
-        let activities = try ids.compactMap { id in try store.activity(id: id, now: now).map(paused.latest) ?? paused.activity(id) }
-        let devices = try deviceNames(for: activities)
-        let apps = appEntries(of: activities)
-        return activities.map { activity in
+        let found = try ids.compactMap { id in try activities.findLive(id, now: now) }
+        let devices = try deviceNames(for: found)
+        let apps = appEntries(of: found)
+        return found.map { activity in
             let app = apps[activity.appID] ?? nil
             return .record([
                 (key: "id", value: .string(activity.id)),

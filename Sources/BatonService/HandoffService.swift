@@ -255,6 +255,18 @@ public final class HandoffService: Sendable {
 
     /// Announces activities the store deleted (`Invalidated` for each), then every scene
     /// whose current activity went with them (`PropertiesChanged` for its `ActivityId`).
+    /// Every activity, whatever its mode; `activities.view(for:)` as one caller sees them.
+    var activities: ActivityRepository { ActivityRepository(store: store, commits: commits, paused: paused, sync: syncEngine) }
+
+    /// Announces what a write to the activities changed: those that ended, the one advertised
+    /// or updated, the scenes whose properties changed.
+    func announce(_ outcome: ActivityRepository.Outcome) {
+        if !outcome.ended.isEmpty { announceRemoved(outcome.ended) }
+        if let advertised = outcome.advertised { emitAdvertised(advertised) }
+        if let updated = outcome.updated { emitUpdated(updated.id, app: updated.appID) }
+        for scene in outcome.scenes { emitSceneChanged(scene) }
+    }
+
     func announceRemoved(_ ids: [String]) {
         let apps = store.takeAppsOfEnded(ids)
         announceRemoved(ids.map { (id: $0, app: apps[$0]) })

@@ -76,7 +76,7 @@ extension HandoffService {
     /// Says why a continuation the desktop asked for (a search result, a notification) did not
     /// open: the person who asked is waiting for a window, and the desktop takes no answer.
     func tellWhyNotContinued(_ id: String, _ error: any Error) async {
-        let activity = try? liveActivity(id, now: clock.now())
+        let activity = try? activities.live(id, now: clock.now())
         let app = activity.map { activity in
             (AppEntry.find(activity.appID, in: applicationDirectories), AppEntry.readableName(activity.appID))
         }

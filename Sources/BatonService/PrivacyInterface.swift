@@ -70,12 +70,6 @@ extension HandoffService {
         return []
     }
 
-    /// `Blocked` when the user blocked `app`: its activities are not recorded.
-    func refuseIfBlocked(_ app: String) throws {
-        guard try store.isBlocked(app) else { return }
-        throw BatonError(.blocked, "the user blocked \(app): its activities are not recorded (baton unblock \(app) allows them again)")
-    }
-
     func forgetApp(_ call: MethodCall) async throws -> [DBusValue] {
         let app: String = try call.argument(0)
         try Validate.reverseDNS(app, what: "app id", limits: limits)

@@ -134,7 +134,11 @@ extension HandoffService {
         let advertisement = try Advertisement.parse(
             type: type, title: String(document.displayName.prefix(200)), payload: payload,  // 200 characters fit the title limit
             options: ["target_content_id": document.uri, "eligible_for_search": "true", "expires_in": String(RecentDocuments.lifetime)], limits: limits)
-        return try await record(advertisement.makeActivity(id: Identifier.make(at: clock.now()), type: type, sceneID: nil, now: clock.now()), requestID: nil)
+        let now = clock.now()
+        let outcome = try await activities.advertise(
+            advertisement.makeActivity(id: Identifier.make(at: now), type: type, sceneID: nil, now: now), requestID: nil, quota: limits.liveActivitiesPerApp)
+        announce(outcome)
+        return outcome.id
     }
 
     /// The type, registered again if the user forgot org.baton.RecentDocuments meanwhile.
@@ -147,9 +151,7 @@ extension HandoffService {
     }
 
     private func endQuietly(_ id: String) async {
-        if paused.remove(id) != nil { return announceRemoved([(id: id, app: RecentDocuments.app)]) }
-        guard let removed = try? await store.writing({ try $0.deleteActivities(ids: [id]) }), !removed.isEmpty else { return }
-        announceRemoved([id])
+        if let ended = try? await activities.invalidate(id) { announce(ended) }
     }
 
     /// A file's text, read whole; nil when it is missing, larger than `limit`, or not UTF-8.

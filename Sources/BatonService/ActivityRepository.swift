@@ -1,0 +1,262 @@
+import BatonContract
+import BatonCore
+import BatonStore
+import BatonSync
+import DBus
+
+/// Every activity batond knows, whatever the mode it lives in, behind one door: recorded
+/// (the store, through the commit queue), unrecorded (in memory while the user paused
+/// recording, `PausedActivities`), or another machine's (changed through sync). Handlers ask
+/// it and it decides where; what a write changed comes back as an `Outcome`, which the service
+/// announces the same way whatever the mode (`HandoffService.announce`).
+///
+/// `ActivityRepository.View` is the same door for one caller: a sandboxed app sees and
+/// changes its own app's activities only.
+struct ActivityRepository: Sendable {
+    let store: Store
+    let commits: CommitQueue
+    let paused: PausedActivities
+    let sync: SyncEngine?
+
+    /// What a write changed, for the signals.
+    struct Outcome: Sendable {
+        /// The activity the write was about (a repeated request's: the first call's).
+        var id: String
+        var advertised: Activity?
+        var updated: Activity?
+        /// Activities that ended, with their apps where known.
+        var ended: [(id: String, app: String?)] = []
+        /// Scenes whose properties changed.
+        var scenes: [String] = []
+    }
+
+    // MARK: Reads
+
+    /// The live activity `text` names, as it is now (updated while paused, if it was), or
+    /// `NotFound`/`Expired`.
+    func live(_ text: String, now: UInt64) throws -> Activity {
+        let id = try Identifier.normalize(text)
+        guard let activity = try find(id) else { throw BatonError.notFound("no activity \(id)") }
+        guard !activity.isExpired(at: now) else { throw BatonError.expired("activity \(id) has expired") }
+        return activity
+    }
+
+    /// The activity with `id`, expired or not, as it is now; nil when there is none.
+    func find(_ id: String) throws -> Activity? {
+        try paused.activity(id) ?? store.storedActivity(id: id).map(paused.latest)
+    }
+
+    /// A stored activity as it is now: as updated while recording was paused, if it was.
+    func latest(_ stored: Activity) -> Activity { paused.latest(stored) }
+
+    /// The live activity with `id`, as it is now; nil when there is none (or it expired).
+    func findLive(_ id: String, now: UInt64) throws -> Activity? {
+        try store.activity(id: id, now: now).map(paused.latest) ?? paused.activity(id).flatMap { $0.isExpired(at: now) ? nil : $0 }
+    }
+
+    /// What `Continue` continues: the live activity `text` names, else the history's copy of
+    /// it; `NotFound`/`Expired` when there is neither.
+    func continuable(_ text: String, now: UInt64) throws -> Activity {
+        do {
+            return try live(text, now: now)
+        } catch let error as BatonError where error.code == .notFound || error.code == .expired {
+            guard let past = try store.pastActivity(id: try Identifier.normalize(text)) else { throw error }
+            return past.activity
+        }
+    }
+
+    /// How the user's pause touches an activity, for `Explain`.
+    enum Unrecorded {
+        case advertisedWhilePaused, updatedWhilePaused
+    }
+
+    func unrecorded(_ id: String) -> Unrecorded? {
+        if paused.activity(id) != nil { return .advertisedWhilePaused }
+        return paused.updatedIDs.contains(id) ? .updatedWhilePaused : nil
+    }
+
+    /// `List`: those advertised during a pause first (the newest), then the stored ones,
+    /// each as updated during the pause if it was (and matching `filter` so).
+    func list(_ filter: Store.ActivityFilter, now: UInt64) throws -> [Activity] {
+        guard paused.isPaused else { return try store.activities(filter, now: now) }
+        let updatedIDs = paused.updatedIDs
+        var wider = filter
+        // Those whose update no longer matches are left out below: ask for as many more.
+        wider.limit = filter.limit.map { $0 + updatedIDs.count }
+        var activities = try store.activities(wider, now: now).filter { !updatedIDs.contains($0.id) }
+        for updated in paused.matching(filter, now: now, updated: true) {
+            let place = activities.firstIndex { ($0.createdAt, $0.id) < (updated.createdAt, updated.id) } ?? activities.endIndex
+            activities.insert(updated, at: place)
+        }
+        activities = paused.matching(filter, now: now) + activities
+        if activities.count > filter.limit ?? .max { activities.removeLast(activities.count - (filter.limit ?? .max)) }
+        return activities
+    }
+
+    /// The one search, for `Search` and the desktop's: live, searchable activities of this
+    /// machine and the others whose title or keywords have a word beginning with each word
+    /// of `query`; title matches first, then newest first. Those advertised or updated while
+    /// recording is paused come first. With `app`, that app's only.
+    func search(_ query: String, limit: Int, now: UInt64, app: String?) throws -> [Activity] {
+        guard paused.isPaused else { return try store.search(query, limit: limit, now: now, appID: app) }
+        let unrecorded = paused.search(query, now: now).filter { app == nil || $0.appID == app }.prefix(limit)
+        // The stored copies of those updated during the pause are as they were before it.
+        let updatedIDs = paused.updatedIDs
+        let stored = try store.search(query, limit: limit - unrecorded.count + updatedIDs.count, now: now, appID: app)
+            .filter { !updatedIDs.contains($0.id) }
+        return Array((Array(unrecorded) + stored).prefix(limit))
+    }
+
+    // MARK: Writes
+
+    /// Keeps a new activity — stored, or in memory only while recording is paused (then its
+    /// scene is not told, which would write its id, nor is the request id stored). A repeated
+    /// request keeps nothing and returns the first call's id with nothing to announce.
+    func advertise(_ activity: Activity, requestID: String?, quota: Int) async throws -> Outcome {
+        if paused.isPaused {
+            let added = paused.add(activity, requestID: requestID, quota: quota)
+            if let first = added.repeated { return Outcome(id: first) }
+            return Outcome(id: activity.id, advertised: activity, ended: added.removed.map { (id: $0, app: activity.appID) })
+        }
+        let inserted = try await commits.insert(activity, request: requestID.map { Request(id: $0, method: Contract.Activities.advertise.name) })
+        guard !inserted.repeated else { return Outcome(id: inserted.id) }
+        return Outcome(id: activity.id, advertised: activity, ended: endedApps(inserted.trimmed), scenes: activity.sceneID.map { [$0] } ?? [])
+    }
+
+    /// How an update changes an activity: `change` gets the activity and its type, after
+    /// `View` checked the caller may change it, and returns it changed (and whether it moved
+    /// to another scene).
+    typealias Change = @Sendable (Activity, Store, UInt64) throws -> (activity: Activity, moved: Bool)
+
+    /// Changes the activity `id`: read, changed and written on the writer thread, so no other
+    /// write comes in between; while recording is paused, kept in memory instead (its scene is
+    /// not told, nor is the request id stored).
+    func update(_ id: String, requestID: String?, now: UInt64, change: @escaping Change) async throws -> Outcome {
+        if paused.isPaused {
+            let (updated, _) = try change(try live(id, now: now), store, now)
+            // The pause ended meanwhile: the update is recorded below.
+            if paused.keepUpdate(updated) { return Outcome(id: updated.id, updated: updated) }
+        }
+        let request = requestID.map { Request(id: $0, method: Contract.Activities.update.name) }
+        let changed = try await store.writing { store -> (activity: Activity, moved: Bool)? in
+            // A repeat returns at once, even if the activity has changed or gone since.
+            if let request, try store.result(of: request) != nil { return nil }
+            let now = store.wallClock.now()
+            let stored = try store.storedActivity(id: try Identifier.normalize(id))
+            guard let stored else { throw BatonError.notFound("no activity \(id)") }
+            guard !stored.isExpired(at: now) else { throw BatonError.expired("activity \(stored.id) has expired") }
+            let changed = try change(stored, store, now)
+            try store.update(changed.activity, moved: changed.moved, request: request)
+            return changed
+        }
+        guard let changed else { return Outcome(id: id) }
+        let moved = changed.moved ? changed.activity.sceneID.map { [$0] } ?? [] : []
+        return Outcome(id: changed.activity.id, updated: changed.activity, scenes: moved + store.takeScenesWithClearedActivity())
+    }
+
+    /// Ends the activity `id`: one advertised while paused is forgotten with no trace (nor
+    /// history); another machine's goes here now, with a request in this machine's log for its
+    /// own machine; this machine's is deleted.
+    func invalidate(_ id: String) async throws -> Outcome {
+        if let removed = paused.remove(id) { return Outcome(id: id, ended: [(id: id, app: removed.appID)]) }
+        if let activity = try store.storedActivity(id: id), activity.isRemote, let sync {
+            guard try await HandoffService.syncing({ try await sync.invalidate(activity) }) else {
+                throw BatonError.notFound("no activity \(id)")
+            }
+            return Outcome(id: id, ended: endedApps([id]))
+        }
+        try await store.writing { store in
+            guard try !store.deleteActivities(ids: [id]).isEmpty else { throw BatonError.notFound("no activity \(id)") }
+        }
+        return Outcome(id: id, ended: endedApps([id]))
+    }
+
+    /// The apps of activities a write ended (see `Store.takeAppsOfEnded`).
+    func endedApps(_ ids: [String]) -> [(id: String, app: String?)] {
+        let apps = store.takeAppsOfEnded(ids)
+        return ids.map { (id: $0, app: apps[$0]) }
+    }
+
+    /// Refuses what the user blocked: nothing of a blocked app is recorded or changed.
+    func refuseIfBlocked(_ app: String) throws {
+        guard try store.isBlocked(app) else { return }
+        throw BatonError(.blocked, "the user blocked \(app): its activities are not recorded (baton unblock \(app) allows them again)")
+    }
+}
+
+extension ActivityRepository {
+    /// The repository as one caller sees it (docs/DESIGN.md, "Callers and access"): a
+    /// sandboxed app sees and changes its own app's activities only — another's does not exist
+    /// for it (`NotFound`, `UnknownActivityType`); a host client sees all.
+    struct View: Sendable {
+        let repository: ActivityRepository
+        /// The app a sandboxed caller is confined to; nil for a host client.
+        let app: String?
+
+        func mayUse(_ owner: String) -> Bool { app.map { $0 == owner } ?? true }
+
+        /// The registered type `name`, when this caller may use it.
+        func type(named name: String, limits: Limits) throws -> ActivityType {
+            try Validate.reverseDNS(name, what: "activity type", limits: limits)
+            guard let type = try repository.store.activityType(name), mayUse(type.appID) else {
+                throw BatonError.unknownActivityType("no activity type \(printable(name)) is registered; register it with RegisterActivityType first")
+            }
+            return type
+        }
+
+        func live(_ text: String, now: UInt64) throws -> Activity {
+            let activity = try repository.live(text, now: now)
+            guard mayUse(activity.appID) else { throw Access.noActivity(activity.id) }
+            return activity
+        }
+
+        func list(_ filter: Store.ActivityFilter, now: UInt64) throws -> [Activity] {
+            var filter = filter
+            if let app {
+                guard filter.appID == nil || filter.appID == app else { return [] }
+                filter.appID = app
+            }
+            return try repository.list(filter, now: now)
+        }
+
+        func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
+            try repository.search(query, limit: limit, now: now, app: app)
+        }
+
+        /// Keeps `activity`, of a type `type(named:)` gave this caller.
+        func advertise(_ activity: Activity, requestID: String?, quota: Int) async throws -> Outcome {
+            try repository.refuseIfBlocked(activity.appID)
+            return try await repository.advertise(activity, requestID: requestID, quota: quota)
+        }
+
+        /// Applies `update` to the activity `id`: this caller's app's, this machine's, of a
+        /// type still registered, of an app not blocked.
+        func update(_ id: String, with update: ActivityUpdate, now: UInt64) async throws -> Outcome {
+            try await repository.update(id, requestID: update.requestID, now: now) { [self] activity, store, now in
+                guard mayUse(activity.appID) else { throw Access.noActivity(activity.id) }
+                guard !activity.isRemote else {
+                    throw BatonError.accessDenied("""
+                        activity \(activity.id) was advertised on another machine (device \(activity.deviceID)); only that machine changes it
+                        """)
+                }
+                guard let type = try store.activityType(activity.type) else {
+                    throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
+                }
+                try repository.refuseIfBlocked(activity.appID)
+                var updated = try update.apply(to: activity, type: type, now: now, limits: store.limits)
+                if let named = update.scene {
+                    updated.sceneID = named.isEmpty ? nil : try HandoffService.scene(named: named, ofApp: activity.appID, in: store)
+                }
+                return (updated, update.scene != nil)
+            }
+        }
+
+        func invalidate(_ id: String) async throws -> Outcome {
+            if app != nil, let owner = try repository.find(id)?.appID, !mayUse(owner) { throw Access.noActivity(id) }
+            return try await repository.invalidate(id)
+        }
+    }
+
+    /// The repository as `caller` sees it.
+    func view(for call: MethodCall) -> View { View(repository: self, app: call.confinedApp) }
+}
