@@ -76,21 +76,15 @@ extension HandoffService {
     }
 
     func deleteSaved(_ call: MethodCall) async throws -> [DBusValue] {
-        let persistentIDs: [String] = try call.argument(0)
-        let app = call.confinedApp
-        let removed = try await store.writing { try $0.deleteSaved(persistentIDs: persistentIDs, appID: app) }
-        announceRemoved(removed)
-        return [.uint32(UInt32(removed.count))]
+        let deleted = try await activities.view(for: call).deleteSaved(persistentIDs: try call.argument(0))
+        announce(deleted)
+        return [.uint32(UInt32(deleted.ended.count))]
     }
 
     func deleteAllSaved(_ call: MethodCall) async throws -> [DBusValue] {
-        let appID: String = try call.argument(0)
-        guard call.mayUse(app: appID) else {
-            throw BatonError.accessDenied("the sandboxed app \(call.confinedApp ?? "") deletes only its own activities")
-        }
-        let removed = try await store.writing { try $0.deleteAll(appID: appID) }
-        announceRemoved(removed)
-        return [.uint32(UInt32(removed.count))]
+        let deleted = try await activities.view(for: call).deleteAll(ofApp: try call.argument(0))
+        announce(deleted)
+        return [.uint32(UInt32(deleted.ended.count))]
     }
 
     /// Why an activity is or is not continuable and searchable, in sentences: from the

@@ -20,8 +20,9 @@ struct ActivityRepository: Sendable {
 
     /// What a write changed, for the signals.
     struct Outcome: Sendable {
-        /// The activity the write was about (a repeated request's: the first call's).
-        var id: String
+        /// The activity the write was about (a repeated request's: the first call's); empty
+        /// for a write about many.
+        var id = ""
         var advertised: Activity?
         var updated: Activity?
         /// Activities that ended, with their apps where known.
@@ -171,6 +172,17 @@ struct ActivityRepository: Sendable {
         return Outcome(id: id, ended: endedApps([id]))
     }
 
+    /// Deletes the stored activities with these persistent ids (of `app` only, when given).
+    func deleteSaved(persistentIDs: [String], app: String?) async throws -> Outcome {
+        let removed = try await store.writing { try $0.deleteSaved(persistentIDs: persistentIDs, appID: app) }
+        return Outcome(ended: endedApps(removed))
+    }
+
+    /// Deletes every stored activity of `app`.
+    func deleteAll(ofApp app: String) async throws -> Outcome {
+        Outcome(ended: endedApps(try await store.writing { try $0.deleteAll(appID: app) }))
+    }
+
     /// The apps of activities a write ended (see `Store.takeAppsOfEnded`).
     func endedApps(_ ids: [String]) -> [(id: String, app: String?)] {
         let apps = store.takeAppsOfEnded(ids)
@@ -249,6 +261,15 @@ extension ActivityRepository {
                 }
                 return (updated, update.scene != nil)
             }
+        }
+
+        func deleteSaved(persistentIDs: [String]) async throws -> Outcome {
+            try await repository.deleteSaved(persistentIDs: persistentIDs, app: app)
+        }
+
+        func deleteAll(ofApp owner: String) async throws -> Outcome {
+            guard mayUse(owner) else { throw BatonError.accessDenied("the sandboxed app \(app ?? "") deletes only its own activities") }
+            return try await repository.deleteAll(ofApp: owner)
         }
 
         func invalidate(_ id: String) async throws -> Outcome {
