@@ -288,7 +288,7 @@ extension HandoffService {
             try await store.writing { [storage] in
                 try $0.completeContinuation(sceneID: sceneID, activityID: activity.id, storage: storage, now: now)
             }
-            emitSceneChanged(sceneID, activityID: activity.id, lastActiveAt: now, state: .ready)
+            emitSceneChanged(sceneID)
             emitStorageChanged(sceneID, changed: storage, removed: [])
             emitContinued(activity, into: path, created: pending.createdScene)
             log.debug("continued \(activity.id) into \(path.text)")

@@ -246,11 +246,15 @@ public final class HandoffService: Sendable {
         }
     }
 
-    /// Announces that properties of the root object's `interface` changed, to those who may
-    /// read them (`Access.audience(ofPropertiesOf:)`).
-    func emitRootPropertiesChanged(_ interface: String, _ changed: [String: DBusValue]) {
-        connection.emitPropertiesChanged(path: Self.rootPath, interface: interface, changed: changed,
-                                         to: Access.audience(ofPropertiesOf: interface))
+    /// Announces that the properties `names` of the root object's `interface` changed, with
+    /// their values as its getters give them, to those who may read them
+    /// (`Access.audience(ofPropertiesOf:)`).
+    func emitRootPropertiesChanged(_ interface: Interface, _ names: [String]) async {
+        do {
+            try await connection.emitPropertiesChanged(path: Self.rootPath, of: interface, names, to: Access.audience(ofPropertiesOf: interface.name))
+        } catch {
+            log.error("could not announce \(interface.name) \(names): \(error)")
+        }
     }
 
     /// Announces activities the store deleted (`Invalidated` for each), then every scene
@@ -281,19 +285,21 @@ public final class HandoffService: Sendable {
         for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
     }
 
-    /// Announces a scene's current activity, last-active time and state after they changed.
-    func emitSceneChanged(_ id: String) {
-        guard let scene = try? store.scene(id: id) else { return }
-        emitSceneChanged(id, activityID: scene.activityID, lastActiveAt: scene.lastActiveAt, state: scene.state)
-    }
+    /// What changes when a scene's activity does: its current activity, last-active time and state.
+    static let sceneActivityProperties = [Contract.Scene.Property.activityID, Contract.Scene.Property.lastActiveAt, Contract.Scene.Property.state]
 
-    /// The same, from values the caller has at hand.
-    func emitSceneChanged(_ id: String, activityID: String?, lastActiveAt: UInt64, state: Scene.State) {
-        connection.emitPropertiesChanged(path: SceneAddress.objectPath(forID: id), interface: Contract.Interface.scene, changed: [
-            Contract.Scene.Property.activityID: .string(activityID ?? ""),
-            Contract.Scene.Property.lastActiveAt: .uint64(lastActiveAt),
-            Contract.Scene.Property.state: .string(state.rawValue),
-        ])
+    /// Announces that the properties `names` of the scene `id` changed, with their values as
+    /// its getters give them (`sceneProperties`, from one read of its row).
+    func emitSceneChanged(_ id: String, _ names: [String] = sceneActivityProperties) {
+        guard let scene = try? store.scene(id: id) else { return }
+        let content = names.contains(Contract.Scene.Property.handlesContent) ? (try? store.handlesContent(sceneID: id)) ?? [] : []
+        let values = sceneProperties(scene, handlesContent: content)
+        for name in names where sceneInterface.property(named: name)?.changeSignal != .emits {
+            log.error("\(Contract.Interface.scene).\(name) is not announced when it changes")
+        }
+        connection.emitPropertiesChanged(
+            path: SceneAddress.objectPath(forID: id), interface: Contract.Interface.scene,
+            changed: values.filter { names.contains($0.key) && sceneInterface.property(named: $0.key)?.changeSignal == .emits })
     }
 
     func emitStorageChanged(_ id: String, changed: [(String, StorageValue)], removed: [String]) {

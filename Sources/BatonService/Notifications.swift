@@ -153,7 +153,7 @@ extension HandoffService {
         guard try await store.writing({ try $0.setNotifications(enabled) }) else { return [] }
         log.info("notifications of other machines' activities \(enabled ? "on" : "off")")
         if !enabled { notices.shown.withLock { $0 }.map { withdrawOffer(of: [$0.activityID]) } }
-        emitRootPropertiesChanged(Contract.Interface.status, [Contract.Status.Property.notifications: .boolean(enabled)])
+        await emitRootPropertiesChanged(statusInterface, [Contract.Status.Property.notifications])
         return []
     }
 }

@@ -34,7 +34,7 @@ extension HandoffService {
         try await store.writing { try $0.setPaused(until: until) }
         if paused.pause(until: until) {
             log.info(seconds == 0 ? "recording paused until resumed" : "recording paused until \(WallClock.text(until))")
-            announcePause()
+            await announcePause()
         }
         return []
     }
@@ -52,13 +52,11 @@ extension HandoffService {
         log.info("recording resumed; forgotten: \(forgotten.count) activities advertised and \(reverted.count) updates made while paused")
         announceRemoved(forgotten.map { (id: $0.id, app: $0.appID) })
         for activity in reverted { emitUpdated(activity.id, app: activity.appID) }
-        announcePause()
+        await announcePause()
     }
 
-    private func announcePause() {
-        emitRootPropertiesChanged(Contract.Interface.privacy, [
-            Contract.Privacy.Property.paused: .boolean(paused.isPaused), Contract.Privacy.Property.pausedUntil: .uint64(paused.until ?? 0),
-        ])
+    private func announcePause() async {
+        await emitRootPropertiesChanged(privacyInterface, [Contract.Privacy.Property.paused, Contract.Privacy.Property.pausedUntil])
     }
 
     private func setBlocked(_ call: MethodCall, _ blocked: Bool) async throws -> [DBusValue] {
@@ -66,7 +64,7 @@ extension HandoffService {
         try Validate.reverseDNS(app, what: "app id", limits: limits)
         guard try await store.writing({ try $0.setBlocked(app, blocked) }) else { return [] }
         log.info("\(blocked ? "blocked" : "unblocked") \(app)")
-        emitRootPropertiesChanged(Contract.Interface.privacy, [Contract.Privacy.Property.blockedApps: .strings(try store.blockedApps())])
+        await emitRootPropertiesChanged(privacyInterface, [Contract.Privacy.Property.blockedApps])
         return []
     }
 

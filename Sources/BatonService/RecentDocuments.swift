@@ -59,7 +59,7 @@ extension HandoffService {
         guard try await store.writing({ try $0.setSource(name, on: on, from: now) }) else { return [] }
         log.info("source \(name) \(on ? "on" : "off")")
         if on { followRecentDocumentsIfOn() } else { recentDocumentsFollower.withLock { $0?.cancel(); $0 = nil } }
-        emitRootPropertiesChanged(Contract.Interface.status, [Contract.Status.Property.sources: .array(.string, try sourcesOn())])
+        await emitRootPropertiesChanged(statusInterface, [Contract.Status.Property.sources])
         return []
     }
 

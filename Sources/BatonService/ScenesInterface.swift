@@ -110,11 +110,7 @@ extension HandoffService {
                 without the app acknowledging it, so it likely makes the app crash at launch
                 """)
         }
-        for scene in restoration.scenes {
-            connection.emitPropertiesChanged(path: SceneAddress.objectPath(forID: scene.id), interface: Contract.Interface.scene, changed: [
-                Contract.Scene.Property.restoreReason: .string(scene.restoreReason.rawValue),
-            ])
-        }
+        for scene in restoration.scenes { emitSceneChanged(scene.id, [Contract.Scene.Property.restoreReason]) }
         background.start { await self.deliverWaiting(appID: appID) { _ in true } }
         return [Records.restored(restoration.scenes)]
     }
@@ -202,9 +198,7 @@ extension HandoffService {
             try Validate.text(contentID, what: "the content id", limit: limits.nameBytes)
         }
         try await store.writing { try $0.setHandlesContent(ids, sceneID: id) }
-        connection.emitPropertiesChanged(path: SceneAddress.objectPath(forID: id), interface: Contract.Interface.scene, changed: [
-            Contract.Scene.Property.handlesContent: .strings(Array(Set(ids)).sorted()),
-        ])
+        emitSceneChanged(id, [Contract.Scene.Property.handlesContent])
         return []
     }
 

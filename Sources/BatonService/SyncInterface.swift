@@ -19,10 +19,10 @@ extension HandoffService {
             Method(Contract.Sync.devices, handler: syncDevices),
             Method(Contract.Sync.revokeDevice, ordering: .concurrent, handler: revokeDevice),
         ], properties: [
-            Property(Name.state, "s") { _ in .string(self.syncEngine?.state.rawValue ?? "off") },
-            Property(Name.deviceID, "s") { _ in .string(self.syncEngine?.settings?.deviceID ?? "") },
-            Property(Name.deviceName, "s") { _ in .string(self.syncEngine?.settings?.deviceName ?? "") },
-            Property(Name.lastSyncAt, "t") { _ in .uint64(self.syncEngine?.lastSyncAt ?? 0) },
+            Property(Name.state, "s") { _ in self.syncPropertyValues()[Name.state] ?? .string("off") },
+            Property(Name.deviceID, "s") { _ in self.syncPropertyValues()[Name.deviceID] ?? .string("") },
+            Property(Name.deviceName, "s") { _ in self.syncPropertyValues()[Name.deviceName] ?? .string("") },
+            Property(Name.lastSyncAt, "t") { _ in self.syncPropertyValues()[Name.lastSyncAt] ?? .uint64(0) },
             Property(Name.outbox, "u", changeSignal: .none) { _ in .uint32(UInt32(clamping: (try? self.store.outboxCount()) ?? 0)) },
         ])
     }
@@ -115,21 +115,29 @@ extension HandoffService {
     /// (Outbox is read when asked). The engine calls it after each batch it sends and each
     /// round, where most of the time only LastSyncAt moved.
     func announceSyncChanged() {
-        guard let engine = syncEngine else { return }
-        typealias Name = Contract.Sync.Property
-        let now: [String: DBusValue] = [
-            Name.state: .string(engine.state.rawValue),
-            Name.deviceID: .string(engine.settings?.deviceID ?? ""),
-            Name.deviceName: .string(engine.settings?.deviceName ?? ""),
-            Name.lastSyncAt: .uint64(engine.lastSyncAt),
-        ]
+        guard syncEngine != nil else { return }
+        let now = syncPropertyValues()
         // Under the lock, so that two announcements racing leave in the order of their values.
         announcedSync.withLock { announced in
             let changed = now.filter { announced[$0.key] != $0.value }
             guard !changed.isEmpty else { return }
             announced = now
-            emitRootPropertiesChanged(Contract.Interface.sync, changed)
+            connection.emitPropertiesChanged(path: Self.rootPath, interface: Contract.Interface.sync, changed: changed,
+                                             to: Access.audience(ofPropertiesOf: Contract.Interface.sync))
         }
+    }
+
+    /// The Sync properties that change, as their getters and their announcements give them:
+    /// the engine's, read synchronously, so the engine announces them as it goes.
+    func syncPropertyValues() -> [String: DBusValue] {
+        typealias Name = Contract.Sync.Property
+        let engine = syncEngine
+        return [
+            Name.state: .string(engine?.state.rawValue ?? "off"),
+            Name.deviceID: .string(engine?.settings?.deviceID ?? ""),
+            Name.deviceName: .string(engine?.settings?.deviceName ?? ""),
+            Name.lastSyncAt: .uint64(engine?.lastSyncAt ?? 0),
+        ]
     }
 
     /// The device's name from the options, else the host's name.

@@ -155,6 +155,27 @@ public final class Connection: Sendable {
         }
     }
 
+    /// Announces that the properties `names` of `interface` at `path` changed, as the
+    /// interface declares them (`sd_bus_emit_properties_changed` is the model): with the value
+    /// read through the getter for those that emit it, by name for those that invalidate. A
+    /// property the interface does not declare, or declares constant or unannounced, is a bug:
+    /// an internal error, and nothing is sent.
+    public func emitPropertiesChanged(path: ObjectPath, of interface: Interface, _ names: [String], to audience: Audience? = nil) async throws {
+        var changed: [String: DBusValue] = [:]
+        var invalidated: [String] = []
+        for name in names {
+            guard let property = interface.property(named: name) else {
+                throw InternalError("\(interface.name) has no property \(name) to announce")
+            }
+            switch property.changeSignal {
+            case .emits: changed[name] = try await property.value(at: path)
+            case .invalidates: invalidated.append(name)
+            case .const, .none: throw InternalError("\(interface.name).\(name) is not announced when it changes (\(property.changeSignal.rawValue))")
+            }
+        }
+        emitPropertiesChanged(path: path, interface: interface.name, changed: changed, invalidated: invalidated, to: audience)
+    }
+
     /// Calls a method and returns its reply, or throws the error it replied with.
     ///
     /// Throws `NoReply` after `timeout`, `Disconnected` when the connection closes

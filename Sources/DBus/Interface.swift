@@ -31,7 +31,7 @@ public struct Interface: Sendable {
     }
 
     func method(named member: String) -> Method? { methods.first { $0.name == member } }
-    func property(named member: String) -> Property? { properties.first { $0.name == member } }
+    public func property(named member: String) -> Property? { properties.first { $0.name == member } }
 }
 
 /// A named argument of a method or signal.
@@ -176,6 +176,16 @@ public struct Property: Sendable {
     }
 
     var access: String { setter == nil ? "read" : "readwrite" }
+
+    /// The value at `path`, read through the getter; an internal error when it is not of the
+    /// declared type (a bug, never sent as a value of the wrong type).
+    public func value(at path: ObjectPath) async throws -> DBusValue {
+        let value = try await getter(path)
+        guard value.type == type else {
+            throw InternalError("property \(name) at \(path) returned '\(value.type.signature)', declared '\(type.signature)'")
+        }
+        return value
+    }
 }
 
 /// A signal an interface may emit.

@@ -167,7 +167,7 @@ final class ObjectRegistry: Sendable {
             return [.string(introspect(path, for: call.caller))]
         case (.properties, "Get"):
             let (_, property) = try findProperty(call, on: object, at: path)
-            return [.variant(try await checkedValue(of: property, at: path))]
+            return [.variant(try await property.value(at: path))]
         case (.properties, "GetAll"):
             let name = try call.argument(0, as: String.self)
             guard let interface = object?.interfaces.first(where: { $0.name == name }) else {
@@ -214,14 +214,6 @@ final class ObjectRegistry: Sendable {
         return (interface, property)
     }
 
-    private func checkedValue(of property: Property, at path: ObjectPath) async throws -> DBusValue {
-        let value = try await property.getter(path)
-        guard value.type == property.type else {
-            throw InternalError("property \(property.name) at \(path) returned '\(value.type.signature)', declared '\(property.type.signature)'")
-        }
-        return value
-    }
-
     /// The `a{sv}` of an interface's properties: `known` when given (every property of
     /// the interface, as its `readAll` would give them), else read.
     func propertyRecord(_ interface: Interface, at path: ObjectPath, known: [String: DBusValue]? = nil) async throws -> DBusValue {
@@ -238,7 +230,7 @@ final class ObjectRegistry: Sendable {
             return .dictionary(key: .string, value: .variant, entries)
         }
         for property in interface.properties {
-            entries.append(.init(.string(property.name), .variant(try await checkedValue(of: property, at: path))))
+            entries.append(.init(.string(property.name), .variant(try await property.value(at: path))))
         }
         return .dictionary(key: .string, value: .variant, entries)
     }

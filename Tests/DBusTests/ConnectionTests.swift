@@ -256,6 +256,30 @@ struct ConnectionTests {
         #expect(machine.first?.stringValue?.count == 32)
     }
 
+    /// `PropertiesChanged` by name: the value read through the getter for a property that
+    /// emits it, the name alone for one that invalidates; a constant or undeclared one refused.
+    @Test func propertiesChangedByNameReadTheGetters() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let level = Mutex<UInt32>(1)
+        let interface = Interface("org.baton.Named1", properties: [
+            Property("Level", "u", get: { _ in .uint32(level.withLock { $0 }) }),
+            Property("Cache", "s", changeSignal: .invalidates, get: { _ in .string("big") }),
+            Property("Kind", "s", changeSignal: .const, get: { _ in .string("fixed") }),
+            Property("Wrong", "s", get: { _ in .uint32(0) }),
+        ])
+        let path: ObjectPath = "/org/baton/Test/named"
+        try await world.server.export(path, [interface])
+        let changes = try await world.client.signals(matching: MatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", path: path))
+        level.withLock { $0 = 5 }
+        try await world.server.emitPropertiesChanged(path: path, of: interface, ["Level", "Cache"])
+        let changed = try await first(of: changes)
+        #expect(changed.body == [.string("org.baton.Named1"), .record(["Level": .uint32(5)]), .strings(["Cache"])])
+        for refused in ["Kind", "Missing", "Wrong"] {
+            await #expect(throws: (any Error).self, "\(refused)") { try await world.server.emitPropertiesChanged(path: path, of: interface, [refused]) }
+        }
+    }
+
     @Test func readAllAnswersGetAllAndAnnouncementsInOneRead() async throws {
         let world = try await Fixture.start()
         defer { world.stop() }
