@@ -59,7 +59,7 @@ public enum DeclaredTypes {
             let options = contents.types[name] ?? [:]
             if options["replace"] != nil { throw BatonError.invalidArgument("\(name): a declaration cannot replace another app's type") }
             let type = try ActivityType.registration(type: name, appID: contents.app_id, options: options, limits: limits)
-            try HandoffService.checkHandlerAddress(type)
+            try RegistryInterface.checkHandlerAddress(type)
             return Declaration(file: file, type: type)
         }
     }

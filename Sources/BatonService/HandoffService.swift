@@ -113,8 +113,9 @@ public final class HandoffService: Sendable {
         // Not among the objects the root manages: those are the scenes.
         try await connection.export(Contract.SearchProvider.path, [searchProviderInterface], managed: false)
         try await connection.export(Contract.KRunner.path, [krunnerInterface], managed: false)
+        let registry = RegistryInterface(store: store, log: log, announceRemoved: { self.announceRemoved($0) })
         try await connection.export(
-            Self.rootPath, [registryInterface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface, privacyInterface]
+            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface, privacyInterface]
                 + (clock is ManualClock ? [testingInterface] : []), objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")

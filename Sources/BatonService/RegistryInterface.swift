@@ -4,40 +4,69 @@ import BatonStore
 import DBus
 import Logging
 
-extension HandoffService {
-    /// `org.baton.Handoff1.Registry`: which apps own which activity types.
-    var registryInterface: Interface {
+/// `org.baton.Handoff1.Registry`: which apps own which activity types. It holds only what it
+/// uses: the store, the limits, a log, and how to announce the activities an unregistration
+/// ended. Which types a caller may see and claim is `Scope`'s to say.
+struct RegistryInterface: Sendable {
+    let store: Store
+    let log: Logger
+    /// Announces activities a write ended (`HandoffService.announceRemoved`).
+    let announceRemoved: @Sendable ([String]) -> Void
+
+    var limits: Limits { store.limits }
+
+    var interface: Interface {
         Interface(Contract.Interface.registry, methods: [
-            Method(Contract.Registry.registerActivityType, ordering: .concurrent, handler: registerActivityType),
-            Method(Contract.Registry.unregisterActivityType, ordering: .concurrent, handler: unregisterActivityType),
-            Method(Contract.Registry.listActivityTypes, handler: listActivityTypes),
+            Method(Contract.Registry.registerActivityType, ordering: .concurrent, handler: register),
+            Method(Contract.Registry.unregisterActivityType, ordering: .concurrent, handler: unregister),
+            Method(Contract.Registry.listActivityTypes, handler: list),
         ])
     }
 
-    func registerActivityType(_ call: MethodCall) async throws -> [DBusValue] {
-        let type = try ActivityType.registration(
-            type: try call.argument(0), appID: try call.argument(1), options: try call.argument(2), limits: limits)
-        try Self.checkHandlerAddress(type)
-        if let app = call.confinedApp {
+    /// The registry as one caller sees it (docs/DESIGN.md, "Callers and access"): a sandboxed
+    /// app registers types only for itself, named inside its id, names only itself as handler,
+    /// and sees only its own; another app's type does not exist for it. A host client may do
+    /// all, and give a type to another app with `replace=true`.
+    struct Scope {
+        /// The app a sandboxed caller is confined to; nil for a host client.
+        let app: String?
+
+        init(_ call: MethodCall) { app = call.confinedApp }
+
+        func sees(_ type: ActivityType) -> Bool { app.map { $0 == type.appID } ?? true }
+
+        /// Refuses a registration this caller may not make.
+        func mayRegister(_ type: ActivityType) throws(BatonError) {
+            guard let app else { return }
             guard type.appID == app, type.type.hasPrefix(app + ".") else {
-                throw BatonError.accessDenied("the sandboxed app \(app) registers types only for itself, named inside its id (like \(app).note)")
+                throw .accessDenied("the sandboxed app \(app) registers types only for itself, named inside its id (like \(app).note)")
             }
             // The bus would start whatever service batond calls: a sandboxed app names only its own.
             if let handler = type.handler, handler != app, !handler.hasPrefix(app + ".") {
-                throw BatonError.accessDenied("the sandboxed app \(app) names only itself as handler (\(app), or a name inside it)")
+                throw .accessDenied("the sandboxed app \(app) names only itself as handler (\(app), or a name inside it)")
             }
         }
-        let replace = try (try call.argument(2) as [String: String])["replace"].map { text throws(BatonError) in
-            try Validate.boolean(text, option: "replace")
-        } ?? false
+
+        /// Refuses taking over `registered` (another app's) for `type`: a host client may, with
+        /// `replace`; a sandboxed app is not told which other app it is.
+        func mayTake(_ registered: ActivityType, for type: ActivityType, replace: Bool) throws(BatonError) {
+            guard registered.appID != type.appID, !replace || app != nil else { return }
+            guard app == nil else { throw .accessDenied("\(type.type) is registered to another app") }
+            throw .accessDenied("""
+                \(type.type) is registered to \(registered.appID); to give it to \(type.appID), register it with the option replace=true
+                """)
+        }
+    }
+
+    func register(_ call: MethodCall) async throws -> [DBusValue] {
+        let options: [String: String] = try call.argument(2)
+        let type = try ActivityType.registration(type: try call.argument(0), appID: try call.argument(1), options: options, limits: limits)
+        try Self.checkHandlerAddress(type)
+        let scope = Scope(call)
+        try scope.mayRegister(type)
+        let replace = try options["replace"].map { text throws(BatonError) in try Validate.boolean(text, option: "replace") } ?? false
         try await store.writing { store in
-            if let registered = try store.activityType(type.type), registered.appID != type.appID, !replace || call.confinedApp != nil {
-                // A sandboxed app is not told which other app it is.
-                guard call.confinedApp == nil else { throw BatonError.accessDenied("\(type.type) is registered to another app") }
-                throw BatonError.accessDenied("""
-                    \(type.type) is registered to \(registered.appID); to give it to \(type.appID), register it with the option replace=true
-                    """)
-            }
+            if let registered = try store.activityType(type.type) { try scope.mayTake(registered, for: type, replace: replace) }
             try store.register(type)
         }
         log.debug("registered \(type.type) for \(type.appID)")
@@ -54,19 +83,17 @@ extension HandoffService {
         }
     }
 
-    func unregisterActivityType(_ call: MethodCall) async throws -> [DBusValue] {
+    func unregister(_ call: MethodCall) async throws -> [DBusValue] {
         let type: String = try call.argument(0)
-        if call.confinedApp != nil, let registered = try store.activityType(type), !call.mayUse(app: registered.appID) {
-            throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
-        }
-        guard let removed = try await store.writing({ try $0.unregister(type: type) }) else {
-            throw BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
-        }
+        let unknown = BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
+        if let registered = try store.activityType(type), !Scope(call).sees(registered) { throw unknown }
+        guard let removed = try await store.writing({ try $0.unregister(type: type) }) else { throw unknown }
         announceRemoved(removed)
         return []
     }
 
-    func listActivityTypes(_ call: MethodCall) async throws -> [DBusValue] {
-        [.array(.dictionary(key: .string, value: .variant), try store.activityTypes().filter { call.mayUse(app: $0.appID) }.map(Records.record))]
+    func list(_ call: MethodCall) async throws -> [DBusValue] {
+        let scope = Scope(call)
+        return [.array(.dictionary(key: .string, value: .variant), try store.activityTypes().filter(scope.sees).map(Records.record))]
     }
 }
