@@ -16,10 +16,33 @@ extension MethodCall {
         guard let caller, caller.isSandboxed else { return nil }
         return caller.appID ?? ""
     }
+}
 
-    /// Whether this caller may see and change what belongs to `app`.
-    func mayUse(app: String) -> Bool {
-        confinedApp.map { $0 == app } ?? true
+/// What one caller may see and change: a sandboxed app, its own app's activities, types,
+/// scenes and history; a host client, everything. Handlers take the caller's scope and ask
+/// it, rather than asking which caller they serve.
+struct CallerScope: Sendable {
+    /// The app a sandboxed caller is confined to; nil for a host client.
+    let app: String?
+
+    init(_ call: MethodCall) { app = call.confinedApp }
+
+    /// Whether the caller may see and change what belongs to `owner`.
+    func sees(_ owner: String) -> Bool { app.map { $0 == owner } ?? true }
+
+    /// Narrows a filter's app to the caller's: its own app when the filter names none; false
+    /// when it names another app, of which the caller sees nothing.
+    func narrow(_ filterApp: inout String?) -> Bool {
+        guard let app else { return true }
+        guard filterApp == nil || filterApp == app else { return false }
+        filterApp = app
+        return true
+    }
+
+    /// Refuses acting for an app other than the caller's own: "`app` opens scenes for itself only".
+    func refuseAnotherApp(_ appID: String, _ what: String) throws(BatonError) {
+        guard !sees(appID) else { return }
+        throw .accessDenied("the sandboxed app \(app ?? "") \(what) for itself only, not for \(appID)")
     }
 }
 

@@ -100,7 +100,7 @@ extension HandoffService {
         let unrecorded = view.repository.unrecorded(id)
         let live = try view.repository.find(id)
         let ended = live == nil ? try store.tombstone(activityID: id) : nil
-        if let owner = live?.appID ?? ended?.appID, !view.mayUse(owner) {
+        if let owner = live?.appID ?? ended?.appID, !view.sees(owner) {
             return [Records.Explanation(id: id, state: "unknown", continuable: false, searchable: false,
                                         reasons: [Self.neverHere(id)], lastContinuation: nil).record]
         }

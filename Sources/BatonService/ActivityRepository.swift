@@ -202,15 +202,14 @@ extension ActivityRepository {
     /// for it (`NotFound`, `UnknownActivityType`); a host client sees all.
     struct View: Sendable {
         let repository: ActivityRepository
-        /// The app a sandboxed caller is confined to; nil for a host client.
-        let app: String?
+        let scope: CallerScope
 
-        func mayUse(_ owner: String) -> Bool { app.map { $0 == owner } ?? true }
+        func sees(_ owner: String) -> Bool { scope.sees(owner) }
 
         /// The registered type `name`, when this caller may use it.
         func type(named name: String, limits: Limits) throws -> ActivityType {
             try Validate.reverseDNS(name, what: "activity type", limits: limits)
-            guard let type = try repository.store.activityType(name), mayUse(type.appID) else {
+            guard let type = try repository.store.activityType(name), sees(type.appID) else {
                 throw BatonError.unknownActivityType("no activity type \(printable(name)) is registered; register it with RegisterActivityType first")
             }
             return type
@@ -218,21 +217,18 @@ extension ActivityRepository {
 
         func live(_ text: String, now: UInt64) throws -> Activity {
             let activity = try repository.live(text, now: now)
-            guard mayUse(activity.appID) else { throw Access.noActivity(activity.id) }
+            guard sees(activity.appID) else { throw Access.noActivity(activity.id) }
             return activity
         }
 
         func list(_ filter: Store.ActivityFilter, now: UInt64) throws -> [Activity] {
             var filter = filter
-            if let app {
-                guard filter.appID == nil || filter.appID == app else { return [] }
-                filter.appID = app
-            }
+            guard scope.narrow(&filter.appID) else { return [] }
             return try repository.list(filter, now: now)
         }
 
         func search(_ query: String, limit: Int, now: UInt64) throws -> [Activity] {
-            try repository.search(query, limit: limit, now: now, app: app)
+            try repository.search(query, limit: limit, now: now, app: scope.app)
         }
 
         /// Keeps `activity`, of a type `type(named:)` gave this caller.
@@ -245,7 +241,7 @@ extension ActivityRepository {
         /// type still registered, of an app not blocked.
         func update(_ id: String, with update: ActivityUpdate, now: UInt64) async throws -> Outcome {
             try await repository.update(id, requestID: update.requestID, now: now) { [self] activity, store, now in
-                guard mayUse(activity.appID) else { throw Access.noActivity(activity.id) }
+                guard sees(activity.appID) else { throw Access.noActivity(activity.id) }
                 guard !activity.isRemote else {
                     throw BatonError.accessDenied("""
                         activity \(activity.id) was advertised on another machine (device \(activity.deviceID)); only that machine changes it
@@ -264,20 +260,20 @@ extension ActivityRepository {
         }
 
         func deleteSaved(persistentIDs: [String]) async throws -> Outcome {
-            try await repository.deleteSaved(persistentIDs: persistentIDs, app: app)
+            try await repository.deleteSaved(persistentIDs: persistentIDs, app: scope.app)
         }
 
         func deleteAll(ofApp owner: String) async throws -> Outcome {
-            guard mayUse(owner) else { throw BatonError.accessDenied("the sandboxed app \(app ?? "") deletes only its own activities") }
+            guard sees(owner) else { throw BatonError.accessDenied("the sandboxed app \(scope.app ?? "") deletes only its own activities") }
             return try await repository.deleteAll(ofApp: owner)
         }
 
         func invalidate(_ id: String) async throws -> Outcome {
-            if app != nil, let owner = try repository.find(id)?.appID, !mayUse(owner) { throw Access.noActivity(id) }
+            if scope.app != nil, let owner = try repository.find(id)?.appID, !sees(owner) { throw Access.noActivity(id) }
             return try await repository.invalidate(id)
         }
     }
 
     /// The repository as `caller` sees it.
-    func view(for call: MethodCall) -> View { View(repository: self, app: call.confinedApp) }
+    func view(for call: MethodCall) -> View { View(repository: self, scope: CallerScope(call)) }
 }

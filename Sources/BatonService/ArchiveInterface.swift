@@ -79,11 +79,7 @@ extension HandoffService {
     /// The filter `options` give, confined to a sandboxed caller's app; nil when they name another app.
     private func historyFilter(_ options: [String: String], method: String, for call: MethodCall) throws(BatonError) -> Store.HistoryFilter? {
         var filter = try historyFilter(options, method: method)
-        if let app = call.confinedApp {
-            guard filter.appID == nil || filter.appID == app else { return nil }
-            filter.appID = app
-        }
-        return filter
+        return CallerScope(call).narrow(&filter.appID) ? filter : nil
     }
 
     private func historyFilter(_ options: [String: String], method: String) throws(BatonError) -> Store.HistoryFilter {

@@ -21,7 +21,7 @@ extension HandoffService {
     static let stopping = BatonError.storageUnavailable("batond is stopping; the continuation is delivered when it starts again")
 
     func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
-        try await continueActivity(try call.argument(0), options: try call.argument(1), confinedTo: call.confinedApp)
+        try await continueActivity(try call.argument(0), options: try call.argument(1), confinedTo: CallerScope(call).app)
     }
 
     /// `Continue` of the activity `id` with `options`, for a caller confined to an app, or not

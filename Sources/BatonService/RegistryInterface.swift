@@ -6,7 +6,7 @@ import Logging
 
 /// `org.baton.Handoff1.Registry`: which apps own which activity types. It holds only what it
 /// uses: the store, the limits, a log, and how to announce the activities an unregistration
-/// ended. Which types a caller may see and claim is `Scope`'s to say.
+/// ended. Which types a caller may see and claim is its `CallerScope`'s to say (below).
 struct RegistryInterface: Sendable {
     let store: Store
     let log: Logger
@@ -23,46 +23,11 @@ struct RegistryInterface: Sendable {
         ])
     }
 
-    /// The registry as one caller sees it (docs/DESIGN.md, "Callers and access"): a sandboxed
-    /// app registers types only for itself, named inside its id, names only itself as handler,
-    /// and sees only its own; another app's type does not exist for it. A host client may do
-    /// all, and give a type to another app with `replace=true`.
-    struct Scope {
-        /// The app a sandboxed caller is confined to; nil for a host client.
-        let app: String?
-
-        init(_ call: MethodCall) { app = call.confinedApp }
-
-        func sees(_ type: ActivityType) -> Bool { app.map { $0 == type.appID } ?? true }
-
-        /// Refuses a registration this caller may not make.
-        func mayRegister(_ type: ActivityType) throws(BatonError) {
-            guard let app else { return }
-            guard type.appID == app, type.type.hasPrefix(app + ".") else {
-                throw .accessDenied("the sandboxed app \(app) registers types only for itself, named inside its id (like \(app).note)")
-            }
-            // The bus would start whatever service batond calls: a sandboxed app names only its own.
-            if let handler = type.handler, handler != app, !handler.hasPrefix(app + ".") {
-                throw .accessDenied("the sandboxed app \(app) names only itself as handler (\(app), or a name inside it)")
-            }
-        }
-
-        /// Refuses taking over `registered` (another app's) for `type`: a host client may, with
-        /// `replace`; a sandboxed app is not told which other app it is.
-        func mayTake(_ registered: ActivityType, for type: ActivityType, replace: Bool) throws(BatonError) {
-            guard registered.appID != type.appID, !replace || app != nil else { return }
-            guard app == nil else { throw .accessDenied("\(type.type) is registered to another app") }
-            throw .accessDenied("""
-                \(type.type) is registered to \(registered.appID); to give it to \(type.appID), register it with the option replace=true
-                """)
-        }
-    }
-
     func register(_ call: MethodCall) async throws -> [DBusValue] {
         let options: [String: String] = try call.argument(2)
         let type = try ActivityType.registration(type: try call.argument(0), appID: try call.argument(1), options: options, limits: limits)
         try Self.checkHandlerAddress(type)
-        let scope = Scope(call)
+        let scope = CallerScope(call)
         try scope.mayRegister(type)
         let replace = try options["replace"].map { text throws(BatonError) in try Validate.boolean(text, option: "replace") } ?? false
         try await store.writing { store in
@@ -86,14 +51,42 @@ struct RegistryInterface: Sendable {
     func unregister(_ call: MethodCall) async throws -> [DBusValue] {
         let type: String = try call.argument(0)
         let unknown = BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
-        if let registered = try store.activityType(type), !Scope(call).sees(registered) { throw unknown }
+        if let registered = try store.activityType(type), !CallerScope(call).sees(registered.appID) { throw unknown }
         guard let removed = try await store.writing({ try $0.unregister(type: type) }) else { throw unknown }
         announceRemoved(removed)
         return []
     }
 
     func list(_ call: MethodCall) async throws -> [DBusValue] {
-        let scope = Scope(call)
-        return [.array(.dictionary(key: .string, value: .variant), try store.activityTypes().filter(scope.sees).map(Records.record))]
+        let scope = CallerScope(call)
+        return [.array(.dictionary(key: .string, value: .variant), try store.activityTypes().filter { scope.sees($0.appID) }.map(Records.record))]
+    }
+}
+
+/// The registry as one caller sees it (docs/DESIGN.md, "Callers and access"): a sandboxed app
+/// registers types only for itself, named inside its id, names only itself as handler, and
+/// sees only its own; another app's type does not exist for it. A host client may do all,
+/// and give a type to another app with `replace=true`.
+extension CallerScope {
+    /// Refuses a registration this caller may not make.
+    func mayRegister(_ type: ActivityType) throws(BatonError) {
+        guard let app else { return }
+        guard type.appID == app, type.type.hasPrefix(app + ".") else {
+            throw .accessDenied("the sandboxed app \(app) registers types only for itself, named inside its id (like \(app).note)")
+        }
+        // The bus would start whatever service batond calls: a sandboxed app names only its own.
+        if let handler = type.handler, handler != app, !handler.hasPrefix(app + ".") {
+            throw .accessDenied("the sandboxed app \(app) names only itself as handler (\(app), or a name inside it)")
+        }
+    }
+
+    /// Refuses taking over `registered` (another app's) for `type`: a host client may, with
+    /// `replace`; a sandboxed app is not told which other app it is.
+    func mayTake(_ registered: ActivityType, for type: ActivityType, replace: Bool) throws(BatonError) {
+        guard registered.appID != type.appID, !replace || app != nil else { return }
+        guard app == nil else { throw .accessDenied("\(type.type) is registered to another app") }
+        throw .accessDenied("""
+            \(type.type) is registered to \(registered.appID); to give it to \(type.appID), register it with the option replace=true
+            """)
     }
 }

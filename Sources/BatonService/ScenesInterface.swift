@@ -58,7 +58,7 @@ extension HandoffService {
     func openScene(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
         try Validate.reverseDNS(appID, what: "app id", limits: limits)
-        try Self.refuseAnotherApp(appID, call, "opens scenes")
+        try CallerScope(call).refuseAnotherApp(appID, "opens scenes")
         let options: [String: String] = try call.argument(1)
         if let unknown = options.keys.first(where: { $0 != "title" && $0 != "request_id" }) {
             throw BatonError.invalidArgument("OpenScene has no option '\(printable(unknown))'; its options are title, request_id")
@@ -74,18 +74,16 @@ extension HandoffService {
     }
 
     func listScenes(_ call: MethodCall) async throws -> [DBusValue] {
-        var appID: String = try call.argument(0)
-        if let app = call.confinedApp {
-            guard appID.isEmpty || appID == app else { return [.array(.objectPath, [])] }
-            appID = app
-        }
-        let scenes = try store.scenes(appID: appID.isEmpty ? nil : appID)
+        let named: String = try call.argument(0)
+        var appID = named.isEmpty ? nil : named
+        guard CallerScope(call).narrow(&appID) else { return [.array(.objectPath, [])] }
+        let scenes = try store.scenes(appID: appID)
         return [.array(.objectPath, scenes.map { .objectPath(SceneAddress.objectPath(forID: $0.id)) })]
     }
 
     func closeScene(_ call: MethodCall) async throws -> [DBusValue] {
         let id = try SceneAddress.id(from: try call.argument(0, as: ObjectPath.self).text)
-        if call.confinedApp != nil, let scene = try store.scene(id: id), !call.mayUse(app: scene.appID) {
+        if let scene = try store.scene(id: id), !CallerScope(call).sees(scene.appID) {
             throw BatonError.notFound("no scene \(id)")
         }
         try await close(scene: id)
@@ -99,7 +97,7 @@ extension HandoffService {
     func restoreScenes(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
         try Validate.reverseDNS(appID, what: "app id", limits: limits)
-        try Self.refuseAnotherApp(appID, call, "restores scenes")
+        try CallerScope(call).refuseAnotherApp(appID, "restores scenes")
         let instance = call.sender ?? ""
         let restoration = try await store.writing { try $0.restoreScenes(appID: appID, instance: instance) }
         for scene in restoration.discarded {
@@ -119,16 +117,11 @@ extension HandoffService {
     func detach(_ call: MethodCall) async throws -> [DBusValue] {
         let appID: String = try call.argument(0)
         try Validate.reverseDNS(appID, what: "app id", limits: limits)
-        try Self.refuseAnotherApp(appID, call, "detaches")
+        try CallerScope(call).refuseAnotherApp(appID, "detaches")
         try await store.writing { try $0.detach(appID: appID) }
         return []
     }
 
-    /// A sandboxed app acts for itself only.
-    static func refuseAnotherApp(_ appID: String, _ call: MethodCall, _ what: String) throws(BatonError) {
-        guard !call.mayUse(app: appID) else { return }
-        throw .accessDenied("the sandboxed app \(call.confinedApp ?? "") \(what) for itself only, not for \(appID)")
-    }
 
     // MARK: A scene
 
