@@ -55,25 +55,21 @@ extension HandoffService {
 
     func get(_ call: MethodCall) async throws -> EncodedBody {
         let activity = try activities.view(for: call).live(try call.argument(0), now: clock.now())
-        return Records.encodedRecord(activity, deviceNames: try deviceNames(for: [activity]))
+        return Records.encodedRecord(activity, deviceNames: try store.deviceNames(for: [activity]))
     }
 
     func list(_ call: MethodCall) async throws -> EncodedBody {
         let found = try activities.view(for: call).list(try filter(try call.argument(0)), now: clock.now())
-        return Records.encodedRecords(found, deviceNames: try deviceNames(for: found))
+        return Records.encodedRecords(found, deviceNames: try store.deviceNames(for: found))
     }
 
     func search(_ call: MethodCall) async throws -> EncodedBody {
         let requested: UInt32 = try call.argument(1)
         let limit = requested == 0 ? 50 : Int(min(requested, 1000))
         let found = try activities.view(for: call).search(try call.argument(0), limit: limit, now: clock.now())
-        return Records.encodedRecords(found, deviceNames: try deviceNames(for: found))
+        return Records.encodedRecords(found, deviceNames: try store.deviceNames(for: found))
     }
 
-    /// The other devices' names, read only when one of `activities` came from another device.
-    func deviceNames(for activities: [Activity]) throws -> [String: String] {
-        activities.contains(where: \.isRemote) ? try store.remoteDeviceNames() : [:]
-    }
 
     func deleteSaved(_ call: MethodCall) async throws -> [DBusValue] {
         let deleted = try await activities.view(for: call).deleteSaved(persistentIDs: try call.argument(0))

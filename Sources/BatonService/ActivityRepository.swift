@@ -196,6 +196,13 @@ struct ActivityRepository: Sendable {
     }
 }
 
+extension Store {
+    /// The other devices' names, read only when one of `activities` came from another device.
+    func deviceNames(for activities: [Activity]) throws -> [String: String] {
+        activities.contains(where: \.isRemote) ? try remoteDeviceNames() : [:]
+    }
+}
+
 extension ActivityRepository {
     /// The repository as one caller sees it (docs/DESIGN.md, "Callers and access"): a
     /// sandboxed app sees and changes its own app's activities only — another's does not exist

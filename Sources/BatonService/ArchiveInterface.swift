@@ -2,10 +2,20 @@ import BatonContract
 import BatonCore
 import BatonStore
 import DBus
+import Logging
 
-extension HandoffService {
-    /// `org.baton.Handoff1.Archive`: the user's history of activities that ended.
-    var archiveInterface: Interface {
+/// `org.baton.Handoff1.Archive`: the user's history of activities that ended, and the whole
+/// store exported and imported. It holds only what it uses: the store, a log, and how to
+/// announce what an import added.
+struct ArchiveInterface: Sendable {
+    let store: Store
+    let log: Logger
+    /// Announces an activity an import added (`Advertised`).
+    let announceAdvertised: @Sendable (Activity) -> Void
+    /// Exports the object of a scene an import added.
+    let exportScene: @Sendable (Scene) async throws -> Void
+
+    var interface: Interface {
         Interface(Contract.Interface.archive, methods: [
             Method.encoded(Contract.Archive.history, handler: history),
             Method(Contract.Archive.clearHistory, ordering: .concurrent, handler: clearHistory),
@@ -46,13 +56,11 @@ extension HandoffService {
         let options: [String: String] = try call.argument(1)
         if let unknown = options.keys.first { throw BatonError.invalidArgument("Import has no option '\(printable(unknown))'") }
         let registered = try store.activityTypes()
-        let limits = self.limits
+        let limits = store.limits
         let document = try await Task.detached { () throws(BatonError) in try ArchiveDocument.decode(text, registered: registered, limits: limits) }.value
         let imported = try await store.writing { try $0.importContents(document) }
-        for activity in imported.activities {
-            emitAdvertised(activity)
-        }
-        for scene in imported.scenes { try await exportNew(scene) }
+        imported.activities.forEach(announceAdvertised)
+        for scene in imported.scenes { try await exportScene(scene) }
         let counts: [String: UInt32] = [
             "types": UInt32(clamping: imported.types), "activities": UInt32(clamping: imported.activities.count),
             "history": UInt32(clamping: imported.history), "scenes": UInt32(clamping: imported.scenes.count),
@@ -67,7 +75,7 @@ extension HandoffService {
             return Records.encodedRecords([PastActivity](), deviceNames: [:])
         }
         let past = try store.history(filter)
-        return Records.encodedRecords(past, deviceNames: try deviceNames(for: past.map(\.activity)))
+        return Records.encodedRecords(past, deviceNames: try store.deviceNames(for: past.map(\.activity)))
     }
 
     func clearHistory(_ call: MethodCall) async throws -> [DBusValue] {

@@ -65,7 +65,7 @@ extension HandoffService {
     func resultMetas(_ ids: [String]) throws -> [DBusValue] {
         let now = clock.now()
         let found = try ids.compactMap { id in try activities.findLive(id, now: now) }
-        let devices = try deviceNames(for: found)
+        let devices = try store.deviceNames(for: found)
         let apps = appEntries(of: found)
         return found.map { activity in
             let app = apps[activity.appID] ?? nil
@@ -132,7 +132,7 @@ extension HandoffService {
     /// a match of keywords only at 0.2–0.4.
     func krunnerMatches(_ query: String) throws -> DBusValue {
         let activities = try desktopSearch([query])
-        let devices = try deviceNames(for: activities)
+        let devices = try store.deviceNames(for: activities)
         func words(_ text: String) -> [String] {
             text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
                 .split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).map(String.init)

@@ -114,9 +114,12 @@ public final class HandoffService: Sendable {
         try await connection.export(Contract.SearchProvider.path, [searchProviderInterface], managed: false)
         try await connection.export(Contract.KRunner.path, [krunnerInterface], managed: false)
         let registry = RegistryInterface(store: store, log: log, announceRemoved: { self.announceRemoved($0) })
+        let archive = ArchiveInterface(
+            store: store, log: log, announceAdvertised: { self.emitAdvertised($0) }, exportScene: { try await self.exportNew($0) })
+        let testing = (clock as? ManualClock).map { TestingInterface(clock: $0, log: log).interface }
         try await connection.export(
-            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archiveInterface, privacyInterface]
-                + (clock is ManualClock ? [testingInterface] : []), objectManager: true)
+            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archive.interface, privacyInterface]
+                + (testing.map { [$0] } ?? []), objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
     }
