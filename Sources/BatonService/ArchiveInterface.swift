@@ -5,15 +5,12 @@ import DBus
 import Logging
 
 /// `org.baton.Handoff1.Archive`: the user's history of activities that ended, and the whole
-/// store exported and imported. It holds only what it uses: the store, a log, and how to
-/// announce what an import added.
+/// store exported and imported. It holds only what it uses: the store, a log, and the
+/// service's announcements (of what an import added).
 struct ArchiveInterface: Sendable {
     let store: Store
     let log: Logger
-    /// Announces an activity an import added (`Advertised`).
-    let announceAdvertised: @Sendable (Activity) -> Void
-    /// Exports the object of a scene an import added.
-    let exportScene: @Sendable (Scene) async throws -> Void
+    let announcements: any Announcements
 
     var interface: Interface {
         Interface(Contract.Interface.archive, methods: [
@@ -59,8 +56,8 @@ struct ArchiveInterface: Sendable {
         let limits = store.limits
         let document = try await Task.detached { () throws(BatonError) in try ArchiveDocument.decode(text, registered: registered, limits: limits) }.value
         let imported = try await store.writing { try $0.importContents(document) }
-        imported.activities.forEach(announceAdvertised)
-        for scene in imported.scenes { try await exportScene(scene) }
+        imported.activities.forEach(announcements.emitAdvertised)
+        for scene in imported.scenes { try await announcements.exportNew(scene) }
         let counts: [String: UInt32] = [
             "types": UInt32(clamping: imported.types), "activities": UInt32(clamping: imported.activities.count),
             "history": UInt32(clamping: imported.history), "scenes": UInt32(clamping: imported.scenes.count),

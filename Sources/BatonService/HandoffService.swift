@@ -113,12 +113,11 @@ public final class HandoffService: Sendable {
         // Not among the objects the root manages: those are the scenes.
         try await connection.export(Contract.SearchProvider.path, [searchProviderInterface], managed: false)
         try await connection.export(Contract.KRunner.path, [krunnerInterface], managed: false)
-        let registry = RegistryInterface(store: store, log: log, announceRemoved: { self.announceRemoved($0) })
-        let archive = ArchiveInterface(
-            store: store, log: log, announceAdvertised: { self.emitAdvertised($0) }, exportScene: { try await self.exportNew($0) })
+        let registry = RegistryInterface(store: store, log: log, announcements: self)
+        let archive = ArchiveInterface(store: store, log: log, announcements: self)
         let testing = (clock as? ManualClock).map { TestingInterface(clock: $0, log: log).interface }
         try await connection.export(
-            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archive.interface, privacyInterface]
+            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archive.interface, privacy.interface]
                 + (testing.map { [$0] } ?? []), objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
@@ -177,7 +176,7 @@ public final class HandoffService: Sendable {
         if let next = try? store.nextExpiry(), next + Self.expiredGrace <= clock.now() {
             await purgeExpired()
         }
-        if paused.hasEnded(at: clock.now()) { await resumeRecording() }
+        if paused.hasEnded(at: clock.now()) { await privacy.resumeRecording() }
         await failOldContinuations()
         do {
             let becameIdle = try await store.writing { store in
@@ -263,6 +262,9 @@ public final class HandoffService: Sendable {
 
     /// Announces activities the store deleted (`Invalidated` for each), then every scene
     /// whose current activity went with them (`PropertiesChanged` for its `ActivityId`).
+    /// `org.baton.Handoff1.Privacy`, over the service's pause.
+    var privacy: PrivacyInterface { PrivacyInterface(store: store, paused: paused, clock: clock, log: log, announcements: self) }
+
     /// Every activity, whatever its mode; `activities.view(for:)` as one caller sees them.
     var activities: ActivityRepository { ActivityRepository(store: store, commits: commits, paused: paused, sync: syncEngine) }
 

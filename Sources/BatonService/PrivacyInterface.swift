@@ -2,23 +2,32 @@ import BatonContract
 import BatonCore
 import BatonStore
 import DBus
+import Logging
 
-extension HandoffService {
-    /// `org.baton.Handoff1.Privacy`: apps blocked from advertising, and forgetting an app.
-    var privacyInterface: Interface {
+/// `org.baton.Handoff1.Privacy`: apps blocked from advertising, pausing recording, and
+/// forgetting an app. It holds only what it uses: the store, the pause, the clock, a log, and
+/// the service's announcements.
+struct PrivacyInterface: Sendable {
+    let store: Store
+    let paused: PausedActivities
+    let clock: any DaemonClock
+    let log: Logger
+    let announcements: any Announcements
+
+    var interface: Interface {
         Interface(Contract.Interface.privacy, methods: [
-            Method(Contract.Privacy.blockApp, ordering: .concurrent) { call in try await self.setBlocked(call, true) },
-            Method(Contract.Privacy.unblockApp, ordering: .concurrent) { call in try await self.setBlocked(call, false) },
+            Method(Contract.Privacy.blockApp, ordering: .concurrent) { call in try await setBlocked(call, true) },
+            Method(Contract.Privacy.unblockApp, ordering: .concurrent) { call in try await setBlocked(call, false) },
             Method(Contract.Privacy.forgetApp, ordering: .concurrent, handler: forgetApp),
             Method(Contract.Privacy.pause, ordering: .concurrent, handler: pauseRecording),
             Method(Contract.Privacy.resume, ordering: .concurrent) { _ in
-                await self.resumeRecording()
+                await resumeRecording()
                 return []
             },
         ], properties: [
-            Property(Contract.Privacy.Property.blockedApps, "as") { _ in .strings(try self.store.blockedApps()) },
-            Property(Contract.Privacy.Property.paused, "b") { _ in .boolean(self.paused.isPaused) },
-            Property(Contract.Privacy.Property.pausedUntil, "t") { _ in .uint64(self.paused.until ?? 0) },
+            Property(Contract.Privacy.Property.blockedApps, "as") { _ in .strings(try store.blockedApps()) },
+            Property(Contract.Privacy.Property.paused, "b") { _ in .boolean(paused.isPaused) },
+            Property(Contract.Privacy.Property.pausedUntil, "t") { _ in .uint64(paused.until ?? 0) },
         ])
     }
 
@@ -50,33 +59,30 @@ extension HandoffService {
         }
         guard let (forgotten, reverted) = paused.resume() else { return }
         log.info("recording resumed; forgotten: \(forgotten.count) activities advertised and \(reverted.count) updates made while paused")
-        announceRemoved(forgotten.map { (id: $0.id, app: $0.appID) })
-        for activity in reverted { emitUpdated(activity.id, app: activity.appID) }
+        announcements.announceRemoved(forgotten.map { (id: $0.id, app: $0.appID) })
+        for activity in reverted { announcements.emitUpdated(activity.id, app: activity.appID) }
         await announcePause()
     }
 
     private func announcePause() async {
-        await emitRootPropertiesChanged(privacyInterface, [Contract.Privacy.Property.paused, Contract.Privacy.Property.pausedUntil])
+        await announcements.emitRootPropertiesChanged(interface, [Contract.Privacy.Property.paused, Contract.Privacy.Property.pausedUntil])
     }
 
     private func setBlocked(_ call: MethodCall, _ blocked: Bool) async throws -> [DBusValue] {
         let app: String = try call.argument(0)
-        try Validate.reverseDNS(app, what: "app id", limits: limits)
+        try Validate.reverseDNS(app, what: "app id", limits: store.limits)
         guard try await store.writing({ try $0.setBlocked(app, blocked) }) else { return [] }
         log.info("\(blocked ? "blocked" : "unblocked") \(app)")
-        await emitRootPropertiesChanged(privacyInterface, [Contract.Privacy.Property.blockedApps])
+        await announcements.emitRootPropertiesChanged(interface, [Contract.Privacy.Property.blockedApps])
         return []
     }
 
     func forgetApp(_ call: MethodCall) async throws -> [DBusValue] {
         let app: String = try call.argument(0)
-        try Validate.reverseDNS(app, what: "app id", limits: limits)
+        try Validate.reverseDNS(app, what: "app id", limits: store.limits)
         let forgotten = try await store.writing { try $0.forget(appID: app) }
-        announceRemoved(forgotten.activities)
-        for scene in forgotten.scenes {
-            restoredScenes.withLock { _ = $0.remove(scene) }
-            connection.unexport(SceneAddress.objectPath(forID: scene))
-        }
+        announcements.announceRemoved(forgotten.activities)
+        announcements.removeScenes(forgotten.scenes)
         let counts = [
             ("activities", forgotten.activities.count), ("history", forgotten.history), ("scenes", forgotten.scenes.count),
             ("types", forgotten.types), ("values", forgotten.values),

@@ -5,13 +5,12 @@ import DBus
 import Logging
 
 /// `org.baton.Handoff1.Registry`: which apps own which activity types. It holds only what it
-/// uses: the store, the limits, a log, and how to announce the activities an unregistration
-/// ended. Which types a caller may see and claim is its `CallerScope`'s to say (below).
+/// uses: the store, a log, and the service's announcements (of the activities an
+/// unregistration ended). Which types a caller may see and claim is its `CallerScope`'s to say (below).
 struct RegistryInterface: Sendable {
     let store: Store
     let log: Logger
-    /// Announces activities a write ended (`HandoffService.announceRemoved`).
-    let announceRemoved: @Sendable ([String]) -> Void
+    let announcements: any Announcements
 
     var limits: Limits { store.limits }
 
@@ -53,7 +52,7 @@ struct RegistryInterface: Sendable {
         let unknown = BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
         if let registered = try store.activityType(type), !CallerScope(call).sees(registered.appID) { throw unknown }
         guard let removed = try await store.writing({ try $0.unregister(type: type) }) else { throw unknown }
-        announceRemoved(removed)
+        announcements.announceRemoved(removed)
         return []
     }
 

@@ -2,6 +2,34 @@ import BatonContract
 import BatonCore
 import DBus
 
+/// What an interface tells the bus after a change, for interface types that are not the
+/// service itself (`RegistryInterface`, `PrivacyInterface`, …): the service does it, in the
+/// one place each signal is built.
+protocol Announcements: Sendable {
+    func announce(_ outcome: ActivityRepository.Outcome)
+    /// Activities a write ended, whose apps the store noted.
+    func announceRemoved(_ ids: [String])
+    /// Activities that ended, with their apps.
+    func announceRemoved(_ ended: [(id: String, app: String?)])
+    func emitAdvertised(_ activity: Activity)
+    func emitUpdated(_ id: String, app: String?)
+    /// That the properties `names` of the root object's `interface` changed.
+    func emitRootPropertiesChanged(_ interface: Interface, _ names: [String]) async
+    /// A new scene's object, announced (`InterfacesAdded`).
+    func exportNew(_ scene: Scene) async throws
+    /// Scenes that went: their objects, announced (`InterfacesRemoved`).
+    func removeScenes(_ ids: [String])
+}
+
+extension HandoffService: Announcements {
+    func removeScenes(_ ids: [String]) {
+        for id in ids {
+            restoredScenes.withLock { _ = $0.remove(id) }
+            connection.unexport(SceneAddress.objectPath(forID: id))
+        }
+    }
+}
+
 /// The Activities interface's signals, each body built here and nowhere else, from typed
 /// values in the order of its declaration (`Contract.Activities`; `Connection.emit` refuses a
 /// body that differs from it, and `SignalContractTests` checks every one against the XML).
