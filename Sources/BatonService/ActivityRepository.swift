@@ -161,7 +161,7 @@ struct ActivityRepository: Sendable {
     func invalidate(_ id: String) async throws -> Outcome {
         if let removed = paused.remove(id) { return Outcome(id: id, ended: [(id: id, app: removed.appID)]) }
         if let activity = try store.storedActivity(id: id), activity.isRemote, let sync {
-            guard try await HandoffService.syncing({ try await sync.invalidate(activity) }) else {
+            guard try await SyncCalls.syncing({ try await sync.invalidate(activity) }) else {
                 throw BatonError.notFound("no activity \(id)")
             }
             return Outcome(id: id, ended: endedApps([id]))

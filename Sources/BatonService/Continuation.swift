@@ -123,7 +123,7 @@ extension HandoffService {
         guard try store.devicesWithType(activity.type).contains(device) else {
             throw BatonError.unknownActivityType("no app on \(devices[device] ?? device) registered \(activity.type), so it cannot continue it")
         }
-        try await Self.syncing { try await engine.requestContinuation(of: activity.id, on: device, request: request) }
+        try await SyncCalls.syncing { try await engine.requestContinuation(of: activity.id, on: device, request: request) }
         log.debug("asked \(device) to continue \(activity.id)")
         return [.objectPath("/")]
     }

@@ -115,9 +115,11 @@ public final class HandoffService: Sendable {
         try await connection.export(Contract.KRunner.path, [krunnerInterface], managed: false)
         let registry = RegistryInterface(store: store, log: log, announcements: self)
         let archive = ArchiveInterface(store: store, log: log, announcements: self)
+        let sync = SyncInterface(
+            store: store, engineAttached: { self.syncEngine }, announcements: self, values: { self.syncPropertyValues() })
         let testing = (clock as? ManualClock).map { TestingInterface(clock: $0, log: log).interface }
         try await connection.export(
-            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, statusInterface, syncInterface, archive.interface, privacy.interface]
+            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, statusInterface, sync.interface, archive.interface, privacy.interface]
                 + (testing.map { [$0] } ?? []), objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")

@@ -6,11 +6,20 @@ import DBus
 import Glibc
 import ServiceLifecycle
 
-extension HandoffService {
-    /// `org.baton.Handoff1.Sync`: Init, Join, Leave, Devices and the sync's state, over the
-    /// daemon's `SyncEngine` (BatonSync). Setting up talks to the server, so those calls run
-    /// concurrently and never hold up the bus thread.
-    var syncInterface: Interface {
+/// `org.baton.Handoff1.Sync`: Init, Join, Leave, Devices and the sync's state, over the
+/// daemon's `SyncEngine` (BatonSync). Setting up talks to the server, so those calls run
+/// concurrently and never hold up the bus thread. It holds only what it uses: the store (for the
+/// outbox's count), the engine once the daemon attached it, the properties' values, and the
+/// service's announcements.
+struct SyncInterface: Sendable {
+    let store: Store
+    /// The daemon's engine, once attached (`HandoffService.attachSync`).
+    let engineAttached: @Sendable () -> SyncEngine?
+    let announcements: any Announcements
+    /// The properties' values (`HandoffService.syncPropertyValues`), which their announcements read too.
+    let values: @Sendable () -> [String: DBusValue]
+
+    var interface: Interface {
         typealias Name = Contract.Sync.Property
         return Interface(Contract.Interface.sync, methods: [
             Method(Contract.Sync.initialize, ordering: .concurrent, handler: initializeSync),
@@ -19,25 +28,23 @@ extension HandoffService {
             Method(Contract.Sync.devices, handler: syncDevices),
             Method(Contract.Sync.revokeDevice, ordering: .concurrent, handler: revokeDevice),
         ], properties: [
-            Property(Name.state, "s") { _ in self.syncPropertyValues()[Name.state] ?? .string("off") },
-            Property(Name.deviceID, "s") { _ in self.syncPropertyValues()[Name.deviceID] ?? .string("") },
-            Property(Name.deviceName, "s") { _ in self.syncPropertyValues()[Name.deviceName] ?? .string("") },
-            Property(Name.lastSyncAt, "t") { _ in self.syncPropertyValues()[Name.lastSyncAt] ?? .uint64(0) },
-            Property(Name.outbox, "u", changeSignal: .none) { _ in .uint32(UInt32(clamping: (try? self.store.outboxCount()) ?? 0)) },
+            Property(Name.state, "s") { _ in values()[Name.state] ?? .string("off") },
+            Property(Name.deviceID, "s") { _ in values()[Name.deviceID] ?? .string("") },
+            Property(Name.deviceName, "s") { _ in values()[Name.deviceName] ?? .string("") },
+            Property(Name.lastSyncAt, "t") { _ in values()[Name.lastSyncAt] ?? .uint64(0) },
+            Property(Name.outbox, "u", changeSignal: .none) { _ in .uint32(UInt32(clamping: (try? store.outboxCount()) ?? 0)) },
         ])
     }
 
-    var syncEngine: SyncEngine? { syncSlot.withLock { $0 } }
-
     private func engine() throws(BatonError) -> SyncEngine {
-        guard let engine = syncEngine else { throw BatonError(.syncUnavailable, "sync is not available in this batond") }
+        guard let engine = engineAttached() else { throw BatonError(.syncUnavailable, "sync is not available in this batond") }
         return engine
     }
 
     func initializeSync(_ call: MethodCall) async throws -> [DBusValue] {
         let url: String = try call.argument(0)
         let options: [String: String] = try call.argument(1)
-        let words = try await Self.syncing { try await self.engine().initialize(url: url, deviceName: Self.deviceName(options)) }
+        let words = try await SyncCalls.syncing { try await engine().initialize(url: url, deviceName: SyncCalls.deviceName(options)) }
         return [.string(words)]
     }
 
@@ -45,25 +52,25 @@ extension HandoffService {
         let url: String = try call.argument(0)
         let words: String = try call.argument(1)
         let options: [String: String] = try call.argument(2)
-        try await Self.syncing { try await self.engine().join(url: url, recoveryWords: words, deviceName: Self.deviceName(options)) }
+        try await SyncCalls.syncing { try await engine().join(url: url, recoveryWords: words, deviceName: SyncCalls.deviceName(options)) }
         return []
     }
 
     func leaveSync(_ call: MethodCall) async throws -> [DBusValue] {
-        let removed = try await Self.syncing { try await self.engine().leave() }
-        announceRemoved(removed)
+        let removed = try await SyncCalls.syncing { try await engine().leave() }
+        announcements.announceRemoved(removed)
         return []
     }
 
     func revokeDevice(_ call: MethodCall) async throws -> [DBusValue] {
         let device: String = try call.argument(0)
-        try await Self.syncing { try await self.engine().revoke(deviceID: device) }
+        try await SyncCalls.syncing { try await engine().revoke(deviceID: device) }
         return []
     }
 
     func syncDevices(_ call: MethodCall) throws -> [DBusValue] {
         typealias Key = Contract.Sync.DeviceKey
-        let devices = try Self.syncingNow { try self.engine().knownDevices() }
+        let devices = try SyncCalls.syncingNow { try engine().knownDevices() }
         let records = devices.map { device in
             var record = RecordBuilder()
             record.field(Key.id, string: device.id)
@@ -75,6 +82,10 @@ extension HandoffService {
         }
         return [.array(.dictionary(key: .string, value: .variant), records)]
     }
+}
+
+extension HandoffService {
+    var syncEngine: SyncEngine? { syncSlot.withLock { $0 } }
 
     /// Tells the bus what other devices' records changed here.
     func announce(_ applied: Store.Applied) {
@@ -139,7 +150,10 @@ extension HandoffService {
             Name.lastSyncAt: .uint64(engine?.lastSyncAt ?? 0),
         ]
     }
+}
 
+/// What every sync call shares: the device's name, and failures as the contract names them.
+enum SyncCalls {
     /// The device's name from the options, else the host's name.
     static func deviceName(_ options: [String: String]) -> String {
         if let name = options["device_name"], !name.isEmpty { return name }
