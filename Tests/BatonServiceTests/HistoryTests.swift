@@ -59,19 +59,21 @@ struct HistoryTests {
         #expect(try await history(world).isEmpty)
     }
 
-    /// With `--history-days 1`, a past activity is kept for a day to the microsecond, then
-    /// trimmed by housekeeping at that time (batond's clock moved by the test).
+    /// With a history of one day, a past activity is kept for a day to the microsecond, then
+    /// trimmed by housekeeping at that time (batond's clock held by the test).
     @Test func aPastActivityAgesOutAfterTheHistorysDays() async throws {
-        let world = try await BatonWorld.started(["--history-days", "1", "--test-clock"])
+        let world = try BatonWorld()
         defer { world.close() }
+        let batond = try await InProcessBatond(on: world) { $0.limits.historySeconds = 86_400 }
         try await world.register()
         let id = try await world.advertise("Agatha")
         _ = try await world.call(Self.activities, "Invalidate", [.string(id)])
         #expect(try await history(world).compactMap { $0["id"]?.stringValue } == [id])
-        try await world.advanceClock(by: .seconds(86_400))
+        await batond.clock.advance(by: .seconds(86_400))
         #expect(try await history(world).count == 1, "aged out before its day was over")
-        try await world.advanceClock(by: .microseconds(1))
+        await batond.clock.advance(by: .microseconds(1))
         #expect(try await history(world).isEmpty, "still in the history after its day")
+        try await batond.stop()
     }
 
     @Test func theHistoryKeepsToItsSizeAndClearedLeavesTheDisk() async throws {
