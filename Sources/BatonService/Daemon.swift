@@ -33,6 +33,9 @@ public struct DaemonOptions: Sendable {
     /// The daemon's clock when a test built it in process; nil for the system's (or, with
     /// `testClock`, a `ManualClock` of its own). A `ManualClock` here also exports Testing.
     public var clock: (any DaemonClock)?
+    /// Whether SIGTERM and SIGINT stop the daemon gracefully: batond's; not a daemon a test
+    /// builds in its own process, whose signals are the test runner's.
+    public var stopsOnSignals = true
 
     public init() {}
 }
@@ -118,7 +121,7 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
             // The bus going away ends the daemon cleanly, as a stop signal does.
             .init(service: bus, successTerminationBehavior: .gracefullyShutdownGroup),
         ],
-        gracefulShutdownSignals: [.sigterm, .sigint],
+        gracefulShutdownSignals: options.stopsOnSignals ? [.sigterm, .sigint] : [],
         logger: logger)
     configuration.maximumGracefulShutdownDuration = .seconds(15)
     return BuiltDaemon(group: ServiceGroup(configuration: configuration), store: store, service: service)

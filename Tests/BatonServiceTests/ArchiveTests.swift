@@ -39,7 +39,7 @@ struct ArchiveTests {
     }
 
     @Test func aRoundTripThroughAFreshDaemonGivesTheSameDocumentAndAgainChangesNothing() async throws {
-        let here = try await BatonWorld.started(), there = try await BatonWorld.started()
+        let here = try await BatonWorld.startedInProcess(), there = try await BatonWorld.startedInProcess()
         defer { here.close(); there.close() }
         try await fill(here)
         let directory = try TemporaryDirectory.make(prefix: "baton-export")
@@ -77,7 +77,7 @@ struct ArchiveTests {
     /// into a file, and from `baton export` through a pipe. A descriptor it cannot write to
     /// is refused, and a reader that went away ends the export, not batond.
     @Test func exportToWritesTheSameDocumentToAFileDescriptor() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         try await fill(world)
         let document = try #require(try await world.call("org.baton.Handoff1.Archive", "Export", [.stringMap([:])]).first?.stringValue)
@@ -129,7 +129,7 @@ struct ArchiveTests {
     }
 
     @Test func aDocumentWrongInOnePlaceIsRefusedWholeAndSaysWhere() async throws {
-        let here = try await BatonWorld.started(), there = try await BatonWorld.started()
+        let here = try await BatonWorld.startedInProcess(), there = try await BatonWorld.startedInProcess()
         defer { here.close(); there.close() }
         try await fill(here)
         let document = try #require(try await here.call("org.baton.Handoff1.Archive", "Export", [.stringMap([:])]).first?.stringValue)

@@ -13,7 +13,7 @@ struct BatonWindowTests {
 
     @Test func theWindowListsSearchesContinuesAndForgets() async throws {
         _ = try Executables.require("Xvfb", package: "xvfb")
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let python = try Executables.require("/usr/bin/python3", package: "python3-gi")
         let result = try await world.run(python, ["-m", "unittest", "-v", "test_baton_gtk"], environment: [

@@ -8,7 +8,7 @@ import TestSupport
 struct CExampleTests {
     @Test func theGeneratedProxiesListAndAdvertise() async throws {
         _ = try Executables.require("gdbus-codegen", package: "libglib2.0-dev-bin")
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         try await world.register()
         let agatha = try await world.advertise("Agatha")

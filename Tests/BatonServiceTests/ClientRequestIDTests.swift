@@ -10,7 +10,7 @@ struct ClientRequestIDTests {
     @Test func batonSendsARequestIDWithEachIdempotentWrite() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world)
         try await world.register(requiredKeys: "")
         let monitor = try await BusMonitor(bus: world.bus, rules: ["type='method_call',destination='org.baton.Handoff1'"])
         defer { monitor.stop() }

@@ -10,7 +10,7 @@ struct ContractCheckTests {
     static let repository = Repository.root
 
     @Test func theWholeContractFromPython() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let python = try Executables.require("/usr/bin/python3", package: "python3-dbus python3-gi")
         let result = try await world.run(python, [

@@ -39,7 +39,7 @@ struct ContractTests {
         ])
         let world = try BatonWorld()
         defer { world.close() }
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world)
         let scene = try #require(try await world.call("org.baton.Handoff1.Scenes", "OpenScene", [.string("com.example.app"), .stringMap([:])]).first?.objectPathValue)
         var served: [String: String] = [:]
         for path in [BatonWorld.root, scene] {

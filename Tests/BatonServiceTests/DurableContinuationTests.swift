@@ -1,3 +1,4 @@
+import BatonCore
 import DBus
 import Foundation
 import Glibc
@@ -243,15 +244,16 @@ struct DurableContinuationTests {
     @Test func aContinuationNotTakenWithinADayFails() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        let batond = try await InProcessBatond(on: world)
+        let clock = ManualClock()
+        let batond = try await InProcessBatond(on: world, clock: clock)
         try await world.register(handler: Self.appName)
         let id = try await world.advertise("never taken", options: ["expires_in": "\(3 * 86_400)"])
         let scene = try await continueWhileAway(id, world)
         // batond's clock, held by the test, stands still but for its moves: a day to the microsecond.
-        await batond.clock.advance(by: .seconds(86_400))
+        await clock.advance(by: .seconds(86_400))
         #expect(try await state(of: scene, world) == "pending", "failed before its day was over")
         // The move returns once housekeeping has run at the new time.
-        await batond.clock.advance(by: .microseconds(1))
+        await clock.advance(by: .microseconds(1))
         #expect(try await state(of: scene, world) == "failed", "not failed after a day")
         let last = try await lastContinuation(id, world)
         #expect(last?["state"]?.unwrapped.stringValue == "failed", "\(String(describing: last))")

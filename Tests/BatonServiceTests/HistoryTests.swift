@@ -17,7 +17,7 @@ struct HistoryTests {
     }
 
     @Test func whatEndedIsListedFoundAndContinued() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         try await world.register()
         let agatha = try await world.advertise("Agatha", options: ["keywords": "witch", "eligible_for_search": "true", "target_content_id": "agatha"])
@@ -64,14 +64,15 @@ struct HistoryTests {
     @Test func aPastActivityAgesOutAfterTheHistorysDays() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        let batond = try await InProcessBatond(on: world) { $0.limits.historySeconds = 86_400 }
+        let clock = ManualClock()
+        let batond = try await InProcessBatond(on: world, clock: clock) { $0.limits.historySeconds = 86_400 }
         try await world.register()
         let id = try await world.advertise("Agatha")
         _ = try await world.call(Self.activities, "Invalidate", [.string(id)])
         #expect(try await history(world).compactMap { $0["id"]?.stringValue } == [id])
-        await batond.clock.advance(by: .seconds(86_400))
+        await clock.advance(by: .seconds(86_400))
         #expect(try await history(world).count == 1, "aged out before its day was over")
-        await batond.clock.advance(by: .microseconds(1))
+        await clock.advance(by: .microseconds(1))
         #expect(try await history(world).isEmpty, "still in the history after its day")
         try await batond.stop()
     }

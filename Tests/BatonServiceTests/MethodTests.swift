@@ -155,7 +155,8 @@ struct MethodTests {
     @Test func expiredActivitiesVanishAtOnceAndArePurged() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        let batond = try await InProcessBatond(on: world)
+        let clock = ManualClock()
+        let batond = try await InProcessBatond(on: world, clock: clock)
         try await world.register()
         let invalidated = try await SignalLog(world.client, MatchRule(interface: Self.activities, member: "Invalidated"))
         let brief = try await world.advertise("brief", options: ["expires_in": "60"])
@@ -165,19 +166,19 @@ struct MethodTests {
         // batond's clock, held by the test, stands still until moved: live until the last microsecond
         // of its 60 s, then hidden from every call at once, answering Expired while the purge
         // waits its grace (2 s).
-        await batond.clock.advance(by: .seconds(60) - .microseconds(1))
+        await clock.advance(by: .seconds(60) - .microseconds(1))
         #expect(try await world.activityCount() == 1, "expired a microsecond early")
-        await batond.clock.advance(by: .microseconds(1))
+        await clock.advance(by: .microseconds(1))
         #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.Expired")
         #expect(try await world.activityCount() == 0, "expired activities are hidden from List at once")
         #expect(await errorName { try await world.call(Self.activities, "Continue", [.string(brief), .stringMap([:])]) }
             == "org.baton.Handoff1.Error.Expired")
-        await batond.clock.advance(by: .seconds(2) - .microseconds(1))
+        await clock.advance(by: .seconds(2) - .microseconds(1))
         #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.Expired",
                 "purged before its grace ended")
 
         // At the grace's end: the move returns once housekeeping has purged it and announced it.
-        await batond.clock.advance(by: .microseconds(1))
+        await clock.advance(by: .microseconds(1))
         #expect(await errorName { try await world.call(Self.activities, "Get", [.string(brief)]) } == "org.baton.Handoff1.Error.NotFound")
         _ = try await invalidated.wait(for: "the purge announced") { $0.body == [.string(brief)] }
         try await batond.stop()

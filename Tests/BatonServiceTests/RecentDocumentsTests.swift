@@ -40,7 +40,7 @@ import TestSupport
 
     @Test func aDocumentUsedInAnAppIsAnActivityThatOpensInThatApp() async throws {
         _ = try Executables.require("Xvfb", package: "xvfb")
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let log = try Self.prepare(world)
         let files = world.bus.directory.appendingPathComponent("files")
@@ -103,7 +103,7 @@ import TestSupport
 
     @Test func aDBusActivatableAppIsAskedToOpenItThroughTheBus() async throws {
         _ = try Executables.require("Xvfb", package: "xvfb")
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         _ = try Self.prepare(world)
         let reader = "org.example.Reader", log = world.bus.directory.appendingPathComponent("reader.log")
@@ -125,7 +125,7 @@ import TestSupport
 
     @Test func theSourceObeysPauseBlockAndForgetting() async throws {
         _ = try Executables.require("Xvfb", package: "xvfb")
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         _ = try Self.prepare(world)
         let files = (0..<4).map { world.bus.directory.appendingPathComponent("file\($0).txt") }
@@ -164,7 +164,7 @@ import TestSupport
         _ = try Executables.require("xdotool", package: "xdotool")
         let display = try await VirtualDisplay(width: 1024, height: 768)
         defer { display.close() }
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         _ = try Self.prepare(world)
         let desktop = ["DISPLAY": display.name, "GSETTINGS_BACKEND": "memory", "NO_AT_BRIDGE": "1"]
@@ -200,7 +200,7 @@ import TestSupport
     /// not installed, continuing and Explain name it and say so.
     @Test func anAppThatNamesItselfIsFoundByItsProgramAndNamedWhereItIsMissing() async throws {
         _ = try Executables.require("Xvfb", package: "xvfb")
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let log = try Self.prepare(world)
         let entry = URL(fileURLWithPath: world.bus.dataHome).appendingPathComponent("applications/\(Self.app).desktop")

@@ -26,7 +26,7 @@ struct SandboxTests {
     }
 
     @Test func aSandboxedAppSeesAndChangesOnlyItsOwn() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         // The host sets up two apps: the other one with a live activity, a past one and a scene with storage.
         for app in [Self.own, Self.other] {
@@ -111,7 +111,7 @@ struct SandboxTests {
     /// opens, writes and closes a scene of each: each app hears all of its own and nothing of
     /// the other's, nor the user's privacy settings.
     @Test func twoSandboxedAppsHearOnlyTheirOwnSignals() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let apps = [Self.own, Self.other]
         for app in apps {
@@ -174,7 +174,7 @@ struct SandboxTests {
     /// `.service` file its sandbox exports (as Flatpak exports one for an app that owns its
     /// id on the bus), the app answers from inside the sandbox, and the scene holds its answer.
     @Test func theHostContinuesIntoASandboxedAppTheBusStarts() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let advertised = try await world.runSandboxed(as: Self.own, "advertise", "Chapter 9")
         let id = try #require(advertised["id"] as? String)
@@ -200,7 +200,7 @@ struct SandboxTests {
     /// Signals are broadcast, as ever, while only host clients are on the bus; once a sandboxed
     /// app has been on it, each is addressed to those that may hear it, also after it left.
     @Test func signalsAreAddressedOnceASandboxedAppHasBeenOnTheBus() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let monitor = try await BusMonitor(bus: world.bus, rules: ["type='signal',member='Advertised'"])
         defer { monitor.stop() }

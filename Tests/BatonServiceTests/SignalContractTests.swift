@@ -44,7 +44,7 @@ struct SignalContractTests {
             "org.baton.Handoff1.Activities.Invalidated", "org.baton.Handoff1.Activities.Updated",
             "org.baton.Handoff1.Scene.StorageChanged",
         ], "a signal added to the XML is raised below too")
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let heard = try await SignalLog(world.client, MatchRule(pathNamespace: "/org/baton/Handoff1"))
 

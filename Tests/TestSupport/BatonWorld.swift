@@ -13,6 +13,8 @@ public final class BatonWorld: @unchecked Sendable {
     public private(set) var daemon: RunningBatond?
     /// Arguments every start of batond gets (a handler timeout, say).
     public var extraArguments: [String] = []
+    /// Run by `close()`, first: what a test started in its own process (a daemon built in it).
+    private var closing: [() -> Void] = []
 
     /// Where batond keeps its database, stable across restarts.
     public var database: String { RunningBatond.database(on: bus) }
@@ -56,10 +58,15 @@ public final class BatonWorld: @unchecked Sendable {
         return await daemon.stop(signal)
     }
 
+    /// Adds `action` to what `close()` does first.
+    public func onClose(_ action: @escaping () -> Void) { closing.append(action) }
+
     /// Kills batond and the bus at once, for `defer`. (A `Task` started in a `defer` to stop
     /// them may not run before the test process exits: that left one bus daemon running per
     /// test run.)
     public func close() {
+        closing.forEach { $0() }
+        closing = []
         daemon?.process.kill(SIGKILL)
         daemon = nil
         client.close()
