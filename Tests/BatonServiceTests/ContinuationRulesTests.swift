@@ -1,3 +1,4 @@
+import BatonCore
 import DBus
 import Foundation
 import Synchronization
@@ -34,7 +35,8 @@ struct ContinuationRulesTests {
     @Test func everyChangeOfAScenesActivityIsAnnounced() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        try await world.startDaemon(["--max-live-activities", "20", "--test-clock"])
+        let clock = ManualClock()
+        _ = try await InProcessBatond(on: world, clock: clock) { $0.limits.liveActivitiesPerApp = 20 }
         try await world.register()
         let log = try await SignalLog(world.client, MatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
         let monitor = try await BusMonitor(bus: world.bus, rules: ["type='signal',interface='\(Self.activities)',member='Updated'"])
@@ -93,7 +95,7 @@ struct ContinuationRulesTests {
         try await announced(log, after: mark, scenes[0], shows: expiring, "advertised in it")
         // Announced when purged: at the end of its second of life and the grace for late
         // callers (2 s) on batond's clock; the move returns once housekeeping has run.
-        try await world.advanceClock(by: .seconds(3))
+        await clock.advance(by: .seconds(3))
         try await announced(log, after: mark, scenes[0], shows: "", "expired")
 
         // The type unregistered.
@@ -104,7 +106,7 @@ struct ContinuationRulesTests {
     }
 
     @Test func anActivityNotEligibleForHandoffIsNotContinued() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         try await world.register()
         let id = try await world.advertise("private", options: ["eligible_for_handoff": "false"])
@@ -117,7 +119,7 @@ struct ContinuationRulesTests {
     }
 
     @Test func anotherAppsTypeIsTakenOnlyWithReplace() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         try await world.register(handler: "com.raywenderlich.hawknotes")
         let takeOver: [DBusValue] = [.string(BatonWorld.type), .string("com.example.thief"), .stringMap(["handler": "com.example.Thief"])]
@@ -140,7 +142,7 @@ struct ContinuationRulesTests {
     /// The documented outcome of Continue racing Invalidate: the continuation fails with
     /// NotFound and no scene is opened or changed.
     @Test func anActivityInvalidatedDuringItsContinueIsNotContinued() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         // A handler that invalidates the activity it is asked to continue, then answers.
         let app = try world.bus.connect()

@@ -46,8 +46,7 @@ struct ContinueTests {
     @Test func theHandlersStorageOpensTheSceneAndFailuresLeaveNone() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        world.extraArguments = ["--handler-timeout", "0.5"]
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world) { $0.handlerTimeout = .milliseconds(500) }
         let app = try await Self.startApp(world)
         defer { app.close() }
         try await world.register(handler: Self.appName)
@@ -116,7 +115,7 @@ struct ContinueTests {
     @Test func withoutAHandlerTheSceneCarriesTheActivity() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world)
         try await world.register()
         let id = try await world.advertise("Agatha")
         let scene = try #require(try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])]).first?.objectPathValue)
@@ -148,7 +147,7 @@ struct ContinueTests {
             GLib.MainLoop().run()
             """.write(to: script, atomically: true, encoding: .utf8)
         try world.bus.installService(name: "org.baton.PyApp", exec: "\(python) \(script.path)")
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world)
         try await world.register(handler: "org.baton.PyApp")
         #expect(try await world.client.nameOwner("org.baton.PyApp") == nil)
 

@@ -18,7 +18,7 @@ struct DesktopSearchTests {
     /// A world with Hawk Notes serving, its desktop entry installed, and Agatha advertised
     /// (keyword "witch", content "agatha") beside an activity that does not match.
     static func agathaAdvertised() async throws -> (world: BatonWorld, hawkNotes: Subprocess, agatha: String) {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         let applications = URL(fileURLWithPath: world.bus.dataHome).appendingPathComponent("applications")
         try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
         try "[Desktop Entry]\nType=Application\nName=Hawk Notes\nIcon=hawk-notes\nExec=hawk-notes serve\n"
@@ -146,7 +146,7 @@ struct DesktopSearchTests {
             GLib.MainLoop().run()
             """.write(to: script, atomically: true, encoding: .utf8)
         try world.bus.installService(name: "org.baton.Baton", exec: "/usr/bin/python3 \(script.path)")
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world)
         _ = try await world.call(Self.provider, "LaunchSearch", [.strings(["field", "walk"]), .uint32(7)], path: Self.providerPath)
         #expect(try String(contentsOf: log, encoding: .utf8) == "search field walk\n")
     }
@@ -155,7 +155,7 @@ struct DesktopSearchTests {
     /// the person waiting for a window is told why, in a notification (python3-dbusmock's
     /// notification server), instead of an empty scene and a line in the log.
     @Test func aResultThatCannotOpenSaysWhyInANotification() async throws {
-        let world = try await BatonWorld.started(["--handler-timeout", "2"])
+        let world = try await BatonWorld.startedInProcess { $0.handlerTimeout = .seconds(2) }
         defer { world.close() }
         let mock = try Subprocess("/usr/bin/python3", ["-m", "dbusmock", "--template", "notification_daemon",
                                                         "-p", #"{"capabilities": "body actions"}"#], environment: world.bus.environment)

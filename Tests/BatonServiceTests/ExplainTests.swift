@@ -86,7 +86,7 @@ struct ExplainTests {
     }
 
     @Test func theLastContinuationIsExplained() async throws {
-        let world = try await BatonWorld.started(["--handler-timeout", "1"])
+        let world = try await BatonWorld.startedInProcess { $0.handlerTimeout = .seconds(1) }
         defer { world.close() }
         try await world.register(handler: "org.baton.AbsentApp")
         let id = try await world.advertise("away")

@@ -20,7 +20,7 @@ struct MethodTests {
     /// `id_prefix`, for clients that let people type the beginning of an id: List finds live
     /// activities by it (those kept in memory while paused too), History past ones.
     @Test func listAndHistoryFindIdsByTheirBeginning() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         try await world.register(requiredKeys: "")
         let first = try await world.advertise("first")
@@ -54,7 +54,7 @@ struct MethodTests {
     @Test func updateMergesAndSearchRanks() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world)
         try await world.register()
         let agatha = try await world.advertise("Agatha", payload: #"{"id":"a","name":"Agatha"}"#,
                                                options: ["keywords": "witch,mentor", "eligible_for_search": "true"])
@@ -100,7 +100,7 @@ struct MethodTests {
     @Test func aBurstOfAdvertiseCallsIsStoredBeforeEachReply() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world)
         try await world.register()
         // Sixty calls in flight at once: the daemon commits them in shared transactions,
         // and each caller reads its activity back the moment its own reply arrives.
@@ -123,7 +123,7 @@ struct MethodTests {
     @Test func deletionsAndUnregisteringAnnounceWhatWent() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world)
         try await world.register()
         let gone = try await world.client.signals(matching: MatchRule(interface: Self.activities, member: "Invalidated"))
         var invalidated = gone.makeAsyncIterator()
@@ -187,7 +187,7 @@ struct MethodTests {
     @Test func scenesAnnounceThemselvesAndTheirChanges() async throws {
         let world = try BatonWorld()
         defer { world.close() }
-        try await world.startDaemon()
+        _ = try await InProcessBatond(on: world)
         try await world.register()
         let managed = try await world.client.signals(matching: MatchRule(interface: "org.freedesktop.DBus.ObjectManager"))
         var objects = managed.makeAsyncIterator()

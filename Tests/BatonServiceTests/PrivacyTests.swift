@@ -11,7 +11,7 @@ struct PrivacyTests {
     static let privacy = "org.baton.Handoff1.Privacy"
 
     @Test func aBlockedAppsActivitiesAreRefusedUntilItIsUnblocked() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         try await world.register()
         let before = try await world.advertise("Agatha")
@@ -116,7 +116,7 @@ struct PrivacyTests {
     }
 
     @Test func forgettingAnAppLeavesNothingOfItAndTouchesNoOtherApp() async throws {
-        let world = try await BatonWorld.started()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         try await world.register()
         _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
