@@ -285,10 +285,10 @@ extension HandoffService {
                 storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
             }
             let now = clock.now()
-            try await store.writing { [storage] in
+            let scene = try await store.writing { [storage] in
                 try $0.completeContinuation(sceneID: sceneID, activityID: activity.id, storage: storage, now: now)
             }
-            emitSceneChanged(sceneID)
+            emitSceneChanged(scene)
             emitStorageChanged(sceneID, changed: storage, removed: [])
             emitContinued(activity, into: path, created: pending.createdScene)
             log.debug("continued \(activity.id) into \(path.text)")

@@ -300,14 +300,20 @@ public final class HandoffService: Sendable {
     /// its getters give them (`sceneProperties`, from one read of its row).
     func emitSceneChanged(_ id: String, _ names: [String] = sceneActivityProperties) {
         guard let scene = try? store.scene(id: id) else { return }
-        let content = names.contains(Contract.Scene.Property.handlesContent) ? (try? store.handlesContent(sceneID: id)) ?? [] : []
+        emitSceneChanged(scene, names)
+    }
+
+    /// The same, for a scene as a write just left it.
+    func emitSceneChanged(_ scene: Scene, _ names: [String] = sceneActivityProperties) {
+        let content = names.contains(Contract.Scene.Property.handlesContent) ? (try? store.handlesContent(sceneID: scene.id)) ?? [] : []
         let values = sceneProperties(scene, handlesContent: content)
-        for name in names where sceneInterface.property(named: name)?.changeSignal != .emits {
+        let interface = sceneInterface
+        for name in names where interface.property(named: name)?.changeSignal != .emits {
             log.error("\(Contract.Interface.scene).\(name) is not announced when it changes")
         }
         connection.emitPropertiesChanged(
-            path: SceneAddress.objectPath(forID: id), interface: Contract.Interface.scene,
-            changed: values.filter { names.contains($0.key) && sceneInterface.property(named: $0.key)?.changeSignal == .emits })
+            path: SceneAddress.objectPath(forID: scene.id), interface: Contract.Interface.scene,
+            changed: values.filter { names.contains($0.key) && interface.property(named: $0.key)?.changeSignal == .emits })
     }
 
     func emitStorageChanged(_ id: String, changed: [(String, StorageValue)], removed: [String]) {

@@ -38,25 +38,31 @@ extension Store {
         }
     }
 
+    private static let sceneReadySQL =
+        "UPDATE scene SET activity_id = ?, last_active_at = ?, state = 'ready' WHERE id = ? RETURNING \(SceneRow.Column.list)"
+
     /// The handler answered: its storage goes into the scene, which now shows the activity
-    /// and is `ready`. `NotFound` (nothing written) when the activity went meanwhile, or
-    /// the continuation is no longer the one waiting in the scene.
+    /// and is `ready`; returns the scene so. `NotFound` (nothing written) when the activity
+    /// went meanwhile, or the continuation is no longer the one waiting in the scene.
+    @discardableResult
     public func completeContinuation(
         sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64
-    ) throws {
+    ) throws -> Scene {
         try checkStorage(storage)
-        try write { db in
+        return try write { db in
             let waiting = try db.cachedStatement(sql: "SELECT activity_id, requested_at FROM continuation WHERE scene_id = ?")
                 .row([sceneID]) { (activity: $0.string(0), requestedAt: $0.time(1)) }
             guard let waiting, waiting.activity == activityID else {
                 throw BatonError.notFound("no continuation of \(activityID) waits in scene \(sceneID)")
             }
             try Self.requireActivity(activityID, askedAt: waiting.requestedAt, in: db)
-            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ?, state = 'ready' WHERE id = ?")
-                .execute(arguments: [activityID, Time.encode(now), sceneID])
+            // The scene as it now is, for its announcement: no read after the write.
+            let scene = try db.cachedStatement(sql: Self.sceneReadySQL).row([activityID, Time.encode(now), sceneID], SceneRow.decode)
+            guard let scene else { throw BatonError.notFound("no scene \(sceneID)") }
             _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
             try db.cachedStatement(sql: "DELETE FROM continuation WHERE scene_id = ?").execute(arguments: [sceneID])
             try noteOutcome(activityID, scene: sceneID, state: "ready", in: db)
+            return scene
         }
     }
 
