@@ -12,9 +12,10 @@ public protocol DaemonClock: Sendable {
     /// Microseconds since the Unix epoch.
     func now() -> UInt64
 
-    /// Runs `work` at once, then again when `period` has passed after a round ended, or
-    /// sooner when the time `next` gives (something the work will handle, such as an expiry)
-    /// has come; until the calling task is cancelled, after the round under way then.
+    /// Runs `work` at once, then again when `period` has passed after a round ended, or — on a
+    /// clock that keeps exact time, `ManualClock` — sooner when the time `next` gives (something
+    /// the work will handle, such as an expiry) has come; until the calling task is cancelled,
+    /// after the round under way then.
     ///
     /// A time `next` gives that is not after the last round began is left to the period: the
     /// round could not handle it (a failed write), and trying again at once would spin.
@@ -22,6 +23,10 @@ public protocol DaemonClock: Sendable {
 }
 
 /// The system's wall clock, and real sleeps.
+///
+/// Its rounds keep to the period and do not ask `next`: what falls due is handled within a
+/// period (a second for housekeeping), and asking costs reads each round (three, about 5% of
+/// a Continue's instructions in Benchmarks/instructions) for no more than that second.
 public struct SystemClock: DaemonClock {
     public init() {}
 
@@ -29,14 +34,8 @@ public struct SystemClock: DaemonClock {
 
     public func repeating(every period: Duration, next: @escaping @Sendable () -> UInt64?, _ work: @escaping @Sendable () async -> Void) async {
         while !Task.isCancelled {
-            let began = now()
             await work()
-            var pause = period
-            if let soon = next(), soon > began {
-                let now = now()
-                pause = min(period, soon > now ? .microseconds(Int64(clamping: soon - now)) : .zero)
-            }
-            try? await Task.sleep(for: pause)
+            try? await Task.sleep(for: period)
         }
     }
 }

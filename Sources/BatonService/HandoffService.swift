@@ -162,9 +162,9 @@ public final class HandoffService: Sendable {
         }
     }
 
-    /// The next time housekeeping has something to do, when it is sooner than its period: an
-    /// expired activity's purge, the end of a pause, a continuation's day running out, the
-    /// oldest past activity aging out of the history.
+    /// The next time housekeeping has something to do, for a clock that keeps exact time
+    /// (`ManualClock`; `SystemClock` keeps to the period): an expired activity's purge, the end
+    /// of a pause, a continuation's day running out, the oldest past activity aging out.
     func nextDeadline() -> UInt64? {
         let purge = (try? store.nextExpiry())?.map { $0 + Self.expiredGrace }
         let pauseEnds = paused.until.flatMap { $0 == 0 ? nil : $0 }
