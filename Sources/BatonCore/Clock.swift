@@ -25,8 +25,8 @@ public protocol DaemonClock: Sendable {
 /// The system's wall clock, and real sleeps.
 ///
 /// Its rounds keep to the period and do not ask `next`: what falls due is handled within a
-/// period (a second for housekeeping), and asking costs reads each round (three, about 5% of
-/// a Continue's instructions in Benchmarks/instructions) for no more than that second.
+/// period (a second for housekeeping), which users cannot tell from on time, and asking would
+/// add reads to every round.
 public struct SystemClock: DaemonClock {
     public init() {}
 

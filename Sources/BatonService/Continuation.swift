@@ -83,7 +83,7 @@ extension HandoffService {
             try await store.writing { try $0.markPending(sceneID: existing.id, activityID: activity.id, now: now, request: request) }
             emitSceneChanged(existing.id)
         } else {
-            let scene = Scene(id: Identifier.make(at: clock.now()), appID: activity.appID, title: activity.title, activityID: activity.id,
+            let scene = Scene(id: Identifier.make(at: now), appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now, state: .pending)
             let stored = try await store.writing { try $0.insertPending(scene, activityID: activity.id, request: request) }
             // The same request, continued meanwhile by an earlier call: its scene is the answer.
@@ -133,7 +133,7 @@ extension HandoffService {
     /// handler fills its storage (the app's own state, as for any scene), and nothing waits
     /// in it: an app that cannot take it now gets `HandlerFailed`, and the new scene closes.
     private func continueUnrecorded(_ activity: Activity, type: ActivityType, into existing: Scene?, now: UInt64) async throws -> [DBusValue] {
-        let scene = existing ?? Scene(id: Identifier.make(at: clock.now()), appID: activity.appID, title: "", createdAt: now, lastActiveAt: now)
+        let scene = existing ?? Scene(id: Identifier.make(at: now), appID: activity.appID, title: "", createdAt: now, lastActiveAt: now)
         if existing == nil {
             try await store.writing { try $0.insert(scene, storage: []) }
             try await exportNew(scene)
@@ -162,7 +162,7 @@ extension HandoffService {
     private func continueWithoutHandler(
         _ activity: Activity, type: ActivityType, into existing: Scene?, now: UInt64, request: Request?
     ) async throws -> [DBusValue] {
-        let scene = existing ?? Scene(id: Identifier.make(at: clock.now()), appID: activity.appID, title: activity.title, activityID: activity.id,
+        let scene = existing ?? Scene(id: Identifier.make(at: now), appID: activity.appID, title: activity.title, activityID: activity.id,
                                       createdAt: now, lastActiveAt: now)
         if existing != nil {
             try await store.writing { try $0.continueInto(sceneID: scene.id, activityID: activity.id, storage: [], now: now, request: request) }
@@ -307,8 +307,7 @@ extension HandoffService {
             // Refused, or nothing left to continue: no trace of it.
             let why = (error as? BatonError)?.message ?? "\(error)"
             if (try? await store.writing({ try $0.abandonContinuation(sceneID: sceneID, why: why) })) == true {
-                restoredScenes.withLock { _ = $0.remove(sceneID) }
-                connection.unexport(path)
+                removeScenes([sceneID])
             } else {
                 emitSceneChanged(sceneID)
             }

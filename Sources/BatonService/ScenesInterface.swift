@@ -67,7 +67,7 @@ extension HandoffService {
         try Validate.text(title, what: "the title", limit: limits.titleBytes)
         let request = try Validate.requestID(options).map { Request(id: $0, method: Contract.Scenes.openScene.name) }
         let now = clock.now()
-        let scene = Scene(id: Identifier.make(at: clock.now()), appID: appID, title: title, createdAt: now, lastActiveAt: now)
+        let scene = Scene(id: Identifier.make(at: now), appID: appID, title: title, createdAt: now, lastActiveAt: now)
         let id = try await store.writing { try $0.insert(scene, storage: [], request: request) }
         if id == scene.id { try await exportNew(scene) }
         return [.objectPath(SceneAddress.objectPath(forID: id))]
@@ -101,8 +101,7 @@ extension HandoffService {
         let instance = call.sender ?? ""
         let restoration = try await store.writing { try $0.restoreScenes(appID: appID, instance: instance) }
         for scene in restoration.discarded {
-            restoredScenes.withLock { _ = $0.remove(scene.id) }
-            connection.unexport(SceneAddress.objectPath(forID: scene.id))
+            removeScenes([scene.id])
             log.warning("""
                 discarded scene \(scene.id) of \(appID): it came back as recover \(Store.recoverLimit) times in a row \
                 without the app acknowledging it, so it likely makes the app crash at launch
@@ -209,8 +208,7 @@ extension HandoffService {
 
     func close(scene id: String) async throws {
         guard try await store.writing({ try $0.deleteScene(id: id) }) else { throw BatonError.notFound("no scene \(id)") }
-        restoredScenes.withLock { _ = $0.remove(id) }
-        connection.unexport(SceneAddress.objectPath(forID: id))
+        removeScenes([id])
     }
 
     /// The scene a Scene-interface call is addressed to.

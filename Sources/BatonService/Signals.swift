@@ -6,7 +6,6 @@ import DBus
 /// service itself (`RegistryInterface`, `PrivacyInterface`, …): the service does it, in the
 /// one place each signal is built.
 protocol Announcements: Sendable {
-    func announce(_ outcome: ActivityRepository.Outcome)
     /// Activities a write ended, whose apps the store noted.
     func announceRemoved(_ ids: [String])
     /// Activities that ended, with their apps.
@@ -22,6 +21,7 @@ protocol Announcements: Sendable {
 }
 
 extension HandoffService: Announcements {
+    /// Scenes that went: their objects leave the bus and they no longer count as restored.
     func removeScenes(_ ids: [String]) {
         for id in ids {
             restoredScenes.withLock { _ = $0.remove(id) }

@@ -255,8 +255,9 @@ extension Store {
     /// An outbox row carrying a request's record, sent as it is; returns its time.
     @discardableResult
     private func insertRequest(_ body: [UInt8], in db: Database) throws -> Int64 {
-        try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', ?, ?, baton_hlc(), ?) RETURNING hlc"),
-                           arguments: [Identifier.make(at: wallClock.now()), Time.encode(wallClock.now()), Data(body)]) ?? 0
+        let now = wallClock.now()
+        return try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', ?, ?, baton_hlc(), ?) RETURNING hlc"),
+                                  arguments: [Identifier.make(at: now), Time.encode(now), Data(body)]) ?? 0
     }
 
     /// Invalidates another device's activity here and, in the same transaction, puts the
@@ -379,7 +380,7 @@ extension Store {
                 return
             }
             let now = wallClock.now()
-            let scene = Scene(id: Identifier.make(at: wallClock.now()), appID: activity.appID, title: activity.title, activityID: activity.id,
+            let scene = Scene(id: Identifier.make(at: now), appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now, state: .pending)
             try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
             try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(

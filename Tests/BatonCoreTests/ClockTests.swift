@@ -2,8 +2,9 @@ import BatonCore
 import Synchronization
 import Testing
 
-/// The clock tests hold: it stands still, and a move returns once what fell due has run.
-@Suite struct ManualClockTests {
+/// The clock tests hold: it stands still, and a move returns once what fell due has run. A
+/// broken clock would leave a move waiting: each test fails after a minute instead.
+@Suite(.timeLimit(.minutes(1))) struct ManualClockTests {
     /// Rounds a `repeating` work has run, and the clock's time at each.
     final class Rounds: Sendable {
         let times = Mutex<[UInt64]>([])
@@ -93,12 +94,22 @@ import Testing
         await task.value
     }
 
+    /// Cancelled during a round a move waits for, the work ends after that round and the
+    /// move returns; a move after it finds nothing due.
     @Test func cancellingTheWorkEndsItAndReleasesAMoveWaitingForIt() async {
         let clock = ManualClock(startingAt: 0)
-        let (rounds, task) = await Self.start(clock, every: .seconds(1))
+        let (release, gate) = AsyncStream<Void>.makeStream()
+        let (rounds, task) = await Self.start(clock, every: .seconds(1), round: {
+            var iterator = release.makeAsyncIterator()
+            _ = await iterator.next()
+        })
+        let moved = Task { await clock.advance(by: .seconds(5)) }
+        while clock.now() != 5_000_000 { await Task.yield() }
         task.cancel()
+        gate.yield()
+        await moved.value
         await task.value
-        // Nothing is due any more: the move returns at once.
+        #expect(rounds.count == 1, "a round ran after the work was cancelled")
         await clock.advance(by: .seconds(10))
         #expect(rounds.count == 1)
     }

@@ -61,7 +61,8 @@ struct HistoryTests {
 
     /// With a history of one day, a past activity is kept for a day to the microsecond, then
     /// trimmed by housekeeping at that time (batond's clock held by the test).
-    @Test func aPastActivityAgesOutAfterTheHistorysDays() async throws {
+    // On a clock the test holds: a move that never returned would hang it; the limit fails it.
+    @Test(.timeLimit(.minutes(1))) func aPastActivityAgesOutAfterTheHistorysDays() async throws {
         let world = try BatonWorld()
         defer { world.close() }
         let clock = ManualClock()
