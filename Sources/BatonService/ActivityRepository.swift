@@ -25,8 +25,8 @@ struct ActivityRepository: Sendable {
         var id = ""
         var advertised: Activity?
         var updated: Activity?
-        /// Activities that ended, with their apps where known.
-        var ended: [(id: String, app: String?)] = []
+        /// Activities that ended.
+        var ended: [Ended] = []
         /// Scenes whose properties changed.
         var scenes: [String] = []
     }
@@ -117,11 +117,11 @@ struct ActivityRepository: Sendable {
         if paused.isPaused {
             let added = paused.add(activity, requestID: requestID, quota: quota)
             if let first = added.repeated { return Outcome(id: first) }
-            return Outcome(id: activity.id, advertised: activity, ended: added.removed.map { (id: $0, app: activity.appID) })
+            return Outcome(id: activity.id, advertised: activity, ended: added.removed.map { Ended(id: $0, appID: activity.appID) })
         }
         let inserted = try await commits.insert(activity, request: requestID.map { Request(id: $0, method: Contract.Activities.advertise.name) })
         guard !inserted.repeated else { return Outcome(id: inserted.id) }
-        return Outcome(id: activity.id, advertised: activity, ended: endedApps(inserted.trimmed), scenes: activity.sceneID.map { [$0] } ?? [])
+        return Outcome(id: activity.id, advertised: activity, ended: inserted.trimmed, scenes: activity.sceneID.map { [$0] } ?? [])
     }
 
     /// How an update changes an activity: `change` gets the activity and its type, after
@@ -139,7 +139,7 @@ struct ActivityRepository: Sendable {
             if paused.keepUpdate(updated) { return Outcome(id: updated.id, updated: updated) }
         }
         let request = requestID.map { Request(id: $0, method: Contract.Activities.update.name) }
-        let changed = try await store.writing { store -> (activity: Activity, moved: Bool)? in
+        let changed = try await store.writing { store -> (activity: Activity, moved: Bool, cleared: [String])? in
             // A repeat returns at once, even if the activity has changed or gone since.
             if let request, try store.result(of: request) != nil { return nil }
             let now = store.wallClock.now()
@@ -147,46 +147,37 @@ struct ActivityRepository: Sendable {
             guard let stored else { throw BatonError.notFound("no activity \(id)") }
             guard !stored.isExpired(at: now) else { throw BatonError.expired("activity \(stored.id) has expired") }
             let changed = try change(stored, store, now)
-            try store.update(changed.activity, moved: changed.moved, request: request)
-            return changed
+            let cleared = try store.update(changed.activity, moved: changed.moved, request: request)
+            return (changed.activity, changed.moved, cleared)
         }
         guard let changed else { return Outcome(id: id) }
         let moved = changed.moved ? changed.activity.sceneID.map { [$0] } ?? [] : []
-        return Outcome(id: changed.activity.id, updated: changed.activity, scenes: moved + store.takeScenesWithClearedActivity())
+        return Outcome(id: changed.activity.id, updated: changed.activity, scenes: moved + changed.cleared)
     }
 
     /// Ends the activity `id`: one advertised while paused is forgotten with no trace (nor
     /// history); another machine's goes here now, with a request in this machine's log for its
     /// own machine; this machine's is deleted.
     func invalidate(_ id: String) async throws -> Outcome {
-        if let removed = paused.remove(id) { return Outcome(id: id, ended: [(id: id, app: removed.appID)]) }
+        if let removed = paused.remove(id) { return Outcome(id: id, ended: [Ended(id: id, appID: removed.appID)]) }
         if let activity = try store.storedActivity(id: id), activity.isRemote, let sync {
-            guard try await SyncCalls.syncing({ try await sync.invalidate(activity) }) else {
-                throw BatonError.notFound("no activity \(id)")
-            }
-            return Outcome(id: id, ended: endedApps([id]))
+            let ended = try await SyncCalls.syncing { try await sync.invalidate(activity) }
+            guard !ended.isEmpty else { throw BatonError.notFound("no activity \(id)") }
+            return Outcome(id: id, ended: ended)
         }
-        try await store.writing { store in
-            guard try !store.deleteActivities(ids: [id]).isEmpty else { throw BatonError.notFound("no activity \(id)") }
-        }
-        return Outcome(id: id, ended: endedApps([id]))
+        let ended = try await store.writing { try $0.deleteActivities(ids: [id]) }
+        guard !ended.isEmpty else { throw BatonError.notFound("no activity \(id)") }
+        return Outcome(id: id, ended: ended)
     }
 
     /// Deletes the stored activities with these persistent ids (of `app` only, when given).
     func deleteSaved(persistentIDs: [String], app: String?) async throws -> Outcome {
-        let removed = try await store.writing { try $0.deleteSaved(persistentIDs: persistentIDs, appID: app) }
-        return Outcome(ended: endedApps(removed))
+        Outcome(ended: try await store.writing { try $0.deleteSaved(persistentIDs: persistentIDs, appID: app) })
     }
 
     /// Deletes every stored activity of `app`.
     func deleteAll(ofApp app: String) async throws -> Outcome {
-        Outcome(ended: endedApps(try await store.writing { try $0.deleteAll(appID: app) }))
-    }
-
-    /// The apps of activities a write ended (see `Store.takeAppsOfEnded`).
-    func endedApps(_ ids: [String]) -> [(id: String, app: String?)] {
-        let apps = store.takeAppsOfEnded(ids)
-        return ids.map { (id: $0, app: apps[$0]) }
+        Outcome(ended: try await store.writing { try $0.deleteAll(appID: app) })
     }
 
     /// Refuses what the user blocked: nothing of a blocked app is recorded or changed.

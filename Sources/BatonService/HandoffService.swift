@@ -279,18 +279,11 @@ public final class HandoffService: Sendable {
         for scene in outcome.scenes { emitSceneChanged(scene) }
     }
 
-    func announceRemoved(_ ids: [String]) {
-        let apps = store.takeAppsOfEnded(ids)
-        announceRemoved(ids.map { (id: $0, app: apps[$0]) })
-    }
-
-    /// The same, for activities whose apps are known. One whose app is not (see
-    /// `Store.takeAppsOfEnded`) is told to host clients only.
-    func announceRemoved(_ ended: [(id: String, app: String?)]) {
-        for (id, app) in ended { emitInvalidated(id, app: app) }
+    func announceRemoved(_ ended: [Ended]) {
+        for each in ended { emitInvalidated(each.id, app: each.appID) }
         paused.forgetUpdates(of: ended.map(\.id))
         withdrawOffer(of: ended.map(\.id))
-        for scene in store.takeScenesWithClearedActivity() { emitSceneChanged(scene) }
+        for scene in ended.flatMap(\.scenes) { emitSceneChanged(scene) }
     }
 
     /// What changes when a scene's activity does: its current activity, last-active time and state.

@@ -59,7 +59,7 @@ struct PrivacyInterface: Sendable {
         }
         guard let (forgotten, reverted) = paused.resume() else { return }
         log.info("recording resumed; forgotten: \(forgotten.count) activities advertised and \(reverted.count) updates made while paused")
-        announcements.announceRemoved(forgotten.map { (id: $0.id, app: $0.appID) })
+        announcements.announceRemoved(forgotten.map { Ended(id: $0.id, appID: $0.appID) })
         for activity in reverted { announcements.emitUpdated(activity.id, app: activity.appID) }
         await announcePause()
     }

@@ -1,15 +1,14 @@
 import BatonContract
 import BatonCore
+import BatonStore
 import DBus
 
 /// What an interface tells the bus after a change, for interface types that are not the
 /// service itself (`RegistryInterface`, `PrivacyInterface`, …): the service does it, in the
 /// one place each signal is built.
 protocol Announcements: Sendable {
-    /// Activities a write ended, whose apps the store noted.
-    func announceRemoved(_ ids: [String])
-    /// Activities that ended, with their apps.
-    func announceRemoved(_ ended: [(id: String, app: String?)])
+    /// Activities that ended, and the scenes that showed them.
+    func announceRemoved(_ ended: [Ended])
     func emitAdvertised(_ activity: Activity)
     func emitUpdated(_ id: String, app: String?)
     /// That the properties `names` of the root object's `interface` changed.

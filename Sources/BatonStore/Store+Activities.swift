@@ -8,16 +8,16 @@ extension Store {
     public struct Inserted: Sendable, Equatable {
         /// The stored activity's id: the first call's when this one repeated its request.
         public let id: String
-        /// Activities removed to keep the app under its quota.
-        public let trimmed: [String]
+        /// Activities ended to keep the app under its quota.
+        public let trimmed: [Ended]
         /// True when the request was made before: nothing was written.
         public let repeated: Bool
     }
 
     /// Stores a new activity. When its app is at the live-activity limit, its oldest
-    /// non-persistent activities are removed first (their ids are returned); when
-    /// every one is persistent, the insert is refused with `QuotaExceeded`.
-    public func insert(_ activity: Activity) throws -> [String] {
+    /// non-persistent activities end first (and are returned); when every one is
+    /// persistent, the insert is refused with `QuotaExceeded`.
+    public func insert(_ activity: Activity) throws -> [Ended] {
         try writeActivities { db in try insert(activity, request: nil, in: db).trimmed }
     }
 
@@ -53,17 +53,17 @@ extension Store {
         }
         let live = try Int.fetchOne(
             db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
-        var trimmed: [String] = []
+        var ended: [Ended] = []
         if live >= limits.liveActivitiesPerApp {
-            trimmed = try String.fetchAll(db.cachedStatement(sql: """
+            let oldest = try String.fetchAll(db.cachedStatement(sql: """
                 SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL AND device_id = '' ORDER BY seq LIMIT ?
                 """), arguments: [activity.appID, live - limits.liveActivitiesPerApp + 1])
-            guard live - trimmed.count < limits.liveActivitiesPerApp else {
+            guard live - oldest.count < limits.liveActivitiesPerApp else {
                 throw BatonError.quotaExceeded(
                     "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
             }
             let quota = "removed to keep \(activity.appID) under its \(limits.liveActivitiesPerApp)-activity quota"
-            try ending(.evicted(quota), history: true) { for id in trimmed { _ = try deleteActivity(id: id, in: db) } }
+            ended = try oldest.flatMap { try end(.id($0), .evicted(quota), history: true, in: db) }
         }
         try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
         if let scene = activity.sceneID {
@@ -71,73 +71,56 @@ extension Store {
                 .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
         }
         if let request { try record(request, result: activity.id, in: db) }
-        return Inserted(id: activity.id, trimmed: trimmed, repeated: false)
-    }
-
-    /// Deletes one activity in the caller's transaction; true when it existed.
-    private func deleteActivity(id: String, in db: Database) throws -> Bool {
-        try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
-        return db.changesCount > 0
+        return Inserted(id: activity.id, trimmed: ended, repeated: false)
     }
 
     /// Replaces every field of a stored activity. With `moved`, its `sceneID` is where it is
     /// now current: that scene shows it, and every other scene that did shows nothing.
-    /// With a request made before, writes nothing.
-    public func update(_ activity: Activity, moved: Bool = false, request: Request? = nil) throws {
+    /// With a request made before, writes nothing. Returns the scenes that no longer show it.
+    @discardableResult
+    public func update(_ activity: Activity, moved: Bool = false, request: Request? = nil) throws -> [String] {
         searchIndexChanged.store(true, ordering: .relaxed)
+        var cleared: [String] = []
         _ = try write(request: request) { db in
             try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
             if db.changesCount == 0 { throw BatonError.notFound("no activity \(activity.id)") }
             guard moved else { return "" }
-            try db.cachedStatement(sql: "UPDATE scene SET activity_id = NULL WHERE activity_id = ?1 AND id IS NOT ?2")
-                .execute(arguments: [activity.id, activity.sceneID])
+            cleared = try String.fetchAll(db.cachedStatement(sql: "UPDATE scene SET activity_id = NULL WHERE activity_id = ?1 AND id IS NOT ?2 RETURNING id"),
+                                          arguments: [activity.id, activity.sceneID])
             if let scene = activity.sceneID {
                 try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
                     .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
             }
             return ""
         }
+        return cleared
     }
 
-    /// Deletes activities (`Invalidate`); returns the ids that were removed.
-    public func deleteActivities(ids: [String]) throws -> [String] {
+    /// Ends activities (`Invalidate`), into the history; returns those that were there.
+    public func deleteActivities(ids: [String]) throws -> [Ended] {
         try writeActivities { db in
-            try ending(.invalidated("invalidated by its app"), history: true) { try ids.filter { try deleteActivity(id: $0, in: db) } }
+            try ids.flatMap { try end(.id($0), .invalidated("invalidated by its app"), history: true, in: db) }
         }
     }
 
-    /// Deletes every activity of this machine carrying one of `persistentIDs`; returns their ids.
-    /// With `appID`, only that app's.
-    public func deleteSaved(persistentIDs: [String], appID: String? = nil) throws -> [String] {
+    /// Ends every activity of this machine carrying one of `persistentIDs` (with `appID`,
+    /// only that app's), not into the history.
+    public func deleteSaved(persistentIDs: [String], appID: String? = nil) throws -> [Ended] {
         try writeActivities { db in
-            try ending(.invalidated("deleted by its persistent id (DeleteSaved)")) {
-            try persistentIDs.flatMap { persistentID in
-                try String.fetchAll(
-                    db.cachedStatement(sql: "DELETE FROM activity WHERE persistent_id = ?1 AND device_id = '' AND (?2 IS NULL OR app_id = ?2) RETURNING id"),
-                    arguments: [persistentID, appID])
-            }
-            }
+            try persistentIDs.flatMap { try end(.persistent($0, of: appID), .invalidated("deleted by its persistent id (DeleteSaved)"), in: db) }
         }
     }
 
-    /// Deletes every activity of an app on this machine; returns their ids.
-    public func deleteAll(appID: String) throws -> [String] {
+    /// Ends every activity of an app on this machine, not into the history.
+    public func deleteAll(appID: String) throws -> [Ended] {
         try writeActivities { db in
-            try ending(.invalidated("deleted with every activity of \(appID) (DeleteAllSaved)")) {
-                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ? AND device_id = '' RETURNING id"), arguments: [appID])
-            }
+            try end(.app(appID, localOnly: true), .invalidated("deleted with every activity of \(appID) (DeleteAllSaved)"), in: db)
         }
     }
 
-    /// Deletes activities that expired before `now`; returns their ids.
-    public func purgeExpired(now: UInt64) throws -> [String] {
-        try writeActivities { db in
-            try ending(.expired("expired"), history: true) {
-            try String.fetchAll(
-                db.cachedStatement(sql: "DELETE FROM activity WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING id"),
-                arguments: [Time.encode(now)])
-            }
-        }
+    /// Ends the activities that expired at or before `now`, into the history.
+    public func purgeExpired(now: UInt64) throws -> [Ended] {
+        try writeActivities { db in try end(.expired(at: now), .expired("expired"), history: true, in: db) }
     }
 
     // MARK: Reading activities

@@ -105,7 +105,7 @@ extension Store {
     /// A past activity, as the history trigger writes one.
     private static let insertPastSQL = """
         INSERT INTO history (\(ActivityRow.list), ended_at, end_state, end_reason, size)
-        SELECT *, \(historySize(of: "")) FROM (SELECT \(ActivityField.declarations.map { "? AS \($0.column)" }.joined(separator: ", ")),
+        SELECT *, \(historyRowSize) FROM (SELECT \(ActivityField.declarations.map { "? AS \($0.column)" }.joined(separator: ", ")),
                                                       ? AS ended_at, ? AS end_state, ? AS end_reason)
         """
 }

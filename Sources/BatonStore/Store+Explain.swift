@@ -28,42 +28,6 @@ extension Store {
         public var at: UInt64
     }
 
-    /// Every activity deleted by the writer connection leaves a tombstone saying why, as the
-    /// deleting method said (`ending(_:_:)`). A temporary trigger, so that other programs
-    /// opening the file need not know the function it calls.
-    static func keepTombstones(on writer: DatabaseQueue, endings: Endings, clock wallClock: any DaemonClock) throws {
-        try writer.inDatabase { db in
-            db.add(function: DatabaseFunction("baton_end_state", argumentCount: 0, pure: false) { _ in
-                endings.current.withLock { $0.state }
-            })
-            db.add(function: DatabaseFunction("baton_end_reason", argumentCount: 0, pure: false) { _ in
-                endings.current.withLock { $0.reason }
-            })
-            db.add(function: DatabaseFunction("baton_now", argumentCount: 0, pure: false) { _ in
-                Time.encode(wallClock.now())
-            })
-            try db.execute(sql: """
-                CREATE TEMP TRIGGER activity_tombstone AFTER DELETE ON main.activity BEGIN
-                    INSERT OR REPLACE INTO tombstone (activity_id, app_id, type, state, reason, ended_at)
-                    VALUES (old.id, old.app_id, old.type, baton_end_state(), baton_end_reason(), baton_now());
-                END
-                """)
-        }
-    }
-
-    /// Runs `work` (which deletes activities) with their tombstones saying `ending`; with
-    /// `history`, each that is eligible also goes into the history (`keepHistory`). Other
-    /// deletions (a type unregistered, sync turned off, DeleteSaved, ForgetApp) leave none.
-    func ending<T>(_ ending: Ending, history: Bool = false, _ work: () throws -> T) rethrows -> T {
-        endings.current.withLock { $0 = ending }
-        endings.intoHistory.store(history, ordering: .relaxed)
-        defer {
-            endings.current.withLock { $0 = .invalidated("invalidated") }
-            endings.intoHistory.store(false, ordering: .relaxed)
-        }
-        return try work()
-    }
-
     /// How `activityID` ended, while its tombstone is kept.
     public func tombstone(activityID: String) throws -> Tombstone? {
         try read { db in

@@ -5,11 +5,10 @@ import GRDB
 /// The history: this machine's and other machines' activities that ended (invalidated,
 /// expired, evicted by the quota), kept so that the user can find and continue them later.
 ///
-/// A temporary trigger on the writer connection copies each activity that a write ends into
-/// `history`, when the write says it ends for good (`ending(_:history:_:)`) and the activity
-/// was advertised eligible for history. Before such a write commits, the history is trimmed
-/// to its age and size limits (`trimHistory`), so it never grows past them; housekeeping
-/// trims by age too, as time passes.
+/// An activity that ends for good (`end(_:_:history:in:)`, with `history`) is copied into
+/// `history` when it was advertised eligible for history. Before such a write commits, the
+/// history is trimmed to its age and size limits (`trimHistory`), so it never grows past
+/// them; housekeeping trims by age too, as time passes.
 extension Store {
     /// Which past activities: every field given must match; `query` matches titles and
     /// keywords of search-eligible ones as `Search` does.
@@ -31,44 +30,15 @@ extension Store {
         }
     }
 
-    static func keepHistory(on writer: DatabaseQueue, endings: Endings, limits: Limits) throws {
-        let kept = limits.historySeconds > 0 && limits.historyBytes > 0
-        try writer.inDatabase { db in
-            db.add(function: DatabaseFunction("baton_into_history", argumentCount: 0, pure: false) { _ in
-                kept && endings.intoHistory.load(ordering: .relaxed)
-            })
-            db.add(function: DatabaseFunction("baton_history_added", argumentCount: 0, pure: false) { _ in
-                endings.historyAdded.store(true, ordering: .relaxed)
-                return nil
-            })
-            // Scenes stay with the live activity: a past one has none.
-            let columns = ActivityField.declarations.map { $0.origin == .scene ? "NULL" : "old.\($0.column)" }.joined(separator: ", ")
-            let size = historySize(of: "old.")
-            try db.execute(sql: """
-                CREATE TEMP TRIGGER activity_history AFTER DELETE ON main.activity
-                WHEN old.eligible_for_history = 1 AND baton_into_history() BEGIN
-                    DELETE FROM history WHERE id = old.id;
-                    INSERT INTO history (\(ActivityRow.list), ended_at, end_state, end_reason, size)
-                    VALUES (\(columns),
-                            CASE WHEN baton_end_state() = 'expired' AND old.expires_at IS NOT NULL THEN old.expires_at ELSE baton_now() END,
-                            baton_end_state(), baton_end_reason(), \(size));
-                    SELECT baton_history_added();
-                END
-                """)
-        }
-    }
-
     /// The share of its size limit a history over it is trimmed to.
     static let trimmedTo = 0.9
 
-    /// What a history row counts against the size limit, in SQL over the activity's columns
-    /// (`prefix`: the trigger's `old.`): every text of the field declaration (a field declared
-    /// later counts at once), and 256 bytes for the rest.
-    static func historySize(of prefix: String) -> String {
-        ActivityField.declarations.filter { [.text, .optionalText, .list].contains($0.kind) }
-            .map { "coalesce(length(CAST(\(prefix)\($0.column) AS BLOB)), 0)" }
-            .joined(separator: " + ") + " + 256"
-    }
+    /// What a history row counts against the size limit, in SQL over the activity's columns:
+    /// every text of the field declaration (a field declared later counts at once), and 256
+    /// bytes for the rest.
+    static let historyRowSize = ActivityField.declarations.filter { [.text, .optionalText, .list].contains($0.kind) }
+        .map { "coalesce(length(CAST(\($0.column) AS BLOB)), 0)" }
+        .joined(separator: " + ") + " + 256"
 
     /// Removes what is older than the history's age limit, then the oldest until it is
     /// within its size limit; returns how many went.

@@ -9,7 +9,7 @@ extension Store {
     public struct Forgotten: Sendable, Equatable {
         public var types = 0, history = 0, values = 0
         /// The live activities removed (this machine's and other machines' copies).
-        public var activities: [String] = []
+        public var activities: [Ended] = []
         public var scenes: [String] = []
         public init() {}
     }
@@ -110,12 +110,8 @@ extension Store {
         defer { forgetTypes() }
         return try writeActivities { db in
             var forgotten = Forgotten()
-            let activities = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE app_id = ?"), arguments: [appID])
             let past = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM history WHERE app_id = ?"), arguments: [appID])
-            try ending(.invalidated("its app \(appID) was forgotten")) {
-                try db.cachedStatement(sql: "DELETE FROM activity WHERE app_id = ?").execute(arguments: [appID])
-            }
-            forgotten.activities = activities
+            forgotten.activities = try end(.app(appID, localOnly: false), .invalidated("its app \(appID) was forgotten"), in: db)
             try db.cachedStatement(sql: "DELETE FROM activity_type WHERE app_id = ?").execute(arguments: [appID])
             forgotten.types = db.changesCount
             try db.cachedStatement(sql: "DELETE FROM history WHERE app_id = ?").execute(arguments: [appID])
@@ -126,7 +122,7 @@ extension Store {
             forgotten.scenes = try String.fetchAll(db.cachedStatement(sql: "DELETE FROM scene WHERE app_id = ? RETURNING id"), arguments: [appID])
             try db.cachedStatement(sql: "DELETE FROM app_session WHERE app_id = ?").execute(arguments: [appID])
             try db.cachedStatement(sql: "DELETE FROM tombstone WHERE app_id = ?").execute(arguments: [appID])
-            for id in activities + past {
+            for id in forgotten.activities.map(\.id) + past {
                 try db.cachedStatement(sql: "DELETE FROM continuation_outcome WHERE activity_id = ?").execute(arguments: [id])
             }
             return forgotten

@@ -5,8 +5,9 @@ import Foundation
 /// What the store does for sync across machines (DESIGN, "Across machines").
 ///
 /// Sending: while sync is on (a `sync_state` row exists), every change to this machine's
-/// activities and types adds an outbox row in the same transaction, by temporary triggers on
-/// the writer connection, whatever method made the change. The sync service stages a batch
+/// activities and types adds an outbox row in the same transaction: an activity's end by
+/// `end`, every other change by temporary triggers on the writer connection, whatever method
+/// made it. The sync service stages a batch
 /// (`stageOutbox`: each change resolved to what it is now, numbered with this device's log
 /// seqs), sends it, and deletes it once the server has committed it (`sent`). A staged batch
 /// is sent again as it is until then, so a retry never sends other content under a seq.
@@ -81,7 +82,7 @@ extension Store {
     public struct Applied: Sendable, Equatable {
         public var advertised: [String] = []
         public var updated: [String] = []
-        public var ended: [String] = []
+        public var ended: [Ended] = []
         /// Scenes opened `pending` for continuations other machines asked for here.
         public var pendingScenes: [String] = []
         /// This machine's activities that were continued on the device that sent them.
@@ -104,14 +105,18 @@ extension Store {
         }
     }
 
-    /// The outbox triggers, on the writer connection: every change of this machine's
-    /// activities (but their scene) and types, while sync is on.
+    /// The outbox triggers, on the writer connection: every new or changed activity of this
+    /// machine (but its scene) and every change of its types, while sync is on. An activity's
+    /// end writes its own outbox row (`end`).
     static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell, clock: HybridClock, wallClock: any DaemonClock) throws {
         let synced = ActivityRow.syncedColumns
         try writer.inDatabase { db in
             db.add(function: DatabaseFunction("baton_outbox_added", argumentCount: 0, pure: false) { _ in
                 bell.raise()
                 return nil
+            })
+            db.add(function: DatabaseFunction("baton_now", argumentCount: 0, pure: false) { _ in
+                Time.encode(wallClock.now())
             })
             db.add(function: DatabaseFunction("baton_hlc", argumentCount: 0, pure: false) { _ in
                 clock.stamp(wallMicroseconds: wallClock.now())
@@ -125,7 +130,6 @@ extension Store {
             for (name, event, row, kind, key) in [
                 ("outbox_activity_insert", "INSERT ON main.activity", "new", "activity", "id"),
                 ("outbox_activity_update", "UPDATE OF \(synced) ON main.activity", "new", "activity", "id"),
-                ("outbox_activity_delete", "DELETE ON main.activity", "old", "activity", "id"),
                 ("outbox_type_insert", "INSERT ON main.activity_type", "new", "type", "type"),
                 ("outbox_type_update", "UPDATE ON main.activity_type", "new", "type", "type"),
                 ("outbox_type_delete", "DELETE ON main.activity_type", "old", "type", "type"),
@@ -175,11 +179,11 @@ extension Store {
     }
 
     /// Turns sync off: the outbox, the cursors and everything other devices sent are forgotten.
-    /// Returns the ids of the other devices' activities that were removed.
-    public func stopSync() throws -> [String] {
+    /// Returns the other devices' activities that ended with it.
+    public func stopSync() throws -> [Ended] {
         try writeActivities { db in
             try Self.forgetSync(in: db)
-            return try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE device_id <> '' RETURNING id"))
+            return try end(.everyRemote, .invalidated("sync was turned off on this machine"), in: db)
         }
     }
 
@@ -261,19 +265,16 @@ extension Store {
     }
 
     /// Invalidates another device's activity here and, in the same transaction, puts the
-    /// request that its device invalidate it too (`body`) into the outbox. False when it is
-    /// not here (any more).
-    public func invalidateRemote(id: String, request body: [UInt8]) throws -> Bool {
-        let removed = try writeActivities { db in
-            let removed = try ending(.invalidated("invalidated on this machine"), history: true) {
-                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id <> '' RETURNING id"),
-                                    arguments: [id])
-            }
-            guard !removed.isEmpty else { return false }
+    /// request that its device invalidate it too (`body`) into the outbox. Returns what
+    /// ended: nothing when it is not here (any more).
+    public func invalidateRemote(id: String, request body: [UInt8]) throws -> [Ended] {
+        let removed = try writeActivities { db -> [Ended] in
+            let removed = try end(.remote(id, from: nil), .invalidated("invalidated on this machine"), history: true, in: db)
+            guard !removed.isEmpty else { return [] }
             // Until its writer says otherwise: a change it made later than this request wins.
             try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = ? WHERE activity_id = ?")
                 .execute(arguments: [try insertRequest(body, in: db), id])
-            return true
+            return removed
         }
         outbox.ring()
         return removed
@@ -357,11 +358,7 @@ extension Store {
             case "evicted": .evicted(reason)
             default: .invalidated(reason)
             }
-            let deleted = try ending(how, history: true) {
-                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id = ? RETURNING id"),
-                                    arguments: [id, device])
-            }
-            applied.ended += deleted
+            applied.ended += try end(.remote(id, from: device), how, history: true, in: db)
             // Its writer ended it: final now, whatever this machine asked.
             try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = NULL WHERE activity_id = ?").execute(arguments: [id])
         case .type(let name, let appID):
@@ -394,10 +391,7 @@ extension Store {
                 return
             }
             // Final then: no later record of the activity brings it back.
-            applied.ended += try ending(.invalidated("invalidated on device \(device)"), history: true) {
-                try String.fetchAll(db.cachedStatement(sql: "DELETE FROM activity WHERE id = ? AND device_id = '' RETURNING id"),
-                                    arguments: [activityID])
-            }
+            applied.ended += try end(.local(activityID), .invalidated("invalidated on device \(device)"), history: true, in: db)
         case .continuedThere(let activityID):
             try noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)", in: db)
             applied.continuedThere.append(.init(activityID: activityID, device: device))

@@ -32,19 +32,16 @@ public final class Store: Sendable {
     private let types = Mutex<[String: ActivityType]?>(nil)
     /// The apps the user blocked, read once and forgotten after each change (`isBlocked`).
     let blocked = Mutex<Set<String>?>(nil)
-    /// Set once SQLite has reported the file damaged: no further write goes into it.
-    /// Scenes whose current activity a write cleared, not yet taken (`takeScenesWithClearedActivity`).
-    private let clearedScenes = ClearedScenes()
-    /// The app of each activity a write deleted, not yet taken (`takeAppsOfEnded`).
-    private let endedApps = EndedApps()
-    /// Why the activities the write under way deletes end (`ending(_:_:)`).
-    let endings = Endings()
+    /// Set when the write under way added to the history (`end`): its size and age are
+    /// checked before it commits.
+    let historyAdded = Atomic(false)
     /// Raised by the outbox triggers in a write, and told after its commit.
     let outbox = OutboxBell()
     /// Stamps this machine's changes while sync is on; see `HybridClock`.
     public let clock = HybridClock()
     /// The daemon's wall clock (`DaemonClock`): every time the store stamps or compares.
     public let wallClock: any DaemonClock
+    /// Set once SQLite has reported the file damaged: no further write goes into it.
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
     /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
@@ -88,10 +85,6 @@ public final class Store: Sendable {
         do {
             writer = try DatabaseQueue(path: path, configuration: configuration)
             try Schema.migrator.migrate(writer)
-            try Self.noteClearedScenes(on: writer, in: self.clearedScenes)
-            try Self.noteEndedApps(on: writer, in: self.endedApps)
-            try Self.keepTombstones(on: writer, endings: self.endings, clock: self.wallClock)
-            try Self.keepHistory(on: writer, endings: self.endings, limits: limits)
             try Self.keepOutbox(on: writer, bell: self.outbox, clock: self.clock, wallClock: self.wallClock)
 
             var readOnly = Configuration()
@@ -109,68 +102,6 @@ public final class Store: Sendable {
         self.writerThread = writerThread
         self.limits = limits
         self.path = path
-    }
-
-    /// Every way an activity goes (invalidated, expired, trimmed to the quota, deleted, its
-    /// type unregistered) clears the scenes showing it by one trigger (`activity_clear_scene`);
-    /// a temporary trigger on the writer connection notes each such scene here, so that the
-    /// service announces every change of a scene's `ActivityId`, whatever the cause. A noted
-    /// scene whose transaction rolled back is announced with its unchanged value: harmless.
-    private static func noteClearedScenes(on writer: DatabaseQueue, in cleared: ClearedScenes) throws {
-        try writer.inDatabase { db in
-            db.add(function: DatabaseFunction("baton_scene_cleared", argumentCount: 1, pure: false) { values in
-                if let id = String.fromDatabaseValue(values[0]) { cleared.ids.withLock { _ = $0.insert(id) } }
-                return nil
-            })
-            try db.execute(sql: """
-                CREATE TEMP TRIGGER scene_activity_cleared AFTER UPDATE OF activity_id ON main.scene
-                WHEN old.activity_id IS NOT NULL AND new.activity_id IS NULL BEGIN
-                    SELECT baton_scene_cleared(new.id);
-                END
-                """)
-        }
-    }
-
-    /// Every way an activity goes deletes its row: a temporary trigger on the writer notes
-    /// each one's app, so that the service tells only those who may know of the app that it
-    /// went (`takeAppsOfEnded`). An activity whose deletion rolled back is never asked for;
-    /// past a bound the notes are dropped, and what was not taken is then told to no app.
-    private static func noteEndedApps(on writer: DatabaseQueue, in ended: EndedApps) throws {
-        try writer.inDatabase { db in
-            db.add(function: DatabaseFunction("baton_activity_ended", argumentCount: 2, pure: false) { values in
-                if let id = String.fromDatabaseValue(values[0]), let app = String.fromDatabaseValue(values[1]) {
-                    ended.apps.withLock { apps in
-                        if apps.count >= EndedApps.bound { apps.removeAll() }
-                        apps[id] = app
-                    }
-                }
-                return nil
-            })
-            try db.execute(sql: """
-                CREATE TEMP TRIGGER activity_ended AFTER DELETE ON main.activity BEGIN
-                    SELECT baton_activity_ended(old.id, old.app_id);
-                END
-                """)
-        }
-    }
-
-    /// The app of each of `ids` that a write deleted, by id, forgotten once taken; an id
-    /// missing from the result was not noted (see `noteEndedApps`).
-    public func takeAppsOfEnded(_ ids: [String]) -> [String: String] {
-        endedApps.apps.withLock { apps in
-            var taken: [String: String] = [:]
-            for id in ids { taken[id] = apps.removeValue(forKey: id) }
-            return taken
-        }
-    }
-
-    /// The scenes whose current activity a write cleared since the last call (see
-    /// `noteClearedScenes`), for the caller to announce.
-    public func takeScenesWithClearedActivity() -> [String] {
-        clearedScenes.ids.withLock { cleared in
-            defer { cleared.removeAll() }
-            return Array(cleared)
-        }
     }
 
     /// Returns once the checkpoints that commits have asked for so far have run (for tests).
@@ -422,7 +353,7 @@ public final class Store: Sendable {
                 try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
                 do {
                     let result = try updates(db)
-                    if endings.historyAdded.exchange(false, ordering: .relaxed) {
+                    if historyAdded.exchange(false, ordering: .relaxed) {
                         try Self.trimHistory(db, now: wallClock.now(), limits: limits)
                     }
                     try db.cachedStatement(sql: "COMMIT").execute()
@@ -430,7 +361,7 @@ public final class Store: Sendable {
                     return result
                 } catch {
                     outbox.lower()
-                    endings.historyAdded.store(false, ordering: .relaxed)
+                    historyAdded.store(false, ordering: .relaxed)
                     // SQLite may have rolled back already (a full disk, for one).
                     if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
                     throw error
@@ -489,15 +420,14 @@ public final class Store: Sendable {
         }
     }
 
-    /// Removes a registration and, with it, the type's activities. Returns the removed activities' ids.
-    public func unregister(type: String) throws -> [String]? {
+    /// Removes a registration and, with it, the type's activities on this machine. Returns
+    /// what ended; nil when the type was not registered.
+    public func unregister(type: String) throws -> [Ended]? {
         defer { forgetTypes() }
         return try writeActivities { db in
-            let ids = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE type = ?"), arguments: [type])
-            try ending(.invalidated("its type \(type) was unregistered")) {
-                try db.cachedStatement(sql: "DELETE FROM activity_type WHERE type = ?").execute(arguments: [type])
-            }
-            return db.changesCount == 0 ? nil : ids
+            let ended = try end(.type(type), .invalidated("its type \(type) was unregistered"), in: db)
+            try db.cachedStatement(sql: "DELETE FROM activity_type WHERE type = ?").execute(arguments: [type])
+            return db.changesCount == 0 ? nil : ended
         }
     }
 
@@ -562,7 +492,6 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// Why the activities a write deletes end, read by the writer connection's tombstone trigger.
 /// Tells the sync service, after a commit, that the write added outbox rows.
 final class OutboxBell: Sendable {
     private let raised = Atomic(false)
@@ -586,44 +515,4 @@ final class OutboxBell: Sendable {
     func ringIfRaised() {
         if raised.exchange(false, ordering: .relaxed) { ring() }
     }
-}
-
-final class Endings: Sendable {
-    let current = Mutex(Ending.invalidated("invalidated"))
-    /// Whether the activities the write under way deletes go into the history.
-    let intoHistory = Atomic(false)
-    /// Set when a write added to the history: its size and age are checked before it commits.
-    let historyAdded = Atomic(false)
-}
-
-/// How an activity ended, for its tombstone: `Explain`'s state and sentence.
-public enum Ending: Sendable, Equatable {
-    case invalidated(String)
-    case expired(String)
-    case evicted(String)
-
-    var state: String {
-        switch self {
-        case .invalidated: "invalidated"
-        case .expired: "expired"
-        case .evicted: "evicted"
-        }
-    }
-
-    var reason: String {
-        switch self {
-        case .invalidated(let reason), .expired(let reason), .evicted(let reason): reason
-        }
-    }
-}
-
-/// Apps of deleted activities, by activity id, noted by the writer's trigger (`Store.noteEndedApps`).
-final class EndedApps: Sendable {
-    static let bound = 4096
-    let apps = Mutex<[String: String]>([:])
-}
-
-/// Scene ids noted by the writer connection's trigger (`Store.noteClearedScenes`).
-final class ClearedScenes: Sendable {
-    let ids = Mutex(Set<String>())
 }

@@ -1,4 +1,5 @@
 import BatonCore
+import BatonStore
 import Crypto
 import Foundation
 import PostgresNIO
@@ -64,7 +65,7 @@ extension SyncEngine {
 
     /// Stops syncing this device: forgets the settings, the outbox and the other devices' activities
     /// (returned, to announce). The server keeps this device's log for the others.
-    public func leave() async throws -> [String] {
+    public func leave() async throws -> [Ended] {
         guard settings != nil else { throw SyncError.state("sync is off") }
         config.withLock { $0 = nil }
         if unlink(configPath) != 0 && errno != ENOENT { throw SyncError.state("cannot remove \(configPath): errno \(errno)") }

@@ -286,9 +286,9 @@ public final class SyncEngine: Sendable {
     }
 
     /// Invalidates another device's activity: here at once, and there (and so everywhere)
-    /// when the request reaches its device. False when it was not here.
-    public func invalidate(_ activity: Activity) async throws -> Bool {
-        guard settings != nil, activity.isRemote else { return false }
+    /// when the request reaches its device. Returns what ended here: nothing when it was not here.
+    public func invalidate(_ activity: Activity) async throws -> [Ended] {
+        guard settings != nil, activity.isRemote else { return [] }
         let body = try SyncRecord(request: "invalidate", activityID: activity.id, target: activity.deviceID).encoded()
         return try await store.writing { try $0.invalidateRemote(id: activity.id, request: body) }
     }

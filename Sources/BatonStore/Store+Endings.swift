@@ -1,0 +1,118 @@
+import BatonCore
+import GRDB
+
+/// How activities end. Every deletion of activities goes through `end(_:_:history:in:)`,
+/// which writes, in the caller's transaction, everything an end leaves behind and returns
+/// what ended: no trigger of ours fires on a deletion, and nothing is read back afterwards.
+extension Store {
+    /// Which activities an end removes: a condition over `activity` and its arguments.
+    struct Selection {
+        let condition: String
+        let arguments: StatementArguments
+
+        static func id(_ id: String) -> Selection { Selection(condition: "id = ?", arguments: [id]) }
+        /// Another machine's activity `id`, from `device` (any other machine when nil).
+        static func remote(_ id: String, from device: String?) -> Selection {
+            Selection(condition: "id = ?1 AND device_id <> '' AND (?2 IS NULL OR device_id = ?2)", arguments: [id, device])
+        }
+        /// This machine's activity `id`.
+        static func local(_ id: String) -> Selection { Selection(condition: "id = ? AND device_id = ''", arguments: [id]) }
+        static func expired(at now: UInt64) -> Selection {
+            Selection(condition: "expires_at IS NOT NULL AND expires_at <= ?", arguments: [Time.encode(now)])
+        }
+        /// This machine's activities with `persistentID`, of `appID` only when given.
+        static func persistent(_ persistentID: String, of appID: String?) -> Selection {
+            Selection(condition: "persistent_id = ?1 AND device_id = '' AND (?2 IS NULL OR app_id = ?2)", arguments: [persistentID, appID])
+        }
+        /// The activities of `appID`: this machine's only, or every machine's.
+        static func app(_ appID: String, localOnly: Bool) -> Selection {
+            Selection(condition: "app_id = ?1 AND (?2 = 0 OR device_id = '')", arguments: [appID, localOnly])
+        }
+        /// This machine's activities of `type`.
+        static func type(_ type: String) -> Selection { Selection(condition: "type = ? AND device_id = ''", arguments: [type]) }
+        /// Every other machine's activity.
+        static let everyRemote = Selection(condition: "device_id <> ''", arguments: [])
+    }
+
+    /// Ends the activities `selection` picks: for each, a tombstone saying `how` (what
+    /// Explain tells), with `history` a copy in the history when it was advertised eligible
+    /// (trimmed to the history's limits before the write commits), an outbox row while sync
+    /// is on and it is this machine's, and every scene showing it cleared. Returns them in
+    /// the order they were advertised.
+    func end(_ selection: Selection, _ how: Ending, history: Bool = false, in db: Database) throws -> [Ended] {
+        let picked = try db.cachedStatement(sql: "SELECT id, app_id, device_id, eligible_for_history FROM activity WHERE \(selection.condition) ORDER BY seq")
+            .rows(selection.arguments) { row in (id: row.string(0), app: row.string(1), local: row.string(2).isEmpty, eligible: row.bool(3)) }
+        guard !picked.isEmpty else { return [] }
+        let now = wallClock.now()
+        let intoHistory = history && limits.historySeconds > 0 && limits.historyBytes > 0
+        let syncing = try picked.contains(where: \.local) && Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM sync_state)")) == true
+        var ended: [Ended] = []
+        for activity in picked {
+            try db.cachedStatement(sql: """
+                INSERT OR REPLACE INTO tombstone (activity_id, app_id, type, state, reason, ended_at)
+                SELECT id, app_id, type, ?, ?, ? FROM activity WHERE id = ?
+                """).execute(arguments: [how.state, how.reason, Time.encode(now), activity.id])
+            if intoHistory, activity.eligible {
+                try db.cachedStatement(sql: "DELETE FROM history WHERE id = ?").execute(arguments: [activity.id])
+                try db.cachedStatement(sql: Self.copyIntoHistory).execute(arguments: [how.state, how.reason, Time.encode(now), activity.id])
+                historyAdded.store(true, ordering: .relaxed)
+            }
+            if syncing, activity.local {
+                try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc) VALUES ('activity', ?, ?, ?)")
+                    .execute(arguments: [activity.id, Time.encode(now), clock.stamp(wallMicroseconds: now)])
+                outbox.raise()
+            }
+            let scenes = try String.fetchAll(db.cachedStatement(sql: "UPDATE scene SET activity_id = NULL WHERE activity_id = ? RETURNING id"),
+                                             arguments: [activity.id])
+            try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [activity.id])
+            ended.append(Ended(id: activity.id, appID: activity.app, scenes: scenes))
+        }
+        return ended
+    }
+
+    /// Copies the activity `?4` into the history as it ends (`?1` its state, `?2` why, `?3`
+    /// now): an expired one at the time it expired. Scenes stay with the live activity.
+    private static let copyIntoHistory: String = {
+        let columns = ActivityField.declarations.map { $0.origin == .scene ? "NULL" : $0.column }.joined(separator: ", ")
+        return """
+            INSERT INTO history (\(ActivityRow.list), ended_at, end_state, end_reason, size)
+            SELECT \(columns), CASE WHEN ?1 = 'expired' AND expires_at IS NOT NULL THEN expires_at ELSE ?3 END, ?1, ?2, \(historyRowSize)
+            FROM activity WHERE id = ?4
+            """
+    }()
+}
+
+/// An activity a write ended: its app (who may be told) and the scenes that showed it.
+public struct Ended: Sendable, Equatable {
+    public var id: String
+    public var appID: String
+    /// The scenes whose current activity it was; none shows it now.
+    public var scenes: [String]
+
+    public init(id: String, appID: String, scenes: [String] = []) {
+        self.id = id
+        self.appID = appID
+        self.scenes = scenes
+    }
+}
+
+/// How an activity ended, for its tombstone: `Explain`'s state and sentence.
+public enum Ending: Sendable, Equatable {
+    case invalidated(String)
+    case expired(String)
+    case evicted(String)
+
+    var state: String {
+        switch self {
+        case .invalidated: "invalidated"
+        case .expired: "expired"
+        case .evicted: "evicted"
+        }
+    }
+
+    var reason: String {
+        switch self {
+        case .invalidated(let reason), .expired(let reason), .evicted(let reason): reason
+        }
+    }
+}
