@@ -107,6 +107,33 @@ struct StoreTests {
         #expect(try store.counts().activities == 0)
     }
 
+    /// An end is one call that returns what it ended (its app, the scenes that showed it) and
+    /// leaves, in the same transaction, its tombstone, its history copy and its outbox row.
+    @Test func anEndSaysWhatEndedAndWritesWhatItLeaves() throws {
+        try store.register(type)
+        let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
+        try store.insert(scene)
+        var shown = activity("Agatha", at: 2)
+        shown.sceneID = scene.id
+        let other = activity("Beatrice", at: 3)
+        _ = try store.insert(shown)
+        _ = try store.insert(other)
+        try store.startSync(as: Store.SyncIdentity(deviceID: "desktop", userName: "ana"))
+        func outboxRows(_ id: String) throws -> Int {
+            try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox WHERE kind = 'activity' AND key = ?", arguments: [id]) ?? 0 }
+        }
+        let queued = try outboxRows(shown.id)
+
+        #expect(try store.deleteActivities(ids: [shown.id, "gone"]) == [Ended(id: shown.id, appID: type.appID, scenes: [scene.id])])
+        #expect(try store.scene(id: scene.id)?.activityID == nil)
+        #expect(try store.tombstone(activityID: shown.id)?.reason == "invalidated by its app")
+        #expect(try store.history(.init()).map(\.activity.id) == [shown.id])
+        #expect(try outboxRows(shown.id) == queued + 1)
+        // Only what was picked ended, and only once.
+        #expect(try store.activity(id: other.id, now: 4) == other)
+        #expect(try store.deleteActivities(ids: [shown.id]).isEmpty)
+    }
+
     @Test func quotaTrimsOldestNonPersistentFirst() throws {
         try store.register(type)
         let kept = activity("kept", at: 1, persistent: "p1")
