@@ -93,7 +93,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
         .testTarget(name: "BatonContractTests", dependencies: ["BatonContract", "BatonCore", "DBus", "CDBus"]),
-        .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonSync", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "BatonServiceTests", dependencies: [
             "BatonService", "TestSupport", "batond", "hawk-notes", "baton", .product(name: "Logging", package: "swift-log"),
         ]),

@@ -312,14 +312,14 @@ extension Store {
     }
 
     /// Applies records of `device`'s log in order and moves its cursor to the last one's seq,
-    /// in one transaction.
-    public func applyRemote(device: String, records: [RemoteRecord]) throws -> Applied {
+    /// in one transaction. Where a record meets what this machine has, `rules` decide.
+    public func applyRemote(device: String, records: [RemoteRecord], rules: some SyncRules) throws -> Applied {
         guard let lastSeq = records.last?.seq else { return Applied() }
         return try writeActivities { db in
             var applied = Applied()
             for record in records {
                 clock.observe(record.hlc)
-                if let change = record.change { try apply(change, at: record.hlc, from: device, in: db, into: &applied) }
+                if let change = record.change { try apply(change, at: record.hlc, from: device, rules: rules, in: db, into: &applied) }
             }
             try db.cachedStatement(sql: """
                 INSERT INTO sync_cursor (device_id, seq) VALUES (?1, ?2) ON CONFLICT(device_id) DO UPDATE SET seq = ?2
@@ -328,29 +328,28 @@ extension Store {
         }
     }
 
-    private func apply(_ change: RemoteChange, at hlc: Int64, from device: String, in db: Database, into applied: inout Applied) throws {
+    private func apply(_ change: RemoteChange, at hlc: Int64, from device: String, rules: some SyncRules,
+                       in db: Database, into applied: inout Applied) throws {
         switch change {
         case .activity(var activity):
             activity.deviceID = device
             activity.sceneID = nil  // scenes stay on their machine
-            // An end is final, but for this machine's own request to end it: a change its
-            // writer made later than the request wins, and brings it back.
             let ended = try db.cachedStatement(sql: "SELECT requested_hlc FROM tombstone WHERE activity_id = ?")
-                .row([activity.id]) { $0.optionalInt64(0) }
-            if let ended {
-                guard let requested = ended, hlc > requested else { return }
+                .row([activity.id]) { row in row.optionalInt64(0).map(EndedHere.requested) ?? .final }
+            let owner = try String.fetchOne(db.cachedStatement(sql: "SELECT device_id FROM activity WHERE id = ?"), arguments: [activity.id])
+            let verdict = rules.record(from: device, at: hlc, endedHere: ended, storedFrom: owner)
+            if verdict.revives {
                 try db.cachedStatement(sql: "DELETE FROM tombstone WHERE activity_id = ?").execute(arguments: [activity.id])
             }
-            let owner = try String.fetchOne(db.cachedStatement(sql: "SELECT device_id FROM activity WHERE id = ?"), arguments: [activity.id])
-            switch owner {
-            case nil:
+            switch verdict {
+            case .ignore:
+                return
+            case .insert:
                 try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
                 applied.advertised.append(activity.id)
-            case device:
+            case .update:
                 try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
                 applied.updated.append(activity.id)
-            default:
-                return  // another device's activity (or ours) under the same id: only its writer changes it
             }
         case .activityEnded(let id, let state, let reason):
             let how: Ending = switch state {
@@ -359,7 +358,7 @@ extension Store {
             default: .invalidated(reason)
             }
             applied.ended += try end(.remote(id, from: device), how, history: true, in: db)
-            // Its writer ended it: final now, whatever this machine asked.
+            // Its writer ended it: final now, whatever this machine asked (`EndedHere.final`).
             try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = NULL WHERE activity_id = ?").execute(arguments: [id])
         case .type(let name, let appID):
             try db.cachedStatement(sql: """
@@ -385,8 +384,7 @@ extension Store {
             try noteOutcome(activityID, scene: scene.id, state: "pending", in: db)
             applied.pendingScenes.append(scene.id)
         case .invalidateHere(let activityID):
-            // The later of the request and this machine's last change of the activity wins.
-            guard hlc > (try Self.lastChange(of: activityID, in: db)) else {
+            guard rules.endsAtRequest(madeAt: hlc, lastChangedHereAt: try Self.lastChange(of: activityID, in: db)) else {
                 applied.overruled.append(.init(activityID: activityID, device: device))
                 return
             }
@@ -437,6 +435,43 @@ extension Store {
         try read { db in
             try String.fetchAll(db.cachedStatement(sql: "SELECT device_id FROM remote_type WHERE type = ? ORDER BY device_id"),
                                 arguments: [type])
+        }
+    }
+}
+
+/// Where another machine's record meets what this machine has, what happens: sync's rules
+/// (BatonSync's `ConflictRules`, README "The rules when machines disagree"). The store gives
+/// the facts, in the transaction that applies the record, and does what the rules say.
+public protocol SyncRules: Sendable {
+    /// What another machine's version of an activity does here: it came from `device`,
+    /// stamped `hlc`; `endedHere` is its tombstone (nil when it never ended here);
+    /// `storedFrom` is the device of the copy stored here (nil: none; "": this machine's).
+    func record(from device: String, at hlc: Int64, endedHere: EndedHere?, storedFrom: String?) -> RecordVerdict
+    /// Whether this machine's activity ends at another machine's request made at `hlc`, given
+    /// when this machine last changed it.
+    func endsAtRequest(madeAt hlc: Int64, lastChangedHereAt: Int64) -> Bool
+}
+
+/// How an activity ended here, as its tombstone says: for good, or at this machine's request
+/// to its writer, made at a time (which the writer may still overrule by a later change).
+public enum EndedHere: Sendable, Equatable {
+    case final
+    case requested(Int64)
+}
+
+/// What a record of another machine's activity does here.
+public enum RecordVerdict: Sendable, Equatable {
+    /// Nothing.
+    case ignore
+    /// Stored as a new activity; with `reviving`, its tombstone goes first.
+    case insert(reviving: Bool)
+    /// Replaces the copy stored here; with `reviving`, its tombstone goes first.
+    case update(reviving: Bool)
+
+    var revives: Bool {
+        switch self {
+        case .ignore: false
+        case .insert(let reviving), .update(let reviving): reviving
         }
     }
 }

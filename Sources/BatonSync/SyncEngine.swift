@@ -264,7 +264,7 @@ public final class SyncEngine: Sendable {
                     records.append(Store.RemoteRecord(seq: seq, hlc: hlc, change: change))
                 }
                 guard let last = records.last else { break }
-                let applied = try await store.writing { [records] in try $0.applyRemote(device: device.id, records: records) }
+                let applied = try await store.writing { [records] in try $0.applyRemote(device: device.id, records: records, rules: ConflictRules()) }
                 for request in applied.overruled {
                     log.info("sync: kept activity \(request.activityID): it changed here after device \(device.name) asked to invalidate it")
                 }

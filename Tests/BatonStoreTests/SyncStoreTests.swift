@@ -1,4 +1,5 @@
 import BatonCore
+import BatonSync
 @testable import BatonStore
 import Foundation
 import GRDB
@@ -136,7 +137,7 @@ struct SyncStoreTests {
         let remote = (1...3).map { activity("Lady Beatrice \($0)", device: "laptop") }
         let applied = try store.applyRemote(device: "laptop", records: (remote + [foreign]).enumerated().map {
             Store.RemoteRecord(seq: Int64($0.offset + 1), hlc: Int64($0.offset + 1), change: .activity($0.element))
-        })
+        }, rules: ConflictRules())
         #expect(applied.advertised.count == 4)
         #expect(try store.syncCursors() == ["laptop": 4])
         #expect(try store.search("beatrice", limit: 10, now: 2).count == 3)
@@ -150,14 +151,14 @@ struct SyncStoreTests {
         let ended = try store.applyRemote(device: "laptop", records: [
             Store.RemoteRecord(seq: 5, hlc: 5, change: .activityEnded(id: remote[0].id, state: "invalidated", reason: "invalidated by its app")),
             Store.RemoteRecord(seq: 6, hlc: 6, change: .activity(remote[0])),
-        ])
+        ], rules: ConflictRules())
         #expect(ended.ended.map(\.id) == [remote[0].id] && ended.advertised.isEmpty)
         #expect(try store.activity(id: remote[0].id, now: 2) == nil)
         #expect(try store.tombstone(activityID: remote[0].id)?.state == "invalidated")
         // A device cannot change another's activity.
         var hijacked = remote[1]
         hijacked.title = "Hijacked"
-        #expect(try store.applyRemote(device: "phone", records: [Store.RemoteRecord(seq: 1, hlc: 1, change: .activity(hijacked))]) == Store.Applied())
+        #expect(try store.applyRemote(device: "phone", records: [Store.RemoteRecord(seq: 1, hlc: 1, change: .activity(hijacked))], rules: ConflictRules()) == Store.Applied())
         #expect(try store.activity(id: remote[1].id, now: 2)?.title == "Lady Beatrice 2")
 
         // Sync off: every other device's activity goes, this machine's stay.
@@ -173,7 +174,7 @@ struct SyncStoreTests {
         _ = try store.insert(agatha)
         try store.sent(upTo: try stage().last?.seq ?? 0)
         func invalidate(seq: Int64, at hlc: Int64) throws -> Store.Applied {
-            try store.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: .invalidateHere(activityID: agatha.id))])
+            try store.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: .invalidateHere(activityID: agatha.id))], rules: ConflictRules())
         }
         // The laptop asks after Agatha was sent; she changes here before the request arrives.
         let asked = store.clock.stamp(wallMicroseconds: 0)
@@ -201,7 +202,7 @@ struct SyncStoreTests {
         var seq: Int64 = 0
         func fromLaptop(_ change: Store.RemoteChange, at hlc: Int64) throws -> Store.Applied {
             seq += 1
-            return try store.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: change)])
+            return try store.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: change)], rules: ConflictRules())
         }
         func titled(_ title: String) -> Store.RemoteChange {
             var changed = beatrice
