@@ -142,7 +142,7 @@ struct BusService: Service {
         // Continuations that wait for their app are delivered when it appears; not while draining.
         let redelivery = service.background.start { await service.runRedelivery() }
         let notices = service.background.start { await service.runNotices() }
-        service.followRecentDocumentsIfOn()
+        service.followSourcesThatAreOn()
         // Pinged from the bus thread itself: if it is stuck, the pings stop and systemd restarts batond.
         let watchdog = systemd.watchdogInterval.map { connection.repeatOnBusThread(every: $0) { systemd.watchdog() } }
         defer { watchdog?.cancel() }

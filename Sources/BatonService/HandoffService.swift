@@ -77,7 +77,7 @@ public final class HandoffService: Sendable {
     /// The user's `recently-used.xbel`, which the recent-documents source follows (`RecentDocuments.swift`).
     let recentlyUsedPath: String?
     /// The task following it, while the source is on.
-    let recentDocumentsFollower = Mutex<Task<Void, any Error>?>(nil)
+    let recentDocumentsFollower = SourceFollower()
 
     /// Makes the sync engine, with its settings in `configPath`; its changes are announced on the bus.
     public func attachSync(configPath: String, catchUpPeriod: Duration = .seconds(30)) throws -> SyncEngine {

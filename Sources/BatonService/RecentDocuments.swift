@@ -1,8 +1,11 @@
 import BatonContract
 import BatonCore
+import BatonStore
 import DBus
 import Foundation
 import Glibc
+import Logging
+import Synchronization
 
 /// The recent-documents source: each document an app records in `recently-used.xbel` (GTK's
 /// `RecentManager`) after the source was turned on becomes an `org.freedesktop.RecentDocument`
@@ -40,47 +43,47 @@ enum RecentDocuments {
     }
 }
 
-extension HandoffService {
-    // MARK: Status.Sources
+/// The task following a source while it is on; none while it is off.
+final class SourceFollower: Sendable {
+    private let task = Mutex<Task<Void, any Error>?>(nil)
 
-    func enableSource(_ call: MethodCall) async throws -> [DBusValue] {
-        try await switchSource(try call.argument(0), on: true)
+    /// Starts `follow` unless a follower runs already.
+    func startIfIdle(_ follow: () -> Task<Void, any Error>?) {
+        task.withLock { task in if task == nil { task = follow() } }
     }
 
-    func disableSource(_ call: MethodCall) async throws -> [DBusValue] {
-        try await switchSource(try call.argument(0), on: false)
+    func stop() {
+        task.withLock { $0?.cancel(); $0 = nil }
+    }
+}
+
+/// The recent-documents source at work: follows `recently-used.xbel` while the source is on
+/// and advertises each document used as an activity, through the activity repository, as
+/// any app's Advertise is (so a pause, a block and the quota hold for it too).
+struct RecentDocumentsSource: ActivitySource {
+    let store: Store
+    let activities: ActivityRepository
+    let announcements: any Announcements
+    let background: BackgroundTasks
+    let follower: SourceFollower
+    /// The user's `recently-used.xbel`; nil when no XDG data directory is known.
+    let path: String?
+    let applicationDirectories: [String]
+    let log: Logger
+    var clock: any DaemonClock { store.wallClock }
+    var limits: Limits { store.limits }
+
+    func followIfOn() {
+        guard let path, (try? store.sourcesOn()[RecentDocuments.source]) != nil else { return }
+        follower.startIfIdle { background.start { await follow(path) } }
     }
 
-    private func switchSource(_ name: String, on: Bool) async throws -> [DBusValue] {
-        guard Contract.Sources.switchable.contains(name) else {
-            throw BatonError.invalidArgument("no source '\(printable(name))'; the sources are \(Contract.Sources.switchable.joined(separator: ", "))")
-        }
-        let now = clock.now()
-        guard try await store.writing({ try $0.setSource(name, on: on, from: now) }) else { return [] }
-        log.info("source \(name) \(on ? "on" : "off")")
-        if on { followRecentDocumentsIfOn() } else { recentDocumentsFollower.withLock { $0?.cancel(); $0 = nil } }
-        await emitRootPropertiesChanged(statusInterface, [Contract.Status.Property.sources])
-        return []
-    }
-
-    /// The sources turned on, by name.
-    func sourcesOn() throws -> [DBusValue] {
-        try store.sourcesOn().keys.sorted().map { .string($0) }
-    }
-
-    // MARK: Following recently-used.xbel
-
-    /// Starts following the file if the source is on and no one follows it yet.
-    func followRecentDocumentsIfOn() {
-        guard let path = recentlyUsedPath, (try? store.sourcesOn()[RecentDocuments.source]) != nil else { return }
-        recentDocumentsFollower.withLock { follower in
-            guard follower == nil else { return }
-            follower = background.start { await self.followRecentDocuments(path) }
-        }
+    func stop() {
+        follower.stop()
     }
 
     /// Reads the file now and at each change, until cancelled (the source turned off, batond stopping).
-    private func followRecentDocuments(_ path: String) async {
+    private func follow(_ path: String) async {
         let watcher: FileWatcher
         do {
             // GTK makes the directory when it first writes the file: it may not be there yet.
@@ -92,9 +95,9 @@ extension HandoffService {
         }
         var shown: [String: String] = [:]  // URI → its activity, ended when it is used again
         await withTaskCancellationHandler {
-            await readRecentDocuments(path, shown: &shown)
+            await read(path, shown: &shown)
             for await _ in watcher.changes where !Task.isCancelled {
-                await readRecentDocuments(path, shown: &shown)
+                await read(path, shown: &shown)
             }
         } onCancel: {
             watcher.stop()
@@ -103,7 +106,7 @@ extension HandoffService {
     }
 
     /// Advertises the documents used since the last reading.
-    private func readRecentDocuments(_ path: String, shown: inout [String: String]) async {
+    private func read(_ path: String, shown: inout [String: String]) async {
         do {
             guard let since = try store.sourcesOn()[RecentDocuments.source] else { return }
             guard let text = Self.readSmallFile(path, limit: RecentDocuments.maxFileBytes) else { return }
@@ -112,7 +115,7 @@ extension HandoffService {
             if !(try store.isBlocked(RecentDocuments.app)) {
                 for document in used.suffix(RecentDocuments.perReading) {
                     if let previous = shown[document.uri] { await endQuietly(previous) }
-                    shown[document.uri] = try await advertiseRecent(document)
+                    shown[document.uri] = try await advertise(document)
                 }
             }
             try await store.writing { try $0.sourceRead(RecentDocuments.source, until: newest) }
@@ -121,7 +124,7 @@ extension HandoffService {
         }
     }
 
-    private func advertiseRecent(_ document: RecentlyUsed.Document) async throws -> String {
+    private func advertise(_ document: RecentlyUsed.Document) async throws -> String {
         let app = DesktopApp.find(recordedName: document.app, exec: document.exec, in: applicationDirectories)
         var payload = "{\"uri\":\(StrictJSON.quote(document.uri))"
         if let mime = document.mimeType { payload += ",\"mime_type\":\(StrictJSON.quote(mime))" }
@@ -130,19 +133,19 @@ extension HandoffService {
         if let name = document.app { payload += ",\"app_name\":\(StrictJSON.quote(name))" }
         if let program = document.exec.flatMap(DesktopApp.program) { payload += ",\"app_program\":\(StrictJSON.quote(program))" }
         payload += ",\"modified\":\(document.usedAt)}"
-        let type = try await recentDocumentType()
+        let type = try await registeredType()
         let advertisement = try Advertisement.parse(
             type: type, title: String(document.displayName.prefix(200)), payload: payload,  // 200 characters fit the title limit
             options: ["target_content_id": document.uri, "eligible_for_search": "true", "expires_in": String(RecentDocuments.lifetime)], limits: limits)
         let now = clock.now()
         let outcome = try await activities.advertise(
             advertisement.makeActivity(id: Identifier.make(at: now), type: type, sceneID: nil, now: now), requestID: nil, quota: limits.liveActivitiesPerApp)
-        announce(outcome)
+        announcements.announce(outcome)
         return outcome.id
     }
 
     /// The type, registered again if the user forgot org.baton.RecentDocuments meanwhile.
-    private func recentDocumentType() async throws -> ActivityType {
+    private func registeredType() async throws -> ActivityType {
         if let type = try store.activityType(RecentDocuments.type) { return type }
         let type = try ActivityType.registration(
             type: RecentDocuments.type, appID: RecentDocuments.app, options: ["title": "Document", "required_keys": "uri"], limits: limits)
@@ -151,7 +154,7 @@ extension HandoffService {
     }
 
     private func endQuietly(_ id: String) async {
-        if let ended = try? await activities.invalidate(id) { announce(ended) }
+        if let ended = try? await activities.invalidate(id) { announcements.announce(ended) }
     }
 
     /// A file's text, read whole; nil when it is missing, larger than `limit`, or not UTF-8.

@@ -7,6 +7,8 @@ import DBus
 /// service itself (`RegistryInterface`, `PrivacyInterface`, …): the service does it, in the
 /// one place each signal is built.
 protocol Announcements: Sendable {
+    /// What a write to the activities changed (`ActivityRepository.Outcome`).
+    func announce(_ outcome: ActivityRepository.Outcome)
     /// Activities that ended, and the scenes that showed them.
     func announceRemoved(_ ended: [Ended])
     func emitAdvertised(_ activity: Activity)
