@@ -16,6 +16,15 @@ struct ServerSession: Sendable {
     let connection: PostgresConnection
     let timeout: Duration
     let log: Logger
+    /// Ends the wait of every statement under way when the connection closes.
+    private let closed: ClosedWatch
+
+    init(connection: PostgresConnection, timeout: Duration, log: Logger) {
+        self.connection = connection
+        self.timeout = timeout
+        self.log = log
+        closed = ClosedWatch(connection.closeFuture)
+    }
 
     /// Connects, runs `body`, and closes the connection however `body` ends.
     static func with<T: Sendable>(
@@ -107,7 +116,7 @@ struct ServerSession: Sendable {
     /// Runs one exchange with the server within the deadline (see the type's comment).
     private func answered<T: Sendable>(_ exchange: @escaping @Sendable (PostgresConnection, Logger) async throws -> T) async throws -> T {
         do {
-            return try await Deadline.run(timeout, giveUpWhen: { [connection] in connection.isClosed }) { [connection, log] in
+            return try await Deadline.run(timeout, givingUpWhen: closed) { [connection, log] in
                 try await exchange(connection, log)
             }
         } catch let error as Deadline.Expired {
@@ -355,10 +364,7 @@ struct ServerSession: Sendable {
 /// Runs work that may never finish (a query on a connection that died under it) with a time
 /// limit: past it the caller goes on with `Expired`, and the work is left behind to end when it can.
 enum Deadline {
-    /// How often `run` asks `giveUpWhen`.
-    static let pollInterval: Duration = .milliseconds(100)
-
-    /// The time ran out (`timeout`), or `giveUpWhen` said so (nil).
+    /// The time ran out (`timeout`), or the connection closed (nil).
     struct Expired: Error {
         let timeout: Duration?
     }
@@ -373,33 +379,80 @@ enum Deadline {
         }
     }
 
-    /// `giveUpWhen` is asked every `pollInterval`; true ends the wait early.
+    /// With `closed`, the wait also ends when the connection closes (told, not polled).
     static func run<T: Sendable>(
-        _ timeout: Duration, giveUpWhen giveUp: @escaping @Sendable () -> Bool = { false }, _ work: @escaping @Sendable () async throws -> T
+        _ timeout: Duration, givingUpWhen closed: ClosedWatch? = nil, _ work: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let outcome = Outcome<T>()
         return try await withCheckedThrowingContinuation { continuation in
             outcome.continuation.withLock { $0 = continuation }
             let timer = Task {
-                let clock = ContinuousClock()
-                let deadline = clock.now + timeout
-                while !Task.isCancelled, clock.now < deadline {
-                    try? await Task.sleep(for: pollInterval)
-                    if giveUp() {
-                        // A last moment for the work to finish with its own error, which says more.
-                        try? await Task.sleep(for: .milliseconds(200))
-                        if !Task.isCancelled { outcome.finish(.failure(Expired(timeout: nil))) }
-                        return
-                    }
-                }
+                try? await Task.sleep(for: timeout)
                 if !Task.isCancelled { outcome.finish(.failure(Expired(timeout: timeout))) }
+            }
+            let waiting = closed?.onClose {
+                Task {
+                    // A last moment for the work to finish with its own error, which says more.
+                    try? await Task.sleep(for: .milliseconds(200))
+                    outcome.finish(.failure(Expired(timeout: nil)))
+                    timer.cancel()
+                }
             }
             Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await work()) } catch { result = .failure(error) }
                 outcome.finish(result)
                 timer.cancel()
+                if let waiting { closed?.forget(waiting) }
             }
         }
+    }
+}
+
+/// Tells the statements waiting on a connection that it closed: one callback on its close
+/// future, however many statements run on it, each forgotten once its statement ends.
+final class ClosedWatch: Sendable {
+    /// A statement's wait, called at most once.
+    private final class Waiter: Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+
+    private struct State {
+        var closed = false
+        var next = 0
+        var waiting: [Int: Waiter] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    init(_ closeFuture: EventLoopFuture<Void>) {
+        closeFuture.whenComplete { [weak self] _ in self?.close() }
+    }
+
+    /// Calls `body` when the connection closes (at once if it has); returns what `forget` takes.
+    func onClose(_ body: @escaping @Sendable () -> Void) -> Int? {
+        let waiter = Waiter(body)
+        let token = state.withLock { state -> Int? in
+            guard !state.closed else { return nil }
+            state.next += 1
+            state.waiting[state.next] = waiter
+            return state.next
+        }
+        if token == nil { body() }
+        return token
+    }
+
+    func forget(_ token: Int) {
+        _ = state.withLock { $0.waiting.removeValue(forKey: token) }
+    }
+
+    private func close() {
+        let waiting = state.withLock { state in
+            state.closed = true
+            defer { state.waiting = [:] }
+            return Array(state.waiting.values)
+        }
+        for waiter in waiting { waiter.body() }
     }
 }
