@@ -8,7 +8,16 @@ import Logging
 /// and KRunner's runner, both over the one search `Search` makes (`ActivityRepository.search`). A
 /// result's id is its activity's id; activating one continues it as `Continue` does. Both are
 /// for the desktop, a host client: a sandboxed app may not call them (`Access.hostOnly`).
-extension HandoffService {
+struct DesktopSearch: Sendable {
+    let store: Store
+    let activities: ActivityRepository
+    let connection: Connection
+    let applicationDirectories: [String]
+    let handlerTimeout: Duration
+    /// Continues an activity as the desktop asks (`HandoffService.continueFromDesktop`).
+    let continueFromDesktop: @Sendable (_ id: String, _ options: [String: String]) async -> Void
+    var clock: any DaemonClock { store.wallClock }
+
     /// How many results a search gives the desktop: it shows a handful.
     static let desktopResults = 20
 
@@ -27,7 +36,7 @@ extension HandoffService {
                 [.array(.dictionary(key: .string, value: .variant), try self.resultMetas(try call.argument(0)))]
             },
             Method(Provider.activateResult, ordering: .concurrent) { call in
-                await self.continueFromDesktop(try call.argument(0), options: [:])
+                await self.continueFromDesktop(try call.argument(0), [:])
                 return []
             },
             Method(Provider.launchSearch, ordering: .concurrent) { call in
@@ -167,16 +176,25 @@ extension HandoffService {
     func runFromKRunner(_ id: String, action: String) async {
         switch action {
         case Contract.KRunner.Action.newScene:
-            await continueFromDesktop(id, options: ["new_scene": "true"])
+            await continueFromDesktop(id, ["new_scene": "true"])
         case Contract.KRunner.Action.onDevice:
             let now = clock.now()
             guard let activity = try? store.activity(id: id, now: now), activity.isRemote else {
-                return await continueFromDesktop(id, options: [:])
+                return await continueFromDesktop(id, [:])
             }
-            await continueFromDesktop(id, options: ["device": activity.deviceID])
+            await continueFromDesktop(id, ["device": activity.deviceID])
         default:
-            await continueFromDesktop(id, options: [:])
+            await continueFromDesktop(id, [:])
         }
+    }
+}
+
+extension HandoffService {
+    /// The desktop's search, over this service's activities.
+    var desktopSearch: DesktopSearch {
+        DesktopSearch(
+            store: store, activities: activities, connection: connection, applicationDirectories: applicationDirectories,
+            handlerTimeout: handlerTimeout, continueFromDesktop: { id, options in await self.continueFromDesktop(id, options: options) })
     }
 
     /// Continues an activity the desktop's search or a notification activated. The desktop takes

@@ -111,8 +111,9 @@ public final class HandoffService: Sendable {
             try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface], owner: scene.appID)
         }
         // Not among the objects the root manages: those are the scenes.
-        try await connection.export(Contract.SearchProvider.path, [searchProviderInterface], managed: false)
-        try await connection.export(Contract.KRunner.path, [krunnerInterface], managed: false)
+        let search = desktopSearch
+        try await connection.export(Contract.SearchProvider.path, [search.searchProviderInterface], managed: false)
+        try await connection.export(Contract.KRunner.path, [search.krunnerInterface], managed: false)
         let registry = RegistryInterface(store: store, log: log, announcements: self)
         let archive = ArchiveInterface(store: store, log: log, announcements: self)
         let sync = SyncInterface(
