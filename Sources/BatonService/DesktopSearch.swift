@@ -204,7 +204,7 @@ extension HandoffService {
             _ = try await continueActivity(id, options: options, confinedTo: nil)
         } catch {
             log.info("continuing \(id) from the desktop: \(error)")
-            await tellWhyNotContinued(id, error)
+            await offers.tellWhyNotContinued(id, error)
         }
     }
 }

@@ -283,7 +283,7 @@ public final class HandoffService: Sendable {
     func announceRemoved(_ ended: [Ended]) {
         for each in ended { emitInvalidated(each.id, app: each.appID) }
         paused.forgetUpdates(of: ended.map(\.id))
-        withdrawOffer(of: ended.map(\.id))
+        offers.withdraw(of: ended.map(\.id))
         for scene in ended.flatMap(\.scenes) { emitSceneChanged(scene) }
     }
 

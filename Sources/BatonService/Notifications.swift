@@ -27,7 +27,21 @@ final class HandoffNotices: Sendable {
     let lastOffer = Mutex<Task<Void, any Error>?>(nil)
 }
 
-extension HandoffService {
+/// The offers on screen and what acts on them, holding what they use: the state
+/// (`HandoffNotices`), the store and the activity repository, the bus connection, the pause.
+struct NotificationOffers: Sendable {
+    let notices: HandoffNotices
+    let store: Store
+    let activities: ActivityRepository
+    let paused: PausedActivities
+    let connection: Connection
+    let background: BackgroundTasks
+    let applicationDirectories: [String]
+    let log: Logger
+    /// Continues an activity as the desktop asks (`HandoffService.continueFromDesktop`).
+    let continueFromDesktop: @Sendable (_ id: String, _ options: [String: String]) async -> Void
+    var clock: any DaemonClock { store.wallClock }
+
     /// How old an arriving activity may be (last changed on its machine) and still be offered.
     static let noticeFreshness: UInt64 = 3 * 60 * 1_000_000
 
@@ -36,11 +50,11 @@ extension HandoffService {
     /// The newest of the activities another machine just advertised that may be offered, if any.
     /// Decided when they arrive, before the bus hears of them: a pause, a block or the switch
     /// turned off after they were announced does not change what was decided then.
-    func offerable(_ activities: [Activity]) -> Activity? {
-        guard !activities.isEmpty else { return nil }
+    func offerable(_ arrived: [Activity]) -> Activity? {
+        guard !arrived.isEmpty else { return nil }
         let now = clock.now()
         guard !paused.isPaused, (try? store.notificationsEnabled()) == true else { return nil }
-        return activities
+        return arrived
             .filter { activity in
                 // A machine whose clock runs ahead sends changes from the future: fresh too.
                 activity.isRemote && activity.eligibleForHandoff && !activity.isExpired(at: now)
@@ -57,7 +71,7 @@ extension HandoffService {
             let previous = last
             last = background.start {
                 _ = await previous?.result
-                await self.notify(activity)
+                await notify(activity)
             }
         }
     }
@@ -106,7 +120,7 @@ extension HandoffService {
     }
 
     /// Withdraws the notification if it offers one of `activityIDs` (it ended, or was continued).
-    func withdrawOffer(of activityIDs: some Sequence<String>) {
+    func withdraw(of activityIDs: some Sequence<String>) {
         let ids = Set(activityIDs)
         guard let shown = notices.shown.withLock({ shown -> HandoffNotices.Shown? in
             guard let current = shown, ids.contains(current.activityID) else { return nil }
@@ -122,7 +136,7 @@ extension HandoffService {
 
     /// Follows the notification server's `ActionInvoked` and `NotificationClosed` until cancelled:
     /// the default action continues the activity offered here.
-    func runNotices() async {
+    func run() async {
         let rule = MatchRule(sender: Self.notifications.name, interface: Self.notifications.name)
         guard let signals = try? await connection.signals(matching: rule) else {
             log.error("cannot follow the notification server's signals; notifications cannot be acted on")
@@ -136,14 +150,25 @@ extension HandoffService {
             switch (signal.member, signal.body.count == 2 ? signal.body[1].stringValue : nil) {
             case ("ActionInvoked", "default"):
                 // Continued here: that withdraws it (a server may keep a notification acted on).
-                await continueFromDesktop(shown.activityID, options: [:])
-                withdrawOffer(of: [shown.activityID])
+                await continueFromDesktop(shown.activityID, [:])
+                withdraw(of: [shown.activityID])
             case ("ActionInvoked", _):
-                withdrawOffer(of: [shown.activityID])
+                withdraw(of: [shown.activityID])
             default:  // NotificationClosed: gone already.
                 notices.shown.withLock { if $0 == shown { $0 = nil } }
             }
         }
+    }
+
+}
+
+extension HandoffService {
+    /// Offers of other machines' activities, over this service.
+    var offers: NotificationOffers {
+        NotificationOffers(
+            notices: notices, store: store, activities: activities, paused: paused, connection: connection, background: background,
+            applicationDirectories: applicationDirectories, log: log,
+            continueFromDesktop: { id, options in await self.continueFromDesktop(id, options: options) })
     }
 
     // MARK: The user's switch
@@ -152,7 +177,7 @@ extension HandoffService {
         let enabled: Bool = try call.argument(0)
         guard try await store.writing({ try $0.setNotifications(enabled) }) else { return [] }
         log.info("notifications of other machines' activities \(enabled ? "on" : "off")")
-        if !enabled { notices.shown.withLock { $0 }.map { withdrawOffer(of: [$0.activityID]) } }
+        if !enabled { notices.shown.withLock { $0 }.map { offers.withdraw(of: [$0.activityID]) } }
         await emitRootPropertiesChanged(statusInterface, [Contract.Status.Property.notifications])
         return []
     }

@@ -90,12 +90,13 @@ extension HandoffService {
     /// Tells the bus what other devices' records changed here.
     func announce(_ applied: Store.Applied) {
         let advertised = applied.advertised.compactMap { try? store.storedActivity(id: $0) }
-        let offered = offerable(advertised)
+        let offers = self.offers
+        let offered = offers.offerable(advertised)
         for activity in advertised {
             emitAdvertised(activity)
         }
-        offered.map(offer)
-        withdrawOffer(of: applied.continuedElsewhere)
+        if let offered { offers.offer(offered) }
+        offers.withdraw(of: applied.continuedElsewhere)
         for id in applied.updated {
             // Told to host clients only when it cannot be read now (it went meanwhile).
             let app = (try? store.storedActivity(id: id))?.appID
