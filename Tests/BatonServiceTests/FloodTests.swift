@@ -23,9 +23,8 @@ struct FloodTests {
 
     /// Continue calls that wait on an app that never answers stay in flight: the 257th is refused.
     @Test func callsBeyondTheLimitInFlightAreRefusedAndOtherClientsServed() async throws {
-        let world = try BatonWorld()
+        let world = try await BatonWorld.startedInProcess { $0.handlerTimeout = .seconds(20) }
         defer { world.close() }
-        try await world.startDaemon(["--handler-timeout", "20"])
         // An app whose handler never answers.
         let app = try world.bus.connect()
         defer { app.close() }

@@ -17,9 +17,8 @@ struct RequestIDTests {
     }
 
     @Test func everyIdempotentWriteAnswersARepeatWithItsFirstResult() async throws {
-        let world = try BatonWorld()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
-        try await world.startDaemon()
         try await world.register(requiredKeys: "")
         let signals = try await world.client.signals(matching: MatchRule(interface: Self.activities, member: "Advertised"))
         var advertisedSignals = signals.makeAsyncIterator()

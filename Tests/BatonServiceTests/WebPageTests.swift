@@ -12,10 +12,9 @@ import TestSupport
 struct WebPageTests {
     @Test func continuingAPageOpensItInTheDefaultBrowserAtItsTime() async throws {
         _ = try Executables.require("gio", package: "libglib2.0-bin")
-        let world = try BatonWorld()
+        let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let browser = try TestBrowser(on: world.bus)
-        try await world.startDaemon()
 
         let opened = try await world.baton(["open", "https://example.org/talk.webm", "--title", "The talk", "--time", "754"])
         #expect(opened.status == 0, "\(opened)")
