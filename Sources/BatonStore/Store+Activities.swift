@@ -63,7 +63,7 @@ extension Store {
                     "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
             }
             let quota = "removed to keep \(activity.appID) under its \(limits.liveActivitiesPerApp)-activity quota"
-            ended = try oldest.flatMap { try end(.id($0), .evicted(quota), history: true, in: db) }
+            ended = try oldest.compactMap { try end(id: $0, .evicted(quota), history: true, in: db) }
         }
         try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
         if let scene = activity.sceneID {
@@ -99,7 +99,7 @@ extension Store {
     /// Ends activities (`Invalidate`), into the history; returns those that were there.
     public func deleteActivities(ids: [String]) throws -> [Ended] {
         try writeActivities { db in
-            try ids.flatMap { try end(.id($0), .invalidated("invalidated by its app"), history: true, in: db) }
+            try ids.compactMap { try end(id: $0, .invalidated("invalidated by its app"), history: true, in: db) }
         }
     }
 
