@@ -120,7 +120,7 @@ public final class HandoffService: Sendable {
             store: store, engineAttached: { self.syncEngine }, announcements: self, values: { self.syncPropertyValues() })
         let testing = (clock as? ManualClock).map { TestingInterface(clock: $0, log: log).interface }
         try await connection.export(
-            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, statusInterface, sync.interface, archive.interface, privacy.interface]
+            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, status.interface, sync.interface, archive.interface, privacy.interface]
                 + (testing.map { [$0] } ?? []), objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")

@@ -119,6 +119,11 @@ struct NotificationOffers: Sendable {
         }
     }
 
+    /// Withdraws the notification on screen, if there is one (the user turned offers off).
+    func withdrawShown() {
+        if let shown = notices.shown.withLock({ $0 }) { withdraw(of: [shown.activityID]) }
+    }
+
     /// Withdraws the notification if it offers one of `activityIDs` (it ended, or was continued).
     func withdraw(of activityIDs: some Sequence<String>) {
         let ids = Set(activityIDs)
@@ -159,7 +164,6 @@ struct NotificationOffers: Sendable {
             }
         }
     }
-
 }
 
 extension HandoffService {
@@ -169,16 +173,5 @@ extension HandoffService {
             notices: notices, store: store, activities: activities, paused: paused, connection: connection, background: background,
             applicationDirectories: applicationDirectories, log: log,
             continueFromDesktop: { id, options in await self.continueFromDesktop(id, options: options) })
-    }
-
-    // MARK: The user's switch
-
-    func setNotifications(_ call: MethodCall) async throws -> [DBusValue] {
-        let enabled: Bool = try call.argument(0)
-        guard try await store.writing({ try $0.setNotifications(enabled) }) else { return [] }
-        log.info("notifications of other machines' activities \(enabled ? "on" : "off")")
-        if !enabled { notices.shown.withLock { $0 }.map { offers.withdraw(of: [$0.activityID]) } }
-        await emitRootPropertiesChanged(statusInterface, [Contract.Status.Property.notifications])
-        return []
     }
 }

@@ -1,25 +1,38 @@
 import BatonContract
 import BatonCore
+import BatonStore
 import DBus
 import Glibc
+import Logging
 
-extension HandoffService {
-    /// The daemon's own facts, for `baton status`, none of them sensitive; and whether it
-    /// notifies of other machines' activities (`Notifications.swift`) and which of its sources
-    /// are on (`ActivitySource`), the user's to change.
-    var statusInterface: Interface {
+/// `org.baton.Handoff1.Status`: the daemon's own facts, for `baton status`, none of them
+/// sensitive; and whether it notifies of other machines' activities (`NotificationOffers`)
+/// and which of its sources are on (`ActivitySource`), the user's to change. It holds only
+/// what it uses: the store, when the daemon started, the offers, the sources, a log, and the
+/// service's announcements.
+struct StatusInterface: Sendable {
+    let store: Store
+    let startedAt: UInt64
+    let offers: NotificationOffers
+    /// Each source the user can turn on, by its name in `Contract.Sources.switchable`.
+    let sources: [String: any ActivitySource]
+    let log: Logger
+    let announcements: any Announcements
+    var clock: any DaemonClock { store.wallClock }
+
+    var interface: Interface {
         typealias Name = Contract.Status.Property
         return Interface(Contract.Interface.status, methods: [
             Method(Contract.Status.setNotifications, ordering: .concurrent, handler: setNotifications),
-            Method(Contract.Status.enableSource, ordering: .concurrent, handler: enableSource),
-            Method(Contract.Status.disableSource, ordering: .concurrent, handler: disableSource),
+            Method(Contract.Status.enableSource, ordering: .concurrent) { call in try await switchSource(try call.argument(0), on: true) },
+            Method(Contract.Status.disableSource, ordering: .concurrent) { call in try await switchSource(try call.argument(0), on: false) },
         ], properties: [
             Property(Name.version, "u", changeSignal: .const) { _ in .uint32(1) },
-            Property(Name.databasePath, "s", changeSignal: .const) { _ in .string(self.store.path) },
-            Property(Name.databaseSize, "t", changeSignal: .none) { _ in .uint64(self.databaseSize()) },
-            Property(Name.startedAt, "t", changeSignal: .const) { _ in .uint64(self.startedAt) },
-            Property(Name.notifications, "b", changeSignal: .emits) { _ in .boolean(try self.store.notificationsEnabled()) },
-            Property(Name.sources, "as", changeSignal: .emits) { _ in .array(.string, try self.sourcesOn()) },
+            Property(Name.databasePath, "s", changeSignal: .const) { _ in .string(store.path) },
+            Property(Name.databaseSize, "t", changeSignal: .none) { _ in .uint64(databaseSize()) },
+            Property(Name.startedAt, "t", changeSignal: .const) { _ in .uint64(startedAt) },
+            Property(Name.notifications, "b", changeSignal: .emits) { _ in .boolean(try store.notificationsEnabled()) },
+            Property(Name.sources, "as", changeSignal: .emits) { _ in .array(.string, try store.sourcesOn().keys.sorted().map { .string($0) }) },
         ])
     }
 
@@ -31,21 +44,13 @@ extension HandoffService {
         }
     }
 
-    // MARK: Sources
-
-    /// Each source the user can turn on, by its name in `Contract.Sources.switchable`.
-    var sources: [String: any ActivitySource] {
-        [RecentDocuments.source: RecentDocumentsSource(
-            store: store, activities: activities, announcements: self, background: background, follower: recentDocumentsFollower,
-            path: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log)]
-    }
-
-    func enableSource(_ call: MethodCall) async throws -> [DBusValue] {
-        try await switchSource(try call.argument(0), on: true)
-    }
-
-    func disableSource(_ call: MethodCall) async throws -> [DBusValue] {
-        try await switchSource(try call.argument(0), on: false)
+    func setNotifications(_ call: MethodCall) async throws -> [DBusValue] {
+        let enabled: Bool = try call.argument(0)
+        guard try await store.writing({ try $0.setNotifications(enabled) }) else { return [] }
+        log.info("notifications of other machines' activities \(enabled ? "on" : "off")")
+        if !enabled { offers.withdrawShown() }
+        await announcements.emitRootPropertiesChanged(interface, [Contract.Status.Property.notifications])
+        return []
     }
 
     private func switchSource(_ name: String, on: Bool) async throws -> [DBusValue] {
@@ -56,13 +61,22 @@ extension HandoffService {
         guard try await store.writing({ try $0.setSource(name, on: on, from: now) }) else { return [] }
         log.info("source \(name) \(on ? "on" : "off")")
         if on { source.followIfOn() } else { source.stop() }
-        await emitRootPropertiesChanged(statusInterface, [Contract.Status.Property.sources])
+        await announcements.emitRootPropertiesChanged(interface, [Contract.Status.Property.sources])
         return []
     }
+}
 
-    /// The sources turned on, by name.
-    func sourcesOn() throws -> [DBusValue] {
-        try store.sourcesOn().keys.sorted().map { .string($0) }
+extension HandoffService {
+    /// `org.baton.Handoff1.Status`, over this service's store, offers and sources.
+    var status: StatusInterface {
+        StatusInterface(store: store, startedAt: startedAt, offers: offers, sources: sources, log: log, announcements: self)
+    }
+
+    /// Each source the user can turn on, by its name in `Contract.Sources.switchable`.
+    var sources: [String: any ActivitySource] {
+        [RecentDocuments.source: RecentDocumentsSource(
+            store: store, activities: activities, announcements: self, background: background, follower: recentDocumentsFollower,
+            path: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log)]
     }
 
     /// Starts following every source the user turned on (batond starting).
