@@ -16,7 +16,8 @@ struct ActivityRepository: Sendable {
     let store: Store
     let commits: CommitQueue
     let paused: PausedActivities
-    let sync: SyncEngine?
+    /// Read when a write needs it: an interface built before the engine was attached sees it.
+    let sync: SyncSlot
 
     /// What a write changed, for the signals.
     struct Outcome: Sendable {
@@ -160,7 +161,7 @@ struct ActivityRepository: Sendable {
     /// own machine; this machine's is deleted.
     func invalidate(_ id: String) async throws -> Outcome {
         if let removed = paused.remove(id) { return Outcome(id: id, ended: [Ended(id: id, appID: removed.appID)]) }
-        if let activity = try store.storedActivity(id: id), activity.isRemote, let sync {
+        if let activity = try store.storedActivity(id: id), activity.isRemote, let sync = sync.engine {
             let ended = try await SyncCalls.syncing { try await sync.invalidate(activity) }
             guard !ended.isEmpty else { throw BatonError.notFound("no activity \(id)") }
             return Outcome(id: id, ended: ended)

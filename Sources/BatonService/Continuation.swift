@@ -29,7 +29,7 @@ extension HandoffService {
     func continueActivity(_ id: String, options: [String: String], confinedTo confinedApp: String?) async throws -> [DBusValue] {
         let continued = try await continueInScene(id, options: options, confinedTo: confinedApp)
         // Continued: no longer to be offered by a notification.
-        offers.withdraw(of: [(try? Identifier.normalize(id)) ?? id])
+        notices.withdraw(of: [(try? Identifier.normalize(id)) ?? id])
         return continued
     }
 

@@ -44,11 +44,11 @@ public final class HandoffService: Sendable {
     /// What is advertised while the user has paused recording (memory only).
     let paused: PausedActivities
     /// Sync across machines, once the daemon has made it (`attachSync`).
-    let syncSlot = Mutex<SyncEngine?>(nil)
+    let syncSlot = SyncSlot()
     /// The Sync properties as last announced, so that an announcement carries only what changed.
     let announcedSync = Mutex<[String: DBusValue]>([:])
     /// The notification offering another machine's activity, if one is on screen.
-    let notices = HandoffNotices()
+    let notices: HandoffNotices
 
     /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
     /// A store on a `ManualClock` exports `org.baton.Handoff1.Testing` (see `DaemonOptions.testClock`).
@@ -69,6 +69,7 @@ public final class HandoffService: Sendable {
         let until: UInt64?
         do { until = try store.pausedUntil() } catch { until = 0 }
         self.paused = PausedActivities(until: until)
+        self.notices = HandoffNotices(connection: connection, background: background)
     }
 
     private let callsPerCaller: Int
@@ -85,7 +86,7 @@ public final class HandoffService: Sendable {
             store: store, configPath: configPath, log: log, catchUpPeriod: catchUpPeriod,
             onApplied: { [weak self] applied in self?.announce(applied) },
             onChange: { [weak self] in self?.announceSyncChanged() })
-        syncSlot.withLock { $0 = engine }
+        syncSlot.attach(engine)
         return engine
     }
 
@@ -269,7 +270,7 @@ public final class HandoffService: Sendable {
     var privacy: PrivacyInterface { PrivacyInterface(store: store, paused: paused, clock: clock, log: log, announcements: self) }
 
     /// Every activity, whatever its mode; `activities.view(for:)` as one caller sees them.
-    var activities: ActivityRepository { ActivityRepository(store: store, commits: commits, paused: paused, sync: syncEngine) }
+    var activities: ActivityRepository { ActivityRepository(store: store, commits: commits, paused: paused, sync: syncSlot) }
 
     /// Announces what a write to the activities changed: those that ended, the one advertised
     /// or updated, the scenes whose properties changed.
@@ -283,7 +284,7 @@ public final class HandoffService: Sendable {
     func announceRemoved(_ ended: [Ended]) {
         for each in ended { emitInvalidated(each.id, app: each.appID) }
         paused.forgetUpdates(of: ended.map(\.id))
-        offers.withdraw(of: ended.map(\.id))
+        notices.withdraw(of: ended.map(\.id))
         for scene in ended.flatMap(\.scenes) { emitSceneChanged(scene) }
     }
 

@@ -25,6 +25,34 @@ final class HandoffNotices: Sendable {
     let serverMissingLogged = Atomic(false)
     /// The latest offer's notification under way: the next waits for it.
     let lastOffer = Mutex<Task<Void, any Error>?>(nil)
+    /// Where a withdrawal is sent, and the task that sends it.
+    let connection: Connection
+    let background: BackgroundTasks
+
+    init(connection: Connection, background: BackgroundTasks) {
+        self.connection = connection
+        self.background = background
+    }
+
+    /// Withdraws the notification on screen, if there is one (the user turned offers off).
+    func withdrawShown() {
+        if let current = shown.withLock({ $0 }) { withdraw(of: [current.activityID]) }
+    }
+
+    /// Withdraws the notification if it offers one of `activityIDs` (it ended, or was continued).
+    func withdraw(of activityIDs: some Sequence<String>) {
+        let ids = Set(activityIDs)
+        guard let withdrawn = shown.withLock({ shown -> Shown? in
+            guard let current = shown, ids.contains(current.activityID) else { return nil }
+            shown = nil
+            return current
+        }) else { return }
+        let server = NotificationOffers.notifications
+        background.start { [connection] in
+            _ = try? await connection.call(server.name, server.path, server.name, "CloseNotification",
+                                           [.uint32(withdrawn.notificationID)], timeout: .seconds(5))
+        }
+    }
 }
 
 /// The offers on screen and what acts on them, holding what they use: the state
@@ -119,26 +147,6 @@ struct NotificationOffers: Sendable {
         }
     }
 
-    /// Withdraws the notification on screen, if there is one (the user turned offers off).
-    func withdrawShown() {
-        if let shown = notices.shown.withLock({ $0 }) { withdraw(of: [shown.activityID]) }
-    }
-
-    /// Withdraws the notification if it offers one of `activityIDs` (it ended, or was continued).
-    func withdraw(of activityIDs: some Sequence<String>) {
-        let ids = Set(activityIDs)
-        guard let shown = notices.shown.withLock({ shown -> HandoffNotices.Shown? in
-            guard let current = shown, ids.contains(current.activityID) else { return nil }
-            shown = nil
-            return current
-        }) else { return }
-        background.start { [connection] in
-            _ = try? await connection.call(
-                Self.notifications.name, Self.notifications.path, Self.notifications.name, "CloseNotification",
-                [.uint32(shown.notificationID)], timeout: .seconds(5))
-        }
-    }
-
     /// Follows the notification server's `ActionInvoked` and `NotificationClosed` until cancelled:
     /// the default action continues the activity offered here.
     func run() async {
@@ -156,9 +164,9 @@ struct NotificationOffers: Sendable {
             case ("ActionInvoked", "default"):
                 // Continued here: that withdraws it (a server may keep a notification acted on).
                 await continueFromDesktop(shown.activityID, [:])
-                withdraw(of: [shown.activityID])
+                notices.withdraw(of: [shown.activityID])
             case ("ActionInvoked", _):
-                withdraw(of: [shown.activityID])
+                notices.withdraw(of: [shown.activityID])
             default:  // NotificationClosed: gone already.
                 notices.shown.withLock { if $0 == shown { $0 = nil } }
             }

@@ -8,12 +8,13 @@ import Logging
 /// `org.baton.Handoff1.Status`: the daemon's own facts, for `baton status`, none of them
 /// sensitive; and whether it notifies of other machines' activities (`NotificationOffers`)
 /// and which of its sources are on (`ActivitySource`), the user's to change. It holds only
-/// what it uses: the store, when the daemon started, the offers, the sources, a log, and the
-/// service's announcements.
+/// what it uses: the store, when the daemon started, the offer on screen, the sources, a log,
+/// and the service's announcements.
 struct StatusInterface: Sendable {
     let store: Store
     let startedAt: UInt64
-    let offers: NotificationOffers
+    /// The offer on screen, withdrawn when the user turns offers off.
+    let notices: HandoffNotices
     /// Each source the user can turn on, by its name in `Contract.Sources.switchable`.
     let sources: [String: any ActivitySource]
     let log: Logger
@@ -48,7 +49,7 @@ struct StatusInterface: Sendable {
         let enabled: Bool = try call.argument(0)
         guard try await store.writing({ try $0.setNotifications(enabled) }) else { return [] }
         log.info("notifications of other machines' activities \(enabled ? "on" : "off")")
-        if !enabled { offers.withdrawShown() }
+        if !enabled { notices.withdrawShown() }
         await announcements.emitRootPropertiesChanged(interface, [Contract.Status.Property.notifications])
         return []
     }
@@ -67,9 +68,9 @@ struct StatusInterface: Sendable {
 }
 
 extension HandoffService {
-    /// `org.baton.Handoff1.Status`, over this service's store, offers and sources.
+    /// `org.baton.Handoff1.Status`, over this service's store, offer on screen and sources.
     var status: StatusInterface {
-        StatusInterface(store: store, startedAt: startedAt, offers: offers, sources: sources, log: log, announcements: self)
+        StatusInterface(store: store, startedAt: startedAt, notices: notices, sources: sources, log: log, announcements: self)
     }
 
     /// Each source the user can turn on, by its name in `Contract.Sources.switchable`.

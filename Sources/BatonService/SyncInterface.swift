@@ -5,6 +5,7 @@ import BatonSync
 import DBus
 import Glibc
 import ServiceLifecycle
+import Synchronization
 
 /// `org.baton.Handoff1.Sync`: Init, Join, Leave, Devices and the sync's state, over the
 /// daemon's `SyncEngine` (BatonSync). Setting up talks to the server, so those calls run
@@ -85,7 +86,7 @@ struct SyncInterface: Sendable {
 }
 
 extension HandoffService {
-    var syncEngine: SyncEngine? { syncSlot.withLock { $0 } }
+    var syncEngine: SyncEngine? { syncSlot.engine }
 
     /// Tells the bus what other devices' records changed here.
     func announce(_ applied: Store.Applied) {
@@ -96,7 +97,7 @@ extension HandoffService {
             emitAdvertised(activity)
         }
         if let offered { offers.offer(offered) }
-        offers.withdraw(of: applied.continuedElsewhere)
+        notices.withdraw(of: applied.continuedElsewhere)
         for id in applied.updated {
             // Told to host clients only when it cannot be read now (it went meanwhile).
             let app = (try? store.storedActivity(id: id))?.appID
@@ -198,5 +199,17 @@ struct SyncService: Service {
         await cancelWhenGracefulShutdown {
             await engine.run()
         }
+    }
+}
+
+/// The sync engine, once the daemon has made it (`HandoffService.attachSync`); shared by
+/// everything that reaches another machine, each reading it when it needs it.
+final class SyncSlot: Sendable {
+    private let slot = Mutex<SyncEngine?>(nil)
+
+    var engine: SyncEngine? { slot.withLock { $0 } }
+
+    func attach(_ engine: SyncEngine) {
+        slot.withLock { $0 = engine }
     }
 }

@@ -44,10 +44,9 @@ extension Store {
         return try ids.compactMap { try end(id: $0, how, history: history, in: db) }
     }
 
-    /// Ends the activity `id` as `end(_:_:history:in:)` does; nil when there is none.
-    ///
-    /// What it needs is read in one statement and only what applies is written: each statement
-    /// costs about 10 000 instructions around SQLite's own work (Benchmarks/README, "Explicit endings").
+    /// Ends the activity `id` as `end(_:_:history:in:)` does; nil when there is none. What it
+    /// needs is read in one statement and only what applies is written: each statement is a
+    /// cost of its own around SQLite's work (Benchmarks/README, "Explicit endings").
     func end(id: String, _ how: Ending, history: Bool = false, in db: Database) throws -> Ended? {
         // Everything the end needs to know, in one read: its app and type, whether it goes into
         // the history and the outbox, whether the history has a copy already, the scenes showing
@@ -77,7 +76,7 @@ extension Store {
             outbox.raise()
         }
         // Only when a scene shows it: an UPDATE of the column it finds scenes by collects their
-        // rowids first, in 87 KB of page cache allocated and freed each time, even for none (Schema's v5).
+        // rowids in page cache first, even when none matches (Schema's v5 says what it cost).
         if !facts.scenes.isEmpty {
             try db.cachedStatement(sql: "UPDATE scene SET activity_id = NULL WHERE activity_id = ?").execute(arguments: [id])
         }
