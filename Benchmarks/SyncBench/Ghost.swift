@@ -32,7 +32,7 @@ final class Ghost: Sendable {
     static func made(user: String, words: String, type: String, setup: SyncServer, hiding proxy: TCPProxy, count: Int) async throws -> Ghost {
         let path = try TemporaryDirectory.make(prefix: "baton-ghost").appendingPathComponent("baton.sqlite").path
         let store = try Store(path: path)
-        try store.register(ActivityType(type: type, appID: "com.raywenderlich.hawknotes", title: "Character"))
+        try store.write { try $0.register(ActivityType(type: type, appID: "com.raywenderlich.hawknotes", title: "Character")) }
         var log = Logger(label: "bench.ghost")
         log.logLevel = .error
         let engine = try SyncEngine(store: store, configPath: SyncConfig.path(besideDatabase: path), log: log,

@@ -78,8 +78,8 @@ var storeOff: [Double] = [], storeOn: [Double] = []
 do {
     let directory = try TemporaryDirectory.make(prefix: "baton-floor")
     let stores = try ["off", "on"].map { try Store(path: directory.appendingPathComponent("\($0).sqlite").path) }
-    for store in stores { try store.register(floorType) }
-    try stores[1].startSync(as: Store.SyncIdentity(deviceID: "floor", userName: "floor"))
+    for store in stores { try store.write { try $0.register(floorType) } }
+    try stores[1].write { try $0.startSync(as: Store.SyncIdentity(deviceID: "floor", userName: "floor")) }
     for round in 0..<5 {
         for (index, store) in stores.enumerated() {
             for n in 0..<300 {
@@ -87,11 +87,11 @@ do {
                 let activity = Activity(id: Identifier.make(), type: type, appID: floorType.appID, title: "floor \(round) \(n)",
                                         payload: #"{"id":"bench"}"#, createdAt: now, updatedAt: now)
                 let start = clock.now
-                _ = try store.insert(activity)
+                _ = try store.write { try $0.insert(activity) }
                 let elapsed = milliseconds(clock.now - start) * 1000
                 if index == 0 { storeOff.append(elapsed) } else { storeOn.append(elapsed) }
             }
-            if index == 1 { try store.sent(upTo: try store.stageOutbox(limit: 1000) { _ in [] }.last?.logSeq ?? 0) }
+            if index == 1 { try store.write { try $0.sent(upTo: try $0.stageOutbox(limit: 1000) { _ in [] }.last?.logSeq ?? 0) } }
         }
     }
     for store in stores { try store.close() }
@@ -285,7 +285,7 @@ for user in 0..<fleetUsers {
     let url0 = try await setup.addDevice(user: "user\(user)").url, url1 = try await setup.addDevice(user: "user\(user)").url
     let userWords = try await pair[0].engine.initialize(url: url0, deviceName: "u\(user)a")
     try await pair[1].engine.join(url: url1, recoveryWords: userWords, deviceName: "u\(user)b")
-    for device in pair { try device.store.register(ActivityType(type: type, appID: "com.raywenderlich.hawknotes", title: "Character")) }
+    for device in pair { try device.store.write { try $0.register(ActivityType(type: type, appID: "com.raywenderlich.hawknotes", title: "Character")) } }
     fleet.append((pair[0], pair[1]))
 }
 try await Task.sleep(for: .seconds(3))

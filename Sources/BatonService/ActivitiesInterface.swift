@@ -154,12 +154,12 @@ extension HandoffService {
 
     /// The id of the scene `text` names (path or id), which must be one of `appID`'s.
     func scene(named text: String, ofApp appID: String) throws -> String {
-        try Self.scene(named: text, ofApp: appID, in: store)
+        try Self.scene(named: text, ofApp: appID, find: store.scene(id:))
     }
 
-    static func scene(named text: String, ofApp appID: String, in store: Store) throws -> String {
+    static func scene(named text: String, ofApp appID: String, find: (String) throws -> Scene?) throws -> String {
         let id = try SceneAddress.id(from: text)
-        guard let scene = try store.scene(id: id) else { throw BatonError.notFound("no scene \(id)") }
+        guard let scene = try find(id) else { throw BatonError.notFound("no scene \(id)") }
         guard scene.appID == appID else {
             throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(appID)")
         }

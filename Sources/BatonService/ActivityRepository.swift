@@ -128,7 +128,7 @@ struct ActivityRepository: Sendable {
     /// How an update changes an activity: `change` gets the activity and its type, after
     /// `View` checked the caller may change it, and returns it changed (and whether it moved
     /// to another scene).
-    typealias Change = @Sendable (Activity, Store, UInt64) throws -> (activity: Activity, moved: Bool)
+    typealias Change = @Sendable (Activity, any ChangeLookups, UInt64) throws -> (activity: Activity, moved: Bool)
 
     /// Changes the activity `id`: read, changed and written on the writer thread, so no other
     /// write comes in between; while recording is paused, kept in memory instead (its scene is
@@ -140,15 +140,15 @@ struct ActivityRepository: Sendable {
             if paused.keepUpdate(updated) { return Outcome(id: updated.id, updated: updated) }
         }
         let request = requestID.map { Request(id: $0, method: Contract.Activities.update.name) }
-        let changed = try await store.writing { store -> (activity: Activity, moved: Bool, cleared: [String])? in
+        let changed = try await store.writing { transaction -> (activity: Activity, moved: Bool, cleared: [String])? in
             // A repeat returns at once, even if the activity has changed or gone since.
-            if let request, try store.result(of: request) != nil { return nil }
-            let now = store.wallClock.now()
-            let stored = try store.storedActivity(id: try Identifier.normalize(id))
+            if let request, try transaction.result(of: request) != nil { return nil }
+            let now = transaction.now
+            let stored = try transaction.storedActivity(id: try Identifier.normalize(id))
             guard let stored else { throw BatonError.notFound("no activity \(id)") }
             guard !stored.isExpired(at: now) else { throw BatonError.expired("activity \(stored.id) has expired") }
-            let changed = try change(stored, store, now)
-            let cleared = try store.update(changed.activity, moved: changed.moved, request: request)
+            let changed = try change(stored, transaction, now)
+            let cleared = try transaction.update(changed.activity, moved: changed.moved, request: request)
             return (changed.activity, changed.moved, cleared)
         }
         guard let changed else { return Outcome(id: id) }
@@ -239,20 +239,20 @@ extension ActivityRepository {
         /// Applies `update` to the activity `id`: this caller's app's, this machine's, of a
         /// type still registered, of an app not blocked.
         func update(_ id: String, with update: ActivityUpdate, now: UInt64) async throws -> Outcome {
-            try await repository.update(id, requestID: update.requestID, now: now) { [self] activity, store, now in
+            try await repository.update(id, requestID: update.requestID, now: now) { [self] activity, lookups, now in
                 guard sees(activity.appID) else { throw Access.noActivity(activity.id) }
                 guard !activity.isRemote else {
                     throw BatonError.accessDenied("""
                         activity \(activity.id) was advertised on another machine (device \(activity.deviceID)); only that machine changes it
                         """)
                 }
-                guard let type = try store.activityType(activity.type) else {
+                guard let type = try lookups.activityType(activity.type) else {
                     throw BatonError.unknownActivityType("activity type \(activity.type) is no longer registered")
                 }
                 try repository.refuseIfBlocked(activity.appID)
-                var updated = try update.apply(to: activity, type: type, now: now, limits: store.limits)
+                var updated = try update.apply(to: activity, type: type, now: now, limits: lookups.limits)
                 if let named = update.scene {
-                    updated.sceneID = named.isEmpty ? nil : try HandoffService.scene(named: named, ofApp: activity.appID, in: store)
+                    updated.sceneID = named.isEmpty ? nil : try HandoffService.scene(named: named, ofApp: activity.appID, find: lookups.scene(id:))
                 }
                 return (updated, update.scene != nil)
             }

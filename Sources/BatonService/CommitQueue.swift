@@ -60,7 +60,7 @@ final class CommitQueue: Sendable {
             state.writing = true
             return true
         }
-        if start { store.startWriting { _ in self.drain() } }
+        if start { store.startWriting { self.drain() } }
     }
 
     /// On the writer thread: commits batches until none is queued.

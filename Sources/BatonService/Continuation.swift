@@ -441,7 +441,10 @@ extension HandoffService {
     /// scenes become `failed`. Run by housekeeping.
     func failOldContinuations() async {
         do {
-            let failed = try await store.writing { try $0.failContinuations(requestedBefore: $0.wallClock.now() - Store.continuationLifetime) }
+            // Housekeeping asks every round: a read, and a write only when one is due.
+            let before = clock.now() - Store.continuationLifetime
+            guard let oldest = try store.oldestContinuationRequest(), oldest < before else { return }
+            let failed = try await store.writing { try $0.failContinuations(requestedBefore: before) }
             for id in failed {
                 emitSceneChanged(id)
                 log.info("the continuation in scene \(id) did not reach its app within a day; the scene is failed")

@@ -82,16 +82,16 @@ extension HandoffService {
         let (declarations, problems) = DeclaredTypes.read(from: directories, limits: limits)
         for problem in problems { log.warning("\(problem)") }
         guard !declarations.isEmpty else { return }
-        let skipped = try await store.writing { store -> [String] in
+        let skipped = try await store.writing { transaction -> [String] in
             var skipped: [String] = []
             for declaration in declarations {
-                if let registered = try store.activityType(declaration.type.type) {
+                if let registered = try transaction.activityType(declaration.type.type) {
                     if registered.appID != declaration.type.appID {
                         skipped.append("\(declaration.file) declares \(declaration.type.type) for \(declaration.type.appID), but it is registered to \(registered.appID); left as it is")
                     }
                     continue
                 }
-                try store.register(declaration.type)
+                try transaction.register(declaration.type)
             }
             return skipped
         }

@@ -183,15 +183,7 @@ public final class HandoffService: Sendable {
         if paused.hasEnded(at: clock.now()) { await privacy.resumeRecording() }
         await failOldContinuations()
         do {
-            let becameIdle = try await store.writing { store in
-                try store.tidySearchIndex()
-                let now = store.wallClock.now()
-                try store.forgetRequests(before: now - Store.requestLifetime)
-                try store.trimHistory(now: now)
-                try store.forgetExplanations(before: now - Store.explanationLifetime)
-                return try store.truncateWALIfIdle(after: Self.idleBeforeTruncatingWAL)
-            }
-            if becameIdle { await releaseIdleMemory() }
+            if try await store.tidy(truncatingWALAfter: Self.idleBeforeTruncatingWAL) { await releaseIdleMemory() }
         } catch {
             log.error("housekeeping failed: \(error)")
         }
@@ -202,7 +194,7 @@ public final class HandoffService: Sendable {
     /// page malloc keeps free. About 0.3 MB of an idle batond's 20 (Benchmarks/README, "Idle memory").
     func releaseIdleMemory() async {
         do {
-            try await store.writing { try $0.releaseCaches() }
+            try await store.releaseCaches()
         } catch {
             log.debug("releasing the page caches: \(error)")
         }
@@ -230,7 +222,7 @@ public final class HandoffService: Sendable {
     @discardableResult
     public func purgeExpired() async -> Int {
         do {
-            let purged = try await store.writing { try $0.purgeExpired(now: $0.wallClock.now() - Self.expiredGrace) }
+            let purged = try await store.writing { try $0.purgeExpired(now: $0.now - Self.expiredGrace) }
             announceRemoved(purged)
             if !purged.isEmpty { log.debug("purged \(purged.count) expired activities") }
             return purged.count

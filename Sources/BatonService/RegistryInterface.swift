@@ -29,9 +29,9 @@ struct RegistryInterface: Sendable {
         let scope = CallerScope(call)
         try scope.mayRegister(type)
         let replace = try options["replace"].map { text throws(BatonError) in try Validate.boolean(text, option: "replace") } ?? false
-        try await store.writing { store in
-            if let registered = try store.activityType(type.type) { try scope.mayTake(registered, for: type, replace: replace) }
-            try store.register(type)
+        try await store.writing { transaction in
+            if let registered = try transaction.activityType(type.type) { try scope.mayTake(registered, for: type, replace: replace) }
+            try transaction.register(type)
         }
         log.debug("registered \(type.type) for \(type.appID)")
         return []

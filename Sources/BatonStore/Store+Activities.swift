@@ -14,23 +14,16 @@ extension Store {
         public let repeated: Bool
     }
 
-    /// Stores a new activity. When its app is at the live-activity limit, its oldest
-    /// non-persistent activities end first (and are returned); when every one is
-    /// persistent, the insert is refused with `QuotaExceeded`.
-    public func insert(_ activity: Activity) throws -> [Ended] {
-        try writeActivities { db in try insert(activity, request: nil, in: db).trimmed }
-    }
-
     /// Stores several activities in one transaction, one commit for all; each succeeds or
     /// fails on its own, and each result is as `insert(_:)` would give. `requests`, when
     /// given, holds each activity's request (or nil), in order.
     public func insert(batch activities: [Activity], requests: [Request?] = []) -> [Result<Inserted, any Error>] {
         let requests = requests.isEmpty ? Array(repeating: nil, count: activities.count) : requests
         do {
-            return try writeActivities { db in
+            return try write { transaction in
                 try zip(activities, requests).map { activity, request in
                     do {
-                        return .success(try insert(activity, request: request, in: db))
+                        return .success(try transaction.insert(activity, request: request))
                     } catch let refusal as BatonError {
                         // Refusals (the quota, a request id of another method) come before the
                         // first write: nothing to undo.
@@ -42,85 +35,9 @@ extension Store {
             // SQLite failed part-way through an activity, so the whole transaction rolled
             // back. Store each on its own, so one bad activity does not fail the others.
             return zip(activities, requests).map { activity, request in
-                Result { try writeActivities { db in try insert(activity, request: request, in: db) } }
+                Result { try write { try $0.insert(activity, request: request) } }
             }
         }
-    }
-
-    private func insert(_ activity: Activity, request: Request?, in db: Database) throws -> Inserted {
-        if let request, let first = try Self.recorded(request, in: db) {
-            return Inserted(id: first, trimmed: [], repeated: true)
-        }
-        let live = try Int.fetchOne(
-            db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
-        var ended: [Ended] = []
-        if live >= limits.liveActivitiesPerApp {
-            let oldest = try String.fetchAll(db.cachedStatement(sql: """
-                SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL AND device_id = '' ORDER BY seq LIMIT ?
-                """), arguments: [activity.appID, live - limits.liveActivitiesPerApp + 1])
-            guard live - oldest.count < limits.liveActivitiesPerApp else {
-                throw BatonError.quotaExceeded(
-                    "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
-            }
-            let quota = "removed to keep \(activity.appID) under its \(limits.liveActivitiesPerApp)-activity quota"
-            ended = try oldest.compactMap { try end(id: $0, .evicted(quota), history: true, in: db) }
-        }
-        try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
-        if let scene = activity.sceneID {
-            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
-                .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
-        }
-        if let request { try record(request, result: activity.id, in: db) }
-        return Inserted(id: activity.id, trimmed: ended, repeated: false)
-    }
-
-    /// Replaces every field of a stored activity. With `moved`, its `sceneID` is where it is
-    /// now current: that scene shows it, and every other scene that did shows nothing.
-    /// With a request made before, writes nothing. Returns the scenes that no longer show it.
-    @discardableResult
-    public func update(_ activity: Activity, moved: Bool = false, request: Request? = nil) throws -> [String] {
-        searchIndexChanged.store(true, ordering: .relaxed)
-        var cleared: [String] = []
-        _ = try write(request: request) { db in
-            try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
-            if db.changesCount == 0 { throw BatonError.notFound("no activity \(activity.id)") }
-            guard moved else { return "" }
-            cleared = try String.fetchAll(db.cachedStatement(sql: "UPDATE scene SET activity_id = NULL WHERE activity_id = ?1 AND id IS NOT ?2 RETURNING id"),
-                                          arguments: [activity.id, activity.sceneID])
-            if let scene = activity.sceneID {
-                try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
-                    .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
-            }
-            return ""
-        }
-        return cleared
-    }
-
-    /// Ends activities (`Invalidate`), into the history; returns those that were there.
-    public func deleteActivities(ids: [String]) throws -> [Ended] {
-        try writeActivities { db in
-            try ids.compactMap { try end(id: $0, .invalidated("invalidated by its app"), history: true, in: db) }
-        }
-    }
-
-    /// Ends every activity of this machine carrying one of `persistentIDs` (with `appID`,
-    /// only that app's), not into the history.
-    public func deleteSaved(persistentIDs: [String], appID: String? = nil) throws -> [Ended] {
-        try writeActivities { db in
-            try persistentIDs.flatMap { try end(.persistent($0, of: appID), .invalidated("deleted by its persistent id (DeleteSaved)"), in: db) }
-        }
-    }
-
-    /// Ends every activity of an app on this machine, not into the history.
-    public func deleteAll(appID: String) throws -> [Ended] {
-        try writeActivities { db in
-            try end(.app(appID, localOnly: true), .invalidated("deleted with every activity of \(appID) (DeleteAllSaved)"), in: db)
-        }
-    }
-
-    /// Ends the activities that expired at or before `now`, into the history.
-    public func purgeExpired(now: UInt64) throws -> [Ended] {
-        try writeActivities { db in try end(.expired(at: now), .expired("expired"), history: true, in: db) }
     }
 
     // MARK: Reading activities
@@ -281,7 +198,7 @@ extension Store {
     /// The column of the search queries that holds the activity's seq, after the activity's own.
     private static let searchSeqColumn = ActivityRow.count
 
-    private static let activityByID = ActivityRow.selectSQL + " WHERE id = ?"
+    static let activityByID = ActivityRow.selectSQL + " WHERE id = ?"
     private static let liveActivityByID = ActivityRow.selectSQL + " WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)"
 
     /// Merges the search indexes' segments, a bounded step at a time, if they changed since
@@ -296,7 +213,7 @@ extension Store {
         let clock = ContinuousClock()
         let deadline = clock.now + budget
         while clock.now < deadline {
-            let merged = try write { db in
+            let merged = try inTransaction { db in
                 try ["activity_search", "activity_title_search"].reduce(false) { merged, index in
                     let before = db.totalChangesCount
                     // A negative page count merges whatever segments there are, not only full levels.
@@ -317,5 +234,90 @@ extension Store {
         guard !words.isEmpty else { return nil }
         // A quote is punctuation, so no word holds one: quoting needs no escaping.
         return words.map { "\"\($0)\"*" }.joined(separator: " ")
+    }
+}
+
+extension WriteTransaction {
+    /// Stores a new activity. When its app is at the live-activity limit, its oldest
+    /// non-persistent activities end first (and are returned); when every one is
+    /// persistent, the insert is refused with `QuotaExceeded`.
+    public func insert(_ activity: Activity) throws -> [Ended] {
+        try insert(activity, request: nil).trimmed
+    }
+
+    /// `insert(_:)`, once per `request`; says whether this call repeated it.
+    func insert(_ activity: Activity, request: Request?) throws -> Store.Inserted {
+        activitiesChange()
+        if let request, let first = try Store.recorded(request, in: db) {
+            return Store.Inserted(id: first, trimmed: [], repeated: true)
+        }
+        let live = try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [activity.appID]) ?? 0
+        var ended: [Ended] = []
+        if live >= limits.liveActivitiesPerApp {
+            let oldest = try String.fetchAll(db.cachedStatement(sql: """
+                SELECT id FROM activity WHERE app_id = ? AND persistent_id IS NULL AND device_id = '' ORDER BY seq LIMIT ?
+                """), arguments: [activity.appID, live - limits.liveActivitiesPerApp + 1])
+            guard live - oldest.count < limits.liveActivitiesPerApp else {
+                throw BatonError.quotaExceeded(
+                    "\(activity.appID) has \(live) live activities, all persistent; the limit is \(limits.liveActivitiesPerApp). Delete some with DeleteSaved")
+            }
+            let quota = "removed to keep \(activity.appID) under its \(limits.liveActivitiesPerApp)-activity quota"
+            ended = try oldest.compactMap { try end(id: $0, .evicted(quota), history: true) }
+        }
+        try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
+        if let scene = activity.sceneID {
+            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
+                .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
+        }
+        if let request { try record(request, result: activity.id) }
+        return Store.Inserted(id: activity.id, trimmed: ended, repeated: false)
+    }
+
+    /// Replaces every field of a stored activity. With `moved`, its `sceneID` is where it is
+    /// now current: that scene shows it, and every other scene that did shows nothing.
+    /// With a request made before, writes nothing. Returns the scenes that no longer show it.
+    @discardableResult
+    public func update(_ activity: Activity, moved: Bool = false, request: Request? = nil) throws -> [String] {
+        activitiesChange()
+        var cleared: [String] = []
+        _ = try once(request) {
+            try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
+            if db.changesCount == 0 { throw BatonError.notFound("no activity \(activity.id)") }
+            guard moved else { return "" }
+            cleared = try String.fetchAll(db.cachedStatement(sql: "UPDATE scene SET activity_id = NULL WHERE activity_id = ?1 AND id IS NOT ?2 RETURNING id"),
+                                          arguments: [activity.id, activity.sceneID])
+            if let scene = activity.sceneID {
+                try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
+                    .execute(arguments: [activity.id, Time.encode(activity.updatedAt), scene])
+            }
+            return ""
+        }
+        return cleared
+    }
+
+    /// Ends activities (`Invalidate`), into the history; returns those that were there.
+    public func deleteActivities(ids: [String]) throws -> [Ended] {
+        activitiesChange()
+        return try ids.compactMap { try end(id: $0, .invalidated("invalidated by its app"), history: true) }
+    }
+
+    /// Ends every activity of this machine carrying one of `persistentIDs` (with `appID`,
+    /// only that app's), not into the history.
+    public func deleteSaved(persistentIDs: [String], appID: String? = nil) throws -> [Ended] {
+        activitiesChange()
+        return try persistentIDs.flatMap { try end(.persistent($0, of: appID), .invalidated("deleted by its persistent id (DeleteSaved)")) }
+    }
+
+    /// Ends every activity of an app on this machine, not into the history.
+    public func deleteAll(appID: String) throws -> [Ended] {
+        activitiesChange()
+        return try end(.app(appID, localOnly: true), .invalidated("deleted with every activity of \(appID) (DeleteAllSaved)"))
+    }
+
+    /// Ends the activities that expired at or before `now`, into the history.
+    public func purgeExpired(now: UInt64) throws -> [Ended] {
+        activitiesChange()
+        return try end(.expired(at: now), .expired("expired"), history: true)
     }
 }

@@ -44,68 +44,69 @@ extension Store {
         }
     }
 
-    /// Writes what `document` has that is not here yet, keeping its ids; what is here (by
-    /// id, or a type by name) stays as it is. One transaction: over a limit (an app's live
-    /// activities, say), nothing is written.
-    public func importContents(_ document: ArchiveDocument) throws -> Imported {
-        defer { forgetTypes() }
-        return try writeActivities { db in
-            var counts = Imported()
-            for type in document.types {
-                if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM activity_type WHERE type = ?"), arguments: [type.type]) != nil {
-                    counts.unchanged += 1
-                    continue
-                }
-                try db.cachedStatement(sql: ActivityTypeRow.upsertSQL).execute(arguments: ActivityTypeRow.arguments(type))
-                counts.types += 1
-            }
-            let known = "SELECT 1 FROM activity WHERE id = ?1 UNION ALL SELECT 1 FROM history WHERE id = ?1"
-            for activity in document.activities {
-                if try Bool.fetchOne(db.cachedStatement(sql: known), arguments: [activity.id]) != nil {
-                    counts.unchanged += 1
-                    continue
-                }
-                var local = activity
-                local.deviceID = ""
-                local.sceneID = nil
-                try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(local))
-                counts.activities.append(local)
-            }
-            for app in Set(counts.activities.map(\.appID)) {
-                let live = try Int.fetchOne(db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [app]) ?? 0
-                guard live <= limits.liveActivitiesPerApp else {
-                    throw BatonError.quotaExceeded("with the import \(app) would have \(live) live activities; the limit is \(limits.liveActivitiesPerApp)")
-                }
-            }
-            for past in document.history {
-                if try Bool.fetchOne(db.cachedStatement(sql: known), arguments: [past.activity.id]) != nil {
-                    counts.unchanged += 1
-                    continue
-                }
-                var activity = past.activity
-                activity.sceneID = nil
-                try db.cachedStatement(sql: Self.insertPastSQL)
-                    .execute(arguments: ActivityRow.arguments(activity) + [Time.encode(past.endedAt), past.endState, past.endReason])
-                counts.history += 1
-            }
-            if counts.history > 0 { try Self.trimHistory(db, now: wallClock.now(), limits: limits) }
-            for contents in document.scenes {
-                if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM scene WHERE id = ?"), arguments: [contents.scene.id]) != nil {
-                    counts.unchanged += 1
-                    continue
-                }
-                try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(contents.scene))
-                _ = try applyStorage(db, sceneID: contents.scene.id, set: contents.storage.sorted { $0.key < $1.key }, remove: [])
-                counts.scenes.append(contents.scene)
-            }
-            return counts
-        }
-    }
-
     /// A past activity, as the history trigger writes one.
-    private static let insertPastSQL = """
+    static let insertPastSQL = """
         INSERT INTO history (\(ActivityRow.list), ended_at, end_state, end_reason, size)
         SELECT *, \(historyRowSize) FROM (SELECT \(ActivityField.declarations.map { "? AS \($0.column)" }.joined(separator: ", ")),
                                                       ? AS ended_at, ? AS end_state, ? AS end_reason)
         """
+}
+
+extension WriteTransaction {
+    /// Writes what `document` has that is not here yet, keeping its ids; what is here (by
+    /// id, or a type by name) stays as it is. One transaction: over a limit (an app's live
+    /// activities, say), nothing is written.
+    public func importContents(_ document: ArchiveDocument) throws -> Store.Imported {
+        activitiesChange()
+        registrationsChange()
+        var counts = Store.Imported()
+        for type in document.types {
+            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM activity_type WHERE type = ?"), arguments: [type.type]) != nil {
+                counts.unchanged += 1
+                continue
+            }
+            try db.cachedStatement(sql: ActivityTypeRow.upsertSQL).execute(arguments: ActivityTypeRow.arguments(type))
+            counts.types += 1
+        }
+        let known = "SELECT 1 FROM activity WHERE id = ?1 UNION ALL SELECT 1 FROM history WHERE id = ?1"
+        for activity in document.activities {
+            if try Bool.fetchOne(db.cachedStatement(sql: known), arguments: [activity.id]) != nil {
+                counts.unchanged += 1
+                continue
+            }
+            var local = activity
+            local.deviceID = ""
+            local.sceneID = nil
+            try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(local))
+            counts.activities.append(local)
+        }
+        for app in Set(counts.activities.map(\.appID)) {
+            let live = try Int.fetchOne(db.cachedStatement(sql: "SELECT count FROM app_activity_count WHERE app_id = ?"), arguments: [app]) ?? 0
+            guard live <= limits.liveActivitiesPerApp else {
+                throw BatonError.quotaExceeded("with the import \(app) would have \(live) live activities; the limit is \(limits.liveActivitiesPerApp)")
+            }
+        }
+        for past in document.history {
+            if try Bool.fetchOne(db.cachedStatement(sql: known), arguments: [past.activity.id]) != nil {
+                counts.unchanged += 1
+                continue
+            }
+            var activity = past.activity
+            activity.sceneID = nil
+            try db.cachedStatement(sql: Store.insertPastSQL)
+                .execute(arguments: ActivityRow.arguments(activity) + [Time.encode(past.endedAt), past.endState, past.endReason])
+            counts.history += 1
+        }
+        if counts.history > 0 { try Store.trimHistory(db, now: wallClock.now(), limits: limits) }
+        for contents in document.scenes {
+            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM scene WHERE id = ?"), arguments: [contents.scene.id]) != nil {
+                counts.unchanged += 1
+                continue
+            }
+            try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(contents.scene))
+            _ = try applyStorage(sceneID: contents.scene.id, set: contents.storage.sorted { $0.key < $1.key }, remove: [])
+            counts.scenes.append(contents.scene)
+        }
+        return counts
+    }
 }

@@ -33,60 +33,9 @@ extension Store {
         static let everyRemote = Selection(condition: "device_id <> ''", arguments: [])
     }
 
-    /// Ends the activities `selection` picks: for each, a tombstone saying `how` (what
-    /// Explain tells), with `history` a copy in the history when it was advertised eligible
-    /// (trimmed to the history's limits before the write commits), an outbox row while sync
-    /// is on and it is this machine's, and every scene showing it cleared. Returns them in
-    /// the order they were advertised.
-    func end(_ selection: Selection, _ how: Ending, history: Bool = false, in db: Database) throws -> [Ended] {
-        let ids = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE \(selection.condition) ORDER BY seq"),
-                                      arguments: selection.arguments)
-        return try ids.compactMap { try end(id: $0, how, history: history, in: db) }
-    }
-
-    /// Ends the activity `id` as `end(_:_:history:in:)` does; nil when there is none. What it
-    /// needs is read in one statement and only what applies is written: each statement is a
-    /// cost of its own around SQLite's work (Benchmarks/README, "Explicit endings").
-    func end(id: String, _ how: Ending, history: Bool = false, in db: Database) throws -> Ended? {
-        // Everything the end needs to know, in one read: its app and type, whether it goes into
-        // the history and the outbox, whether the history has a copy already, the scenes showing
-        // it (their ids are UUIDs: a space separates them).
-        let facts = try db.cachedStatement(sql: """
-            SELECT app_id, type, eligible_for_history, device_id = '' AND EXISTS (SELECT 1 FROM sync_state),
-                   EXISTS (SELECT 1 FROM history WHERE id = ?1), (SELECT group_concat(id, ' ') FROM scene WHERE activity_id = ?1)
-            FROM activity WHERE id = ?1
-            """).row([id]) { row in
-                (app: row.string(0), type: row.string(1), eligible: row.bool(2), outbox: row.bool(3), inHistory: row.bool(4),
-                 scenes: row.optionalString(5).map { $0.split(separator: " ").map(String.init) } ?? [])
-            }
-        guard let facts else { return nil }
-        let now = wallClock.now()
-        try db.cachedStatement(sql: """
-            INSERT INTO tombstone (activity_id, app_id, type, state, reason, ended_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-            ON CONFLICT(activity_id) DO UPDATE SET app_id = ?2, type = ?3, state = ?4, reason = ?5, ended_at = ?6, requested_hlc = NULL
-            """).execute(arguments: [id, facts.app, facts.type, how.state, how.reason, Time.encode(now)])
-        if history && facts.eligible && limits.historySeconds > 0 && limits.historyBytes > 0 {
-            if facts.inHistory { try db.cachedStatement(sql: "DELETE FROM history WHERE id = ?").execute(arguments: [id]) }
-            try db.cachedStatement(sql: Self.copyIntoHistory).execute(arguments: [how.state, how.reason, Time.encode(now), id])
-            historyAdded.store(true, ordering: .relaxed)
-        }
-        if facts.outbox {
-            try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc) VALUES ('activity', ?, ?, ?)")
-                .execute(arguments: [id, Time.encode(now), clock.stamp(wallMicroseconds: now)])
-            outbox.raise()
-        }
-        // Only when a scene shows it: an UPDATE of the column it finds scenes by collects their
-        // rowids in page cache first, even when none matches (Schema's v5 says what it cost).
-        if !facts.scenes.isEmpty {
-            try db.cachedStatement(sql: "UPDATE scene SET activity_id = NULL WHERE activity_id = ?").execute(arguments: [id])
-        }
-        try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
-        return Ended(id: id, appID: facts.app, scenes: facts.scenes)
-    }
-
     /// Copies the activity `?4` into the history as it ends (`?1` its state, `?2` why, `?3`
     /// now): an expired one at the time it expired. Scenes stay with the live activity.
-    private static let copyIntoHistory: String = {
+    static let copyIntoHistory: String = {
         let columns = ActivityField.declarations.map { $0.origin == .scene ? "NULL" : $0.column }.joined(separator: ", ")
         return """
             INSERT INTO history (\(ActivityRow.list), ended_at, end_state, end_reason, size)
@@ -128,5 +77,58 @@ public enum Ending: Sendable, Equatable {
         switch self {
         case .invalidated(let reason), .expired(let reason), .evicted(let reason): reason
         }
+    }
+}
+
+extension WriteTransaction {
+    /// Ends the activities `selection` picks: for each, a tombstone saying `how` (what
+    /// Explain tells), with `history` a copy in the history when it was advertised eligible
+    /// (trimmed to the history's limits before the write commits), an outbox row while sync
+    /// is on and it is this machine's, and every scene showing it cleared. Returns them in
+    /// the order they were advertised.
+    func end(_ selection: Store.Selection, _ how: Ending, history: Bool = false) throws -> [Ended] {
+        let ids = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE \(selection.condition) ORDER BY seq"),
+                                      arguments: selection.arguments)
+        return try ids.compactMap { try end(id: $0, how, history: history) }
+    }
+
+    /// Ends the activity `id` as `end(_:_:history:)` does; nil when there is none. What it
+    /// needs is read in one statement and only what applies is written: each statement is a
+    /// cost of its own around SQLite's work (Benchmarks/README, "Explicit endings").
+    func end(id: String, _ how: Ending, history: Bool = false) throws -> Ended? {
+        // Everything the end needs to know, in one read: its app and type, whether it goes into
+        // the history and the outbox, whether the history has a copy already, the scenes showing
+        // it (their ids are UUIDs: a space separates them).
+        let facts = try db.cachedStatement(sql: """
+            SELECT app_id, type, eligible_for_history, device_id = '' AND EXISTS (SELECT 1 FROM sync_state),
+                   EXISTS (SELECT 1 FROM history WHERE id = ?1), (SELECT group_concat(id, ' ') FROM scene WHERE activity_id = ?1)
+            FROM activity WHERE id = ?1
+            """).row([id]) { row in
+                (app: row.string(0), type: row.string(1), eligible: row.bool(2), outbox: row.bool(3), inHistory: row.bool(4),
+                 scenes: row.optionalString(5).map { $0.split(separator: " ").map(String.init) } ?? [])
+            }
+        guard let facts else { return nil }
+        let now = wallClock.now()
+        try db.cachedStatement(sql: """
+            INSERT INTO tombstone (activity_id, app_id, type, state, reason, ended_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            ON CONFLICT(activity_id) DO UPDATE SET app_id = ?2, type = ?3, state = ?4, reason = ?5, ended_at = ?6, requested_hlc = NULL
+            """).execute(arguments: [id, facts.app, facts.type, how.state, how.reason, Time.encode(now)])
+        if history && facts.eligible && limits.historySeconds > 0 && limits.historyBytes > 0 {
+            if facts.inHistory { try db.cachedStatement(sql: "DELETE FROM history WHERE id = ?").execute(arguments: [id]) }
+            try db.cachedStatement(sql: Store.copyIntoHistory).execute(arguments: [how.state, how.reason, Time.encode(now), id])
+            store.historyAdded.store(true, ordering: .relaxed)
+        }
+        if facts.outbox {
+            try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc) VALUES ('activity', ?, ?, ?)")
+                .execute(arguments: [id, Time.encode(now), clock.stamp(wallMicroseconds: now)])
+            store.outbox.raise()
+        }
+        // Only when a scene shows it: an UPDATE of the column it finds scenes by collects their
+        // rowids in page cache first, even when none matches (Schema's v5 says what it cost).
+        if !facts.scenes.isEmpty {
+            try db.cachedStatement(sql: "UPDATE scene SET activity_id = NULL WHERE activity_id = ?").execute(arguments: [id])
+        }
+        try db.cachedStatement(sql: "DELETE FROM activity WHERE id = ?").execute(arguments: [id])
+        return Ended(id: id, appID: facts.app, scenes: facts.scenes)
     }
 }

@@ -39,13 +39,6 @@ extension Store {
         }
     }
 
-    /// Records the outcome of an activity's continuation, inside the caller's write.
-    func noteOutcome(_ activityID: String, scene: String, state: String, error: String? = nil, in db: Database) throws {
-        try db.cachedStatement(sql: """
-            INSERT OR REPLACE INTO continuation_outcome (activity_id, scene_id, state, error, at) VALUES (?, ?, ?, ?, ?)
-            """).execute(arguments: [activityID, scene, state, error, Time.encode(wallClock.now())])
-    }
-
     /// The outcome of `activityID`'s last continuation, while it is kept.
     public func lastContinuation(activityID: String) throws -> ContinuationOutcome? {
         try read { db in
@@ -63,11 +56,20 @@ extension Store {
             try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(m) FROM (SELECT MIN(ended_at) AS m FROM tombstone UNION ALL SELECT MIN(at) FROM continuation_outcome)"))
         }
         guard let oldest, Time.decode(oldest) < before else { return 0 }
-        return try write { db in
+        return try inTransaction { db in
             try db.cachedStatement(sql: "DELETE FROM tombstone WHERE ended_at < ?").execute(arguments: [Time.encode(before)])
             let tombstones = db.changesCount
             try db.cachedStatement(sql: "DELETE FROM continuation_outcome WHERE at < ?").execute(arguments: [Time.encode(before)])
             return tombstones + db.changesCount
         }
+    }
+}
+
+extension WriteTransaction {
+    /// Records the outcome of an activity's continuation, inside the caller's write.
+    func noteOutcome(_ activityID: String, scene: String, state: String, error: String? = nil) throws {
+        try db.cachedStatement(sql: """
+            INSERT OR REPLACE INTO continuation_outcome (activity_id, scene_id, state, error, at) VALUES (?, ?, ?, ?, ?)
+            """).execute(arguments: [activityID, scene, state, error, Time.encode(wallClock.now())])
     }
 }

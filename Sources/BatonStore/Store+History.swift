@@ -70,11 +70,18 @@ extension Store {
     @discardableResult
     public func trimHistory(now: UInt64) throws -> Int {
         guard let due = try historyAgesOut(), due <= now else { return 0 }
-        return try write { db in try Self.trimHistory(db, now: now, limits: limits) }
+        return try inTransaction { db in try Self.trimHistory(db, now: now, limits: limits) }
     }
 
     /// Past activities matching `filter`, the most recently ended first.
     public func history(_ filter: HistoryFilter) throws -> [PastActivity] {
+        guard let query = Self.historyQuery(filter, select: Self.pastSelect) else { return [] }
+        return try read { db in try db.cachedStatement(sql: query.sql).rows(query.arguments, Self.decodePast) }
+    }
+
+    /// `select` (from `history`) of the past activities matching `filter`, the most recently
+    /// ended first; nil when none can match.
+    static func historyQuery(_ filter: HistoryFilter, select: String) -> (sql: String, arguments: StatementArguments)? {
         var conditions: [String] = []
         var arguments: StatementArguments = []
         for (column, value) in [("app_id", filter.appID), ("type", filter.type)] {
@@ -92,16 +99,16 @@ extension Store {
             arguments += [Time.encode(since)]
         }
         if let query = filter.query {
-            guard let match = Self.ftsQuery(query) else { return [] }
+            guard let match = Self.ftsQuery(query) else { return nil }
             conditions.append("seq IN (SELECT rowid FROM history_search WHERE history_search MATCH ?)")
             arguments += [match]
         }
-        var sql = Self.pastSelect + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")) + " ORDER BY ended_at DESC, seq DESC"
+        var sql = select + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")) + " ORDER BY ended_at DESC, seq DESC"
         if let limit = filter.limit {
             sql += " LIMIT ?"
             arguments += [limit]
         }
-        return try read { db in try db.cachedStatement(sql: sql).rows(arguments, Self.decodePast) }
+        return (sql, arguments)
     }
 
     /// What a continuation asked for at `askedAt` continues from: the live activity `id`, or
@@ -118,17 +125,6 @@ extension Store {
         try read { db in try db.cachedStatement(sql: Self.pastSelect + " WHERE id = ?").row([id], Self.decodePast) }
     }
 
-    /// Removes past activities matching `filter` (all of them for an empty one); returns how many.
-    public func clearHistory(_ filter: HistoryFilter) throws -> Int {
-        let ids = try history(filter).map(\.activity.id)
-        return try write { db in
-            try ids.reduce(0) { count, id in
-                try db.cachedStatement(sql: "DELETE FROM history WHERE id = ?").execute(arguments: [id])
-                return count + db.changesCount
-            }
-        }
-    }
-
     /// How much the history holds: activities and bytes (as counted against its limit).
     public func historySize() throws -> (activities: Int, bytes: Int) {
         try read { db in
@@ -143,5 +139,14 @@ extension Store {
         let after = ActivityRow.count
         return PastActivity(activity: ActivityRow.decode(row), endedAt: row.time(after), endState: row.string(after + 1),
                             endReason: row.string(after + 2))
+    }
+}
+
+extension WriteTransaction {
+    /// Removes past activities matching `filter` (all of them for an empty one); returns how many.
+    public func clearHistory(_ filter: Store.HistoryFilter) throws -> Int {
+        guard let query = Store.historyQuery(filter, select: "SELECT seq FROM history") else { return 0 }
+        try db.execute(sql: "DELETE FROM history WHERE seq IN (\(query.sql))", arguments: query.arguments)
+        return db.changesCount
     }
 }

@@ -35,37 +35,13 @@ extension Store {
         return result
     }
 
-    /// Remembers `request`'s result on its own, for a call that stored nothing else (a web page
-    /// opened): a repeat of it is answered without doing it again.
-    public func record(_ request: Request, result: String) throws {
-        try write { db in try record(request, result: result, in: db) }
-    }
-
-    /// Remembers `request`'s result in the caller's transaction, so it commits with the write.
-    func record(_ request: Request, result: String, in db: Database) throws {
-        try db.cachedStatement(sql: "INSERT INTO request (request_id, method, result, created_at) VALUES (?, ?, ?, ?)")
-            .execute(arguments: [request.id, request.method, result, Time.encode(wallClock.now())])
-    }
-
-    /// Runs `updates` in a write transaction unless `request` was already made, and records
-    /// its result with it. Returns the result and whether this call was a repeat.
-    func write(request: Request?, _ updates: (Database) throws -> String) throws -> (result: String, repeated: Bool) {
-        try write { db in
-            guard let request else { return (try updates(db), false) }
-            if let first = try Self.recorded(request, in: db) { return (first, true) }
-            let result = try updates(db)
-            try record(request, result: result, in: db)
-            return (result, false)
-        }
-    }
-
     /// Forgets request ids recorded before `before` (microseconds); returns how many.
     @discardableResult
     public func forgetRequests(before: UInt64) throws -> Int {
         // Housekeeping asks every second: a read, and a write only when one is due.
         let oldest = try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(created_at) FROM request")) }
         guard let oldest, Time.decode(oldest) < before else { return 0 }
-        return try write { db in
+        return try inTransaction { db in
             try db.cachedStatement(sql: "DELETE FROM request WHERE created_at < ?").execute(arguments: [Time.encode(before)])
             return db.changesCount
         }

@@ -4,56 +4,7 @@ import GRDB
 extension Store {
     // MARK: Scenes
 
-    public func insert(_ scene: Scene) throws {
-        try insert(scene, storage: [])
-    }
-
-    /// Creates a scene together with its first storage, in one transaction: a
-    /// continuation either opens a complete scene or none at all. Returns the scene's id:
-    /// the first call's, when `request` was made before (and then nothing is written).
-    /// A scene showing an activity is not created once that activity is gone (`NotFound`).
-    @discardableResult
-    public func insert(_ scene: Scene, storage: [(String, StorageValue)], request: Request? = nil) throws -> String {
-        try checkStorage(storage)
-        return try write(request: request) { db in
-            if let activity = scene.activityID { try Self.requireActivity(activity, askedAt: scene.createdAt, in: db) }
-            try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
-            if let activity = scene.activityID { try noteOutcome(activity, scene: scene.id, state: "ready", in: db) }
-            _ = try applyStorage(db, sceneID: scene.id, set: storage, remove: [])
-            return scene.id
-        }.result
-    }
-
-    /// Makes `activityID` the current activity of an existing scene and applies storage, in
-    /// one transaction (none, when `request` was made before, or the activity is gone).
-    public func continueInto(
-        sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64, request: Request? = nil
-    ) throws {
-        try checkStorage(storage)
-        _ = try write(request: request) { db in
-            try Self.requireActivity(activityID, askedAt: now, in: db)
-            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
-                .execute(arguments: [activityID, Time.encode(now), sceneID])
-            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
-            _ = try applyStorage(db, sceneID: sceneID, set: storage, remove: [])
-            try noteOutcome(activityID, scene: sceneID, state: "ready", in: db)
-            return sceneID
-        }
-    }
-
     // MARK: Routing continuations
-
-    /// Replaces the content ids a scene says it shows (SwiftUI's `handlesExternalEvents`).
-    public func setHandlesContent(_ ids: [String], sceneID: String) throws {
-        try write { db in
-            try db.cachedStatement(sql: "UPDATE scene SET last_active_at = last_active_at WHERE id = ?").execute(arguments: [sceneID])
-            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
-            try db.cachedStatement(sql: "DELETE FROM scene_content WHERE scene_id = ?").execute(arguments: [sceneID])
-            for id in Set(ids) {
-                try db.cachedStatement(sql: "INSERT INTO scene_content (scene_id, content_id) VALUES (?, ?)").execute(arguments: [sceneID, id])
-            }
-        }
-    }
 
     /// The content ids a scene says it shows, sorted.
     public func handlesContent(sceneID: String) throws -> [String] {
@@ -90,31 +41,6 @@ extension Store {
         }
     }
 
-    /// Updates a scene's title, current activity and last-active time.
-    public func update(_ scene: Scene) throws {
-        try write { db in
-            try db.cachedStatement(sql: "UPDATE scene SET title = ?, activity_id = ?, last_active_at = ? WHERE id = ?")
-                .execute(arguments: [scene.title, scene.activityID, Time.encode(scene.lastActiveAt), scene.id])
-            if db.changesCount == 0 { throw BatonError.notFound("no scene \(scene.id)") }
-        }
-    }
-
-    /// Renames a scene (only its title: a concurrent change of its activity is kept).
-    public func setTitle(_ title: String, ofScene id: String) throws {
-        try write { db in
-            try db.cachedStatement(sql: "UPDATE scene SET title = ? WHERE id = ?").execute(arguments: [title, id])
-            if db.changesCount == 0 { throw BatonError.notFound("no scene \(id)") }
-        }
-    }
-
-    /// Removes a scene with its storage. Returns false when there was none.
-    public func deleteScene(id: String) throws -> Bool {
-        try write { db in
-            try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [id])
-            return db.changesCount > 0
-        }
-    }
-
     public func scene(id: String) throws -> Scene? {
         try read { db in
             try db.cachedStatement(sql: Self.sceneByID).row([id], SceneRow.decode)
@@ -132,7 +58,7 @@ extension Store {
         }
     }
 
-    private static let sceneByID = SceneRow.selectSQL + " WHERE id = ?"
+    static let sceneByID = SceneRow.selectSQL + " WHERE id = ?"
 
     // MARK: Scene storage
 
@@ -152,6 +78,74 @@ extension Store {
                 .row([sceneID, key]) { StorageColumns.value(from: $0, kindIndex: 0) } ?? nil
         }
     }
+}
+
+extension WriteTransaction {
+    public func insert(_ scene: Scene) throws {
+        try insert(scene, storage: [])
+    }
+
+    /// Creates a scene together with its first storage, in one transaction: a
+    /// continuation either opens a complete scene or none at all. Returns the scene's id:
+    /// the first call's, when `request` was made before (and then nothing is written).
+    /// A scene showing an activity is not created once that activity is gone (`NotFound`).
+    @discardableResult
+    public func insert(_ scene: Scene, storage: [(String, StorageValue)], request: Request? = nil) throws -> String {
+        try checkStorage(storage)
+        return try once(request) {
+            if let activity = scene.activityID { try Store.requireActivity(activity, askedAt: scene.createdAt, in: db) }
+            try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
+            if let activity = scene.activityID { try noteOutcome(activity, scene: scene.id, state: "ready") }
+            _ = try applyStorage(sceneID: scene.id, set: storage, remove: [])
+            return scene.id
+        }.result
+    }
+
+    /// Makes `activityID` the current activity of an existing scene and applies storage, in
+    /// one transaction (none, when `request` was made before, or the activity is gone).
+    public func continueInto(
+        sceneID: String, activityID: String, storage: [(String, StorageValue)], now: UInt64, request: Request? = nil
+    ) throws {
+        try checkStorage(storage)
+        _ = try once(request) {
+            try Store.requireActivity(activityID, askedAt: now, in: db)
+            try db.cachedStatement(sql: "UPDATE scene SET activity_id = ?, last_active_at = ? WHERE id = ?")
+                .execute(arguments: [activityID, Time.encode(now), sceneID])
+            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
+            _ = try applyStorage(sceneID: sceneID, set: storage, remove: [])
+            try noteOutcome(activityID, scene: sceneID, state: "ready")
+            return sceneID
+        }
+    }
+
+    /// Replaces the content ids a scene says it shows (SwiftUI's `handlesExternalEvents`).
+    public func setHandlesContent(_ ids: [String], sceneID: String) throws {
+        try db.cachedStatement(sql: "UPDATE scene SET last_active_at = last_active_at WHERE id = ?").execute(arguments: [sceneID])
+        if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
+        try db.cachedStatement(sql: "DELETE FROM scene_content WHERE scene_id = ?").execute(arguments: [sceneID])
+        for id in Set(ids) {
+            try db.cachedStatement(sql: "INSERT INTO scene_content (scene_id, content_id) VALUES (?, ?)").execute(arguments: [sceneID, id])
+        }
+    }
+
+    /// Updates a scene's title, current activity and last-active time.
+    public func update(_ scene: Scene) throws {
+        try db.cachedStatement(sql: "UPDATE scene SET title = ?, activity_id = ?, last_active_at = ? WHERE id = ?")
+            .execute(arguments: [scene.title, scene.activityID, Time.encode(scene.lastActiveAt), scene.id])
+        if db.changesCount == 0 { throw BatonError.notFound("no scene \(scene.id)") }
+    }
+
+    /// Renames a scene (only its title: a concurrent change of its activity is kept).
+    public func setTitle(_ title: String, ofScene id: String) throws {
+        try db.cachedStatement(sql: "UPDATE scene SET title = ? WHERE id = ?").execute(arguments: [title, id])
+        if db.changesCount == 0 { throw BatonError.notFound("no scene \(id)") }
+    }
+
+    /// Removes a scene with its storage. Returns false when there was none.
+    public func deleteScene(id: String) throws -> Bool {
+        try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [id])
+        return db.changesCount > 0
+    }
 
     /// Sets and removes values of a scene in one transaction: all or nothing, and
     /// refused with `QuotaExceeded` if the scene's storage would pass its limit.
@@ -159,12 +153,10 @@ extension Store {
     @discardableResult
     public func changeStorage(sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
         try checkStorage(values)
-        return try write { db in
-            // A storage write means the app runs with this scene: it is no longer a crash suspect.
-            try db.cachedStatement(sql: "UPDATE scene SET recover_count = 0 WHERE id = ?").execute(arguments: [sceneID])
-            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
-            return try applyStorage(db, sceneID: sceneID, set: values, remove: keys)
-        }
+        // A storage write means the app runs with this scene: it is no longer a crash suspect.
+        try db.cachedStatement(sql: "UPDATE scene SET recover_count = 0 WHERE id = ?").execute(arguments: [sceneID])
+        if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
+        return try applyStorage(sceneID: sceneID, set: values, remove: keys)
     }
 
     func checkStorage(_ values: [(String, StorageValue)]) throws {
@@ -175,7 +167,7 @@ extension Store {
     }
 
     /// Writes storage changes inside the caller's transaction and checks the scene's total.
-    func applyStorage(_ db: Database, sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
+    func applyStorage(sceneID: String, set values: [(String, StorageValue)], remove keys: [String]) throws -> [String] {
         // A scene opened or continued into without storage changes nothing: no total to check.
         if values.isEmpty && keys.isEmpty { return [] }
         var removed: [String] = []

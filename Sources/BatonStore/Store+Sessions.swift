@@ -18,68 +18,9 @@ extension Store {
         public var discarded: [Scene]
     }
 
-    /// Hands `appID`'s scenes to its new instance `instance`, oldest first.
-    public func restoreScenes(appID: String, instance: String) throws -> Restoration {
-        try write { db in
-            let ended = try String.fetchOne(db.cachedStatement(sql: "SELECT state FROM app_session WHERE app_id = ?"), arguments: [appID])
-            // Never attached, or detached cleanly: restore; otherwise (vanished, or still
-            // attached as far as batond knows: it lost track across its own restart) recover.
-            let reason: Scene.RestoreReason = ended == nil || ended == "detached" ? .restore : .recover
-            let scenes = try db.cachedStatement(sql: SceneRow.selectSQL + " WHERE app_id = ? ORDER BY created_at, id").rows([appID], SceneRow.decode)
-            var restoration = Restoration(scenes: [], discarded: [])
-            for var scene in scenes {
-                let (handedOut, recovers) = try Self.restoreCounters(scene.id, in: db)
-                scene.restoreReason = handedOut ? reason : .launch
-                if scene.restoreReason == .recover && recovers >= Self.recoverLimit {
-                    if let activity = scene.activityID {
-                        try noteOutcome(activity, scene: scene.id, state: "discarded", error: """
-                            its scene came back as recover \(Self.recoverLimit) times in a row without \(appID) acknowledging it, \
-                            so it likely made the app crash at launch; it was discarded
-                            """, in: db)
-                    }
-                    try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [scene.id])
-                    restoration.discarded.append(scene)
-                    continue
-                }
-                try db.cachedStatement(sql: """
-                    UPDATE scene SET restore_reason = ?, handed_out = 1,
-                        recover_count = CASE WHEN ? = 'recover' THEN recover_count + 1 ELSE 0 END WHERE id = ?
-                    """).execute(arguments: [scene.restoreReason.rawValue, scene.restoreReason.rawValue, scene.id])
-                restoration.scenes.append(scene)
-            }
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO app_session (app_id, instance, state) VALUES (?, ?, 'attached')")
-                .execute(arguments: [appID, instance])
-            return restoration
-        }
-    }
-
-    private static func restoreCounters(_ sceneID: String, in db: Database) throws -> (handedOut: Bool, recovers: Int) {
+    static func restoreCounters(_ sceneID: String, in db: Database) throws -> (handedOut: Bool, recovers: Int) {
         let statement = try db.cachedStatement(sql: "SELECT handed_out, recover_count FROM scene WHERE id = ?")
         return try statement.row([sceneID]) { row in (row.bool(0), Int(row.int64(1))) } ?? (false, 0)
-    }
-
-    /// The app exits cleanly: its scenes come back as `restore`.
-    public func detach(appID: String) throws {
-        try write { db in
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO app_session (app_id, instance, state) VALUES (?, '', 'detached')")
-                .execute(arguments: [appID])
-        }
-    }
-
-    /// The bus name `instance` vanished: the apps it was the attached instance of crashed.
-    /// Returns those apps.
-    @discardableResult
-    public func instanceVanished(_ instance: String) throws -> [String] {
-        let attached = try read { db in
-            try String.fetchAll(db.cachedStatement(sql: "SELECT app_id FROM app_session WHERE instance = ? AND state = 'attached'"),
-                                arguments: [instance])
-        }
-        guard !attached.isEmpty else { return [] }
-        return try write { db in
-            try String.fetchAll(db.cachedStatement(sql: """
-                UPDATE app_session SET state = 'vanished' WHERE instance = ? AND state = 'attached' RETURNING app_id
-                """), arguments: [instance])
-        }
     }
 
     /// Apps whose instance batond last knew as attached, with its bus name.
@@ -89,12 +30,60 @@ extension Store {
                 .rows([]) { row in (row.string(0), row.string(1)) }
         }
     }
+}
+
+extension WriteTransaction {
+    /// Hands `appID`'s scenes to its new instance `instance`, oldest first.
+    public func restoreScenes(appID: String, instance: String) throws -> Store.Restoration {
+        let ended = try String.fetchOne(db.cachedStatement(sql: "SELECT state FROM app_session WHERE app_id = ?"), arguments: [appID])
+        // Never attached, or detached cleanly: restore; otherwise (vanished, or still
+        // attached as far as batond knows: it lost track across its own restart) recover.
+        let reason: Scene.RestoreReason = ended == nil || ended == "detached" ? .restore : .recover
+        let scenes = try db.cachedStatement(sql: SceneRow.selectSQL + " WHERE app_id = ? ORDER BY created_at, id").rows([appID], SceneRow.decode)
+        var restoration = Store.Restoration(scenes: [], discarded: [])
+        for var scene in scenes {
+            let (handedOut, recovers) = try Store.restoreCounters(scene.id, in: db)
+            scene.restoreReason = handedOut ? reason : .launch
+            if scene.restoreReason == .recover && recovers >= Store.recoverLimit {
+                if let activity = scene.activityID {
+                    try noteOutcome(activity, scene: scene.id, state: "discarded", error: """
+                        its scene came back as recover \(Store.recoverLimit) times in a row without \(appID) acknowledging it, \
+                        so it likely made the app crash at launch; it was discarded
+                        """)
+                }
+                try db.cachedStatement(sql: "DELETE FROM scene WHERE id = ?").execute(arguments: [scene.id])
+                restoration.discarded.append(scene)
+                continue
+            }
+            try db.cachedStatement(sql: """
+                UPDATE scene SET restore_reason = ?, handed_out = 1,
+                    recover_count = CASE WHEN ? = 'recover' THEN recover_count + 1 ELSE 0 END WHERE id = ?
+                """).execute(arguments: [scene.restoreReason.rawValue, scene.restoreReason.rawValue, scene.id])
+            restoration.scenes.append(scene)
+        }
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO app_session (app_id, instance, state) VALUES (?, ?, 'attached')")
+            .execute(arguments: [appID, instance])
+        return restoration
+    }
+
+    /// The app exits cleanly: its scenes come back as `restore`.
+    public func detach(appID: String) throws {
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO app_session (app_id, instance, state) VALUES (?, '', 'detached')")
+            .execute(arguments: [appID])
+    }
+
+    /// The bus name `instance` vanished: the apps it was the attached instance of crashed.
+    /// Returns those apps.
+    @discardableResult
+    public func instanceVanished(_ instance: String) throws -> [String] {
+        try String.fetchAll(db.cachedStatement(sql: """
+            UPDATE app_session SET state = 'vanished' WHERE instance = ? AND state = 'attached' RETURNING app_id
+            """), arguments: [instance])
+    }
 
     /// The app restored the scene fine: it is no longer a crash suspect.
     public func acknowledge(sceneID: String) throws {
-        try write { db in
-            try db.cachedStatement(sql: "UPDATE scene SET recover_count = 0 WHERE id = ?").execute(arguments: [sceneID])
-            if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
-        }
+        try db.cachedStatement(sql: "UPDATE scene SET recover_count = 0 WHERE id = ?").execute(arguments: [sceneID])
+        if db.changesCount == 0 { throw BatonError.notFound("no scene \(sceneID)") }
     }
 }

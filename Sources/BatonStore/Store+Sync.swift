@@ -162,32 +162,7 @@ extension Store {
         }
     }
 
-    /// Turns sync on as `identity`: every type and activity of this machine goes into the
-    /// outbox, so the other devices learn what was there before.
-    public func startSync(as identity: SyncIdentity) throws {
-        try write { db in
-            try Self.forgetSync(in: db)
-            try db.execute(sql: "INSERT INTO sync_state (id, device_id, user_name) VALUES (1, ?, ?)",
-                           arguments: [identity.deviceID, identity.userName])
-            let now = Time.encode(wallClock.now())
-            try db.execute(sql: "INSERT INTO outbox (kind, key, at, hlc) SELECT 'type', type, ?, baton_hlc() FROM activity_type ORDER BY type",
-                           arguments: [now])
-            try db.execute(sql: """
-                INSERT INTO outbox (kind, key, at, hlc) SELECT 'activity', id, ?, baton_hlc() FROM activity WHERE device_id = '' ORDER BY seq
-                """, arguments: [now])
-        }
-    }
-
-    /// Turns sync off: the outbox, the cursors and everything other devices sent are forgotten.
-    /// Returns the other devices' activities that ended with it.
-    public func stopSync() throws -> [Ended] {
-        try writeActivities { db in
-            try Self.forgetSync(in: db)
-            return try end(.everyRemote, .invalidated("sync was turned off on this machine"), in: db)
-        }
-    }
-
-    private static func forgetSync(in db: Database) throws {
+    static func forgetSync(in db: Database) throws {
         try db.execute(sql: """
             DELETE FROM sync_state; DELETE FROM outbox; DELETE FROM sqlite_sequence WHERE name = 'outbox';
             DELETE FROM sync_cursor; DELETE FROM remote_device; DELETE FROM remote_type;
@@ -208,87 +183,8 @@ extension Store {
         try read { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM outbox")) ?? 0 }
     }
 
-    /// The next batch to send, in log order: the batch staged before if the server may not
-    /// have it yet, else up to `limit` outbox rows staged now. Several changes of one
-    /// activity or type become one record of how it is now. `encode` makes a record's body.
-    public func stageOutbox(limit: Int, encode: @escaping (SyncChange) throws -> [UInt8]) throws -> [StagedRecord] {
-        try write { db in
-            let staged = try db.cachedStatement(sql: "SELECT log_seq, at, hlc, record FROM outbox WHERE log_seq IS NOT NULL ORDER BY log_seq")
-                .rows([]) { StagedRecord(logSeq: $0.int64(0), at: $0.time(1), hlc: $0.int64(2), body: $0.bytes(3)) }
-            if !staged.isEmpty { return staged }
-
-            let rows = try db.cachedStatement(sql: "SELECT seq, kind, key, at, hlc, body FROM outbox ORDER BY seq LIMIT ?")
-                .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3), hlc: $0.int64(4), body: $0.bytes(5)) }
-            guard let lastRow = rows.last else { return [] }
-            // The last change of each key stands for all of them, with its time.
-            var last: [String: Int64] = [:]
-            for row in rows { last[row.kind + "\u{1F}" + row.key] = row.seq }
-            var logSeq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT last_log_seq FROM sync_state")) ?? 0
-            var batch: [StagedRecord] = []
-            for row in rows where last[row.kind + "\u{1F}" + row.key] == row.seq {
-                logSeq += 1
-                let body = try encode(row.kind == "request" ? .request(row.body) : try Self.change(kind: row.kind, key: row.key, in: db))
-                try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?")
-                    .execute(arguments: [logSeq, Data(body), row.seq])
-                if row.kind == "activity" {
-                    // What a request of another device's to end it races against (`lastChange`).
-                    try db.cachedStatement(sql: "UPDATE activity SET hlc = ? WHERE id = ? AND device_id = ''").execute(arguments: [row.hlc, row.key])
-                }
-                batch.append(StagedRecord(logSeq: logSeq, at: row.at, hlc: row.hlc, body: body))
-            }
-            try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq <= ? AND log_seq IS NULL").execute(arguments: [lastRow.seq])
-            try db.cachedStatement(sql: "UPDATE sync_state SET last_log_seq = ?, last_hlc = max(last_hlc, ?)")
-                .execute(arguments: [logSeq, batch.map(\.hlc).max() ?? 0])
-            return batch
-        }
-    }
-
-    /// Puts a record made now into the outbox (a request to another device), to send as it is.
-    /// With a `request` made before, writes nothing (a client's retry asks once).
-    public func enqueueRequest(_ body: [UInt8], request: Request? = nil) throws {
-        _ = try write(request: request) { db in
-            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sync_state")) ?? false else {
-                throw BatonError(.syncUnavailable, "sync is off on this machine")
-            }
-            try insertRequest(body, in: db)
-            return ""
-        }
-        outbox.ring()
-    }
-
-    /// An outbox row carrying a request's record, sent as it is; returns its time.
-    @discardableResult
-    private func insertRequest(_ body: [UInt8], in db: Database) throws -> Int64 {
-        let now = wallClock.now()
-        return try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', ?, ?, baton_hlc(), ?) RETURNING hlc"),
-                                  arguments: [Identifier.make(at: now), Time.encode(now), Data(body)]) ?? 0
-    }
-
-    /// Invalidates another device's activity here and, in the same transaction, puts the
-    /// request that its device invalidate it too (`body`) into the outbox. Returns what
-    /// ended: nothing when it is not here (any more).
-    public func invalidateRemote(id: String, request body: [UInt8]) throws -> [Ended] {
-        let removed = try writeActivities { db -> [Ended] in
-            let removed = try end(.remote(id, from: nil), .invalidated("invalidated on this machine"), history: true, in: db)
-            guard !removed.isEmpty else { return [] }
-            // Until its writer says otherwise: a change it made later than this request wins.
-            try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = ? WHERE activity_id = ?")
-                .execute(arguments: [try insertRequest(body, in: db), id])
-            return removed
-        }
-        outbox.ring()
-        return removed
-    }
-
-    /// The server has committed the staged records up to `logSeq`: they leave the outbox.
-    public func sent(upTo logSeq: Int64) throws {
-        try write { db in
-            try db.cachedStatement(sql: "DELETE FROM outbox WHERE log_seq IS NOT NULL AND log_seq <= ?").execute(arguments: [logSeq])
-        }
-    }
-
     /// What an outbox row's change is now: the activity or type as stored, or how it ended.
-    private static func change(kind: String, key: String, in db: Database) throws -> SyncChange {
+    static func change(kind: String, key: String, in db: Database) throws -> SyncChange {
         if kind == "type" {
             let type = try db.cachedStatement(sql: ActivityTypeRow.selectSQL + " WHERE type = ?").row([key], ActivityTypeRow.decode)
             return type.map(SyncChange.type) ?? .typeRemoved(key)
@@ -311,110 +207,13 @@ extension Store {
         }
     }
 
-    /// Applies records of `device`'s log in order and moves its cursor to the last one's seq,
-    /// in one transaction. Where a record meets what this machine has, `rules` decide.
-    public func applyRemote(device: String, records: [RemoteRecord], rules: some SyncRules) throws -> Applied {
-        guard let lastSeq = records.last?.seq else { return Applied() }
-        return try writeActivities { db in
-            var applied = Applied()
-            for record in records {
-                clock.observe(record.hlc)
-                if let change = record.change { try apply(change, at: record.hlc, from: device, rules: rules, in: db, into: &applied) }
-            }
-            try db.cachedStatement(sql: """
-                INSERT INTO sync_cursor (device_id, seq) VALUES (?1, ?2) ON CONFLICT(device_id) DO UPDATE SET seq = ?2
-                """).execute(arguments: [device, lastSeq])
-            return applied
-        }
-    }
-
-    private func apply(_ change: RemoteChange, at hlc: Int64, from device: String, rules: some SyncRules,
-                       in db: Database, into applied: inout Applied) throws {
-        switch change {
-        case .activity(var activity):
-            activity.deviceID = device
-            activity.sceneID = nil  // scenes stay on their machine
-            let ended = try db.cachedStatement(sql: "SELECT requested_hlc FROM tombstone WHERE activity_id = ?")
-                .row([activity.id]) { row in row.optionalInt64(0).map(EndedHere.requested) ?? .final }
-            let owner = try String.fetchOne(db.cachedStatement(sql: "SELECT device_id FROM activity WHERE id = ?"), arguments: [activity.id])
-            let verdict = rules.record(from: device, at: hlc, endedHere: ended, storedFrom: owner)
-            if verdict.revives {
-                try db.cachedStatement(sql: "DELETE FROM tombstone WHERE activity_id = ?").execute(arguments: [activity.id])
-            }
-            switch verdict {
-            case .ignore:
-                return
-            case .insert:
-                try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
-                applied.advertised.append(activity.id)
-            case .update:
-                try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
-                applied.updated.append(activity.id)
-            }
-        case .activityEnded(let id, let state, let reason):
-            let how: Ending = switch state {
-            case "expired": .expired(reason)
-            case "evicted": .evicted(reason)
-            default: .invalidated(reason)
-            }
-            applied.ended += try end(.remote(id, from: device), how, history: true, in: db)
-            // Its writer ended it: final now, whatever this machine asked (`EndedHere.final`).
-            try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = NULL WHERE activity_id = ?").execute(arguments: [id])
-        case .type(let name, let appID):
-            try db.cachedStatement(sql: """
-                INSERT INTO remote_type (device_id, type, app_id) VALUES (?1, ?2, ?3)
-                ON CONFLICT(device_id, type) DO UPDATE SET app_id = ?3
-                """).execute(arguments: [device, name, appID])
-        case .typeRemoved(let name):
-            try db.cachedStatement(sql: "DELETE FROM remote_type WHERE device_id = ? AND type = ?").execute(arguments: [device, name])
-        case .continueHere(let activityID):
-            // The requester's activity came before its request in its log; one of a third
-            // machine's that has not arrived yet is refused, with a reason Explain gives.
-            guard let activity = try db.cachedStatement(sql: ActivityRow.selectSQL + " WHERE id = ?").row([activityID], ActivityRow.decode) else {
-                try noteOutcome(activityID, scene: "", state: "refused",
-                                     error: "asked by device \(device) to continue it here before this machine had it", in: db)
-                return
-            }
-            let now = wallClock.now()
-            let scene = Scene(id: Identifier.make(at: now), appID: activity.appID, title: activity.title, activityID: activity.id,
-                              createdAt: now, lastActiveAt: now, state: .pending)
-            try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
-            try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
-                PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: now)))
-            try noteOutcome(activityID, scene: scene.id, state: "pending", in: db)
-            applied.pendingScenes.append(scene.id)
-        case .invalidateHere(let activityID):
-            guard rules.endsAtRequest(madeAt: hlc, lastChangedHereAt: try Self.lastChange(of: activityID, in: db)) else {
-                applied.overruled.append(.init(activityID: activityID, device: device))
-                return
-            }
-            // Final then: no later record of the activity brings it back.
-            applied.ended += try end(.local(activityID), .invalidated("invalidated on device \(device)"), history: true, in: db)
-        case .continuedThere(let activityID):
-            try noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)", in: db)
-            applied.continuedThere.append(.init(activityID: activityID, device: device))
-        case .continuedElsewhere(let activityID):
-            applied.continuedElsewhere.append(activityID)
-        }
-    }
-
     /// When this machine last changed its activity `id`: the time of the change waiting in
     /// the outbox, else of the last one it sent (0 when sync never sent it).
-    private static func lastChange(of id: String, in db: Database) throws -> Int64 {
+    static func lastChange(of id: String, in db: Database) throws -> Int64 {
         try Int64.fetchOne(db.cachedStatement(sql: """
             SELECT max(coalesce((SELECT max(hlc) FROM outbox WHERE kind = 'activity' AND key = ?1), 0),
                        coalesce((SELECT hlc FROM activity WHERE id = ?1 AND device_id = ''), 0))
             """), arguments: [id]) ?? 0
-    }
-
-    /// Remembers what another device says of itself (its name, when it was last seen).
-    public func noteRemoteDevice(id: String, name: String, lastSeen: UInt64, revoked: Bool) throws {
-        try write { db in
-            try db.cachedStatement(sql: """
-                INSERT INTO remote_device (device_id, name, last_seen, revoked) VALUES (?1, ?2, ?3, ?4)
-                ON CONFLICT(device_id) DO UPDATE SET name = ?2, last_seen = ?3, revoked = ?4
-                """).execute(arguments: [id, name, Time.encode(lastSeen), revoked])
-        }
     }
 
     /// What this device knows of the others: id, name, when last seen, revoked; by name.
@@ -473,5 +272,195 @@ public enum RecordVerdict: Sendable, Equatable {
         case .ignore: false
         case .insert(let reviving), .update(let reviving): reviving
         }
+    }
+}
+
+extension WriteTransaction {
+    /// Turns sync on as `identity`: every type and activity of this machine goes into the
+    /// outbox, so the other devices learn what was there before.
+    public func startSync(as identity: Store.SyncIdentity) throws {
+        try Store.forgetSync(in: db)
+        try db.execute(sql: "INSERT INTO sync_state (id, device_id, user_name) VALUES (1, ?, ?)",
+                       arguments: [identity.deviceID, identity.userName])
+        let now = Time.encode(wallClock.now())
+        try db.execute(sql: "INSERT INTO outbox (kind, key, at, hlc) SELECT 'type', type, ?, baton_hlc() FROM activity_type ORDER BY type",
+                       arguments: [now])
+        try db.execute(sql: """
+            INSERT INTO outbox (kind, key, at, hlc) SELECT 'activity', id, ?, baton_hlc() FROM activity WHERE device_id = '' ORDER BY seq
+            """, arguments: [now])
+    }
+
+    /// Turns sync off: the outbox, the cursors and everything other devices sent are forgotten.
+    /// Returns the other devices' activities that ended with it.
+    public func stopSync() throws -> [Ended] {
+        activitiesChange()
+        try Store.forgetSync(in: db)
+        return try end(.everyRemote, .invalidated("sync was turned off on this machine"))
+    }
+
+    /// The next batch to send, in log order: the batch staged before if the server may not
+    /// have it yet, else up to `limit` outbox rows staged now. Several changes of one
+    /// activity or type become one record of how it is now. `encode` makes a record's body.
+    public func stageOutbox(limit: Int, encode: @escaping (Store.SyncChange) throws -> [UInt8]) throws -> [Store.StagedRecord] {
+        let staged = try db.cachedStatement(sql: "SELECT log_seq, at, hlc, record FROM outbox WHERE log_seq IS NOT NULL ORDER BY log_seq")
+            .rows([]) { Store.StagedRecord(logSeq: $0.int64(0), at: $0.time(1), hlc: $0.int64(2), body: $0.bytes(3)) }
+        if !staged.isEmpty { return staged }
+
+        let rows = try db.cachedStatement(sql: "SELECT seq, kind, key, at, hlc, body FROM outbox ORDER BY seq LIMIT ?")
+            .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3), hlc: $0.int64(4), body: $0.bytes(5)) }
+        guard let lastRow = rows.last else { return [] }
+        // The last change of each key stands for all of them, with its time.
+        var last: [String: Int64] = [:]
+        for row in rows { last[row.kind + "\u{1F}" + row.key] = row.seq }
+        var logSeq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT last_log_seq FROM sync_state")) ?? 0
+        var batch: [Store.StagedRecord] = []
+        for row in rows where last[row.kind + "\u{1F}" + row.key] == row.seq {
+            logSeq += 1
+            let body = try encode(row.kind == "request" ? .request(row.body) : try Store.change(kind: row.kind, key: row.key, in: db))
+            try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?")
+                .execute(arguments: [logSeq, Data(body), row.seq])
+            if row.kind == "activity" {
+                // What a request of another device's to end it races against (`lastChange`).
+                try db.cachedStatement(sql: "UPDATE activity SET hlc = ? WHERE id = ? AND device_id = ''").execute(arguments: [row.hlc, row.key])
+            }
+            batch.append(Store.StagedRecord(logSeq: logSeq, at: row.at, hlc: row.hlc, body: body))
+        }
+        try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq <= ? AND log_seq IS NULL").execute(arguments: [lastRow.seq])
+        try db.cachedStatement(sql: "UPDATE sync_state SET last_log_seq = ?, last_hlc = max(last_hlc, ?)")
+            .execute(arguments: [logSeq, batch.map(\.hlc).max() ?? 0])
+        return batch
+    }
+
+    /// Puts a record made now into the outbox (a request to another device), to send as it is.
+    /// With a `request` made before, writes nothing (a client's retry asks once).
+    public func enqueueRequest(_ body: [UInt8], request: Request? = nil) throws {
+        _ = try once(request) {
+            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sync_state")) ?? false else {
+                throw BatonError(.syncUnavailable, "sync is off on this machine")
+            }
+            try insertRequest(body)
+            return ""
+        }
+    }
+
+    /// An outbox row carrying a request's record, sent as it is; returns its time.
+    @discardableResult
+    private func insertRequest(_ body: [UInt8]) throws -> Int64 {
+        store.outbox.raise()
+        let now = wallClock.now()
+        return try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', ?, ?, baton_hlc(), ?) RETURNING hlc"),
+                                  arguments: [Identifier.make(at: now), Time.encode(now), Data(body)]) ?? 0
+    }
+
+    /// Invalidates another device's activity here and, in the same transaction, puts the
+    /// request that its device invalidate it too (`body`) into the outbox. Returns what
+    /// ended: nothing when it is not here (any more).
+    public func invalidateRemote(id: String, request body: [UInt8]) throws -> [Ended] {
+        activitiesChange()
+        let removed = try end(.remote(id, from: nil), .invalidated("invalidated on this machine"), history: true)
+        guard !removed.isEmpty else { return [] }
+        // Until its writer says otherwise: a change it made later than this request wins.
+        try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = ? WHERE activity_id = ?")
+            .execute(arguments: [try insertRequest(body), id])
+        return removed
+    }
+
+    /// The server has committed the staged records up to `logSeq`: they leave the outbox.
+    public func sent(upTo logSeq: Int64) throws {
+        try db.cachedStatement(sql: "DELETE FROM outbox WHERE log_seq IS NOT NULL AND log_seq <= ?").execute(arguments: [logSeq])
+    }
+
+    /// Applies records of `device`'s log in order and moves its cursor to the last one's seq,
+    /// in one transaction. Where a record meets what this machine has, `rules` decide.
+    public func applyRemote(device: String, records: [Store.RemoteRecord], rules: some SyncRules) throws -> Store.Applied {
+        guard let lastSeq = records.last?.seq else { return Store.Applied() }
+        activitiesChange()
+        var applied = Store.Applied()
+        for record in records {
+            clock.observe(record.hlc)
+            if let change = record.change { try apply(change, at: record.hlc, from: device, rules: rules, into: &applied) }
+        }
+        try db.cachedStatement(sql: """
+            INSERT INTO sync_cursor (device_id, seq) VALUES (?1, ?2) ON CONFLICT(device_id) DO UPDATE SET seq = ?2
+            """).execute(arguments: [device, lastSeq])
+        return applied
+    }
+
+    private func apply(_ change: Store.RemoteChange, at hlc: Int64, from device: String, rules: some SyncRules,
+                       into applied: inout Store.Applied) throws {
+        switch change {
+        case .activity(var activity):
+            activity.deviceID = device
+            activity.sceneID = nil  // scenes stay on their machine
+            let ended = try db.cachedStatement(sql: "SELECT requested_hlc FROM tombstone WHERE activity_id = ?")
+                .row([activity.id]) { row in row.optionalInt64(0).map(EndedHere.requested) ?? .final }
+            let owner = try String.fetchOne(db.cachedStatement(sql: "SELECT device_id FROM activity WHERE id = ?"), arguments: [activity.id])
+            let verdict = rules.record(from: device, at: hlc, endedHere: ended, storedFrom: owner)
+            if verdict.revives {
+                try db.cachedStatement(sql: "DELETE FROM tombstone WHERE activity_id = ?").execute(arguments: [activity.id])
+            }
+            switch verdict {
+            case .ignore:
+                return
+            case .insert:
+                try db.cachedStatement(sql: ActivityRow.insertSQL).execute(arguments: ActivityRow.arguments(activity))
+                applied.advertised.append(activity.id)
+            case .update:
+                try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
+                applied.updated.append(activity.id)
+            }
+        case .activityEnded(let id, let state, let reason):
+            let how: Ending = switch state {
+            case "expired": .expired(reason)
+            case "evicted": .evicted(reason)
+            default: .invalidated(reason)
+            }
+            applied.ended += try end(.remote(id, from: device), how, history: true)
+            // Its writer ended it: final now, whatever this machine asked (`EndedHere.final`).
+            try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = NULL WHERE activity_id = ?").execute(arguments: [id])
+        case .type(let name, let appID):
+            try db.cachedStatement(sql: """
+                INSERT INTO remote_type (device_id, type, app_id) VALUES (?1, ?2, ?3)
+                ON CONFLICT(device_id, type) DO UPDATE SET app_id = ?3
+                """).execute(arguments: [device, name, appID])
+        case .typeRemoved(let name):
+            try db.cachedStatement(sql: "DELETE FROM remote_type WHERE device_id = ? AND type = ?").execute(arguments: [device, name])
+        case .continueHere(let activityID):
+            // The requester's activity came before its request in its log; one of a third
+            // machine's that has not arrived yet is refused, with a reason Explain gives.
+            guard let activity = try db.cachedStatement(sql: ActivityRow.selectSQL + " WHERE id = ?").row([activityID], ActivityRow.decode) else {
+                try noteOutcome(activityID, scene: "", state: "refused",
+                                     error: "asked by device \(device) to continue it here before this machine had it")
+                return
+            }
+            let now = wallClock.now()
+            let scene = Scene(id: Identifier.make(at: now), appID: activity.appID, title: activity.title, activityID: activity.id,
+                              createdAt: now, lastActiveAt: now, state: .pending)
+            try db.cachedStatement(sql: SceneRow.insertSQL).execute(arguments: SceneRow.arguments(scene))
+            try db.cachedStatement(sql: ContinuationRow.upsertSQL).execute(arguments: ContinuationRow.arguments(
+                PendingContinuation(sceneID: scene.id, activityID: activityID, createdScene: true, requestedAt: now)))
+            try noteOutcome(activityID, scene: scene.id, state: "pending")
+            applied.pendingScenes.append(scene.id)
+        case .invalidateHere(let activityID):
+            guard rules.endsAtRequest(madeAt: hlc, lastChangedHereAt: try Store.lastChange(of: activityID, in: db)) else {
+                applied.overruled.append(.init(activityID: activityID, device: device))
+                return
+            }
+            // Final then: no later record of the activity brings it back.
+            applied.ended += try end(.local(activityID), .invalidated("invalidated on device \(device)"), history: true)
+        case .continuedThere(let activityID):
+            try noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)")
+            applied.continuedThere.append(.init(activityID: activityID, device: device))
+        case .continuedElsewhere(let activityID):
+            applied.continuedElsewhere.append(activityID)
+        }
+    }
+
+    /// Remembers what another device says of itself (its name, when it was last seen).
+    public func noteRemoteDevice(id: String, name: String, lastSeen: UInt64, revoked: Bool) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO remote_device (device_id, name, last_seen, revoked) VALUES (?1, ?2, ?3, ?4)
+            ON CONFLICT(device_id) DO UPDATE SET name = ?2, last_seen = ?3, revoked = ?4
+            """).execute(arguments: [id, name, Time.encode(lastSeen), revoked])
     }
 }

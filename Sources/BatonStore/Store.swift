@@ -14,24 +14,27 @@ import Synchronization
 /// transaction (a snapshot) that each write ends before it begins and after it commits, so
 /// a read that starts after a write returned sees it.
 ///
-/// Every write method returns only after its transaction has committed, so a caller
-/// that replies afterwards never acknowledges a write that `kill -9` could lose. A store
-/// must be the only writer of its file: its reads see another connection's commits only
-/// after the store's own next write. SQLite failures the environment explains (a full
+/// Writes go through a `WriteTransaction` (`writing`, `write`), which returns only after
+/// its transaction has committed, so a caller that replies afterwards never acknowledges a
+/// write that `kill -9` could lose. A store must be the only writer of its file: its reads
+/// see another connection's commits only after the store's own next write. SQLite failures the environment explains (a full
 /// disk, a lock, I/O, damage) are thrown as the named `BatonError`s (`StorageFailure`).
 public final class Store: Sendable {
     private let writer: DatabaseQueue
     private let reader: DatabaseQueue
     private let writerThread: WriterThread
     private let checkpointer: Checkpointer
-    /// Set by `writeActivities` (every write that may change the search indexes, and so
-    /// add FTS5 segments), cleared when `tidySearchIndex` has merged them.
+    /// Set by every write that may change the search indexes (and so add FTS5 segments),
+    /// cleared when `tidySearchIndex` has merged them.
     let searchIndexChanged = Atomic(true)
-    /// The registrations by type, read once and forgotten by `register` and `unregister`
-    /// after each commit (only this store writes them); nil until first needed.
+    /// The registrations by type, read once and forgotten after each transaction that
+    /// changed them (only this store writes them); nil until first needed.
     private let types = Mutex<[String: ActivityType]?>(nil)
     /// The apps the user blocked, read once and forgotten after each change (`isBlocked`).
     let blocked = Mutex<Set<String>?>(nil)
+    /// Set by a write that changed the registrations or the blocked apps: both are read
+    /// again after its transaction ends.
+    let registrationsChanged = Atomic(false)
     /// Set when the write under way added to the history (`end`): its size and age are
     /// checked before it commits.
     let historyAdded = Atomic(false)
@@ -44,6 +47,8 @@ public final class Store: Sendable {
     /// Set once SQLite has reported the file damaged: no further write goes into it.
     private let damaged = Atomic(false)
     private let closed = Atomic(false)
+    /// True while a write transaction is open on the writer thread.
+    private let transactionOpen = Atomic(false)
     /// When the last write committed (`Monotonic.now`); 0 once the WAL was emptied after it.
     private let lastCommit = Atomic<UInt64>(0)
     public let limits: Limits
@@ -115,9 +120,9 @@ public final class Store: Sendable {
     /// Empties the writer's and the reader's page caches: SQLite reads the pages again, from
     /// the kernel's cache, when a call next needs them. For an idle batond, which need not
     /// keep what its start-up and its last calls read (Benchmarks/README, "Idle memory").
-    /// On the writer thread (`writing`), or it waits for the writes queued before it.
-    public func releaseCaches() throws {
-        try writerThread.runAndWait { writer.inDatabase(Self.releaseCache) }
+    /// The writer's on the writer thread, after the writes queued before.
+    public func releaseCaches() async throws {
+        try await writerThread.run { [writer] in writer.inDatabase(Self.releaseCache) }
         reader.inDatabase(Self.releaseCache)
     }
 
@@ -294,24 +299,40 @@ public final class Store: Sendable {
         }
     }
 
-    /// A write transaction over activities. Every write that inserts, changes or deletes
-    /// activities goes through here, so that housekeeping knows the search indexes may
-    /// have new segments to merge.
-    func writeActivities<T>(_ updates: (Database) throws -> T) throws -> T {
-        searchIndexChanged.store(true, ordering: .relaxed)
-        return try write(updates)
-    }
-
-    /// Runs `work` on the writer thread, after every write queued before it, and returns
-    /// its result: the way to write from a thread that must not wait for the disk.
+    /// Runs `work` in one write transaction on the writer thread, after every write queued
+    /// before it, and returns its result once committed: the way to write from a thread that
+    /// must not wait for the disk. A `work` that throws leaves nothing written.
     @discardableResult
-    public func writing<T: Sendable>(_ work: @escaping @Sendable (Store) throws -> T) async throws -> T {
-        try await writerThread.run { try work(self) }
+    public func writing<T: Sendable>(_ work: @escaping @Sendable (WriteTransaction) throws -> T) async throws -> T {
+        try await writerThread.run { try self.write(work) }
     }
 
-    /// Queues `work` on the writer thread without waiting for it.
-    public func startWriting(_ work: @escaping @Sendable (Store) -> Void) {
-        writerThread.start { work(self) }
+    /// Runs `work` in one write transaction and waits for its commit (tests, tools): from
+    /// the writer thread at once, from any other after the writes queued before it.
+    @discardableResult
+    public func write<T>(_ work: (WriteTransaction) throws -> T) throws -> T {
+        try inTransaction { db in try work(WriteTransaction(store: self, db: db)) }
+    }
+
+    /// Housekeeping's round of the store, on the writer thread after the writes queued before
+    /// it: merges the search indexes' new segments, forgets request ids, tombstones and
+    /// outcomes past their lifetimes, trims the history to its age, and empties the WAL once
+    /// no write has committed for `idle`. Each part writes only when something is due.
+    /// Returns true when it emptied the WAL: the store has become idle.
+    public func tidy(truncatingWALAfter idle: Duration) async throws -> Bool {
+        try await writerThread.run { [self] in
+            try tidySearchIndex()
+            let now = wallClock.now()
+            try forgetRequests(before: now - Self.requestLifetime)
+            try trimHistory(now: now)
+            try forgetExplanations(before: now - Self.explanationLifetime)
+            return try truncateWALIfIdle(after: idle)
+        }
+    }
+
+    /// Queues `work` on the writer thread without waiting for it (the commit queue's batches).
+    public func startWriting(_ work: @escaping @Sendable () -> Void) {
+        writerThread.start(work)
     }
 
     /// Runs `work` (on the writer thread) with its locks' deadline counted from `queuedAt`
@@ -330,7 +351,7 @@ public final class Store: Sendable {
     ///
     /// The reads' snapshot ends before the transaction (so it cannot keep the WAL from
     /// starting over) and after it (so the next read sees the commit).
-    func write<T>(_ updates: (Database) throws -> T) throws -> T {
+    func inTransaction<T>(_ updates: (Database) throws -> T) throws -> T {
         guard !closed.load(ordering: .relaxed) else { throw StoreError.closed }
         guard !damaged.load(ordering: .relaxed) else { throw StorageFailure.damaged(path: path) }
         return try writerThread.runAndWait { try transaction(updates) }
@@ -338,6 +359,10 @@ public final class Store: Sendable {
 
     private func transaction<T>(_ updates: (Database) throws -> T) throws -> T {
         endSnapshot()
+        defer {
+            // After the commit or the rollback: the next read of them finds what is stored.
+            if registrationsChanged.exchange(false, ordering: .relaxed) { forgetTypes(); blocked.withLock { $0 = nil } }
+        }
         let result = try committed(updates)
         // Only after the snapshot ended: a reader the bell wakes must not find one older than
         // the commit, or the sync service reads the outbox as empty and leaves the change there.
@@ -347,17 +372,25 @@ public final class Store: Sendable {
 
     /// Runs `updates` in one transaction and ends the reads' snapshot after it, committed or not.
     private func committed<T>(_ updates: (Database) throws -> T) throws -> T {
-        defer { endSnapshot() }
+        // A write inside a write would wait for itself on the writer connection's queue.
+        precondition(!transactionOpen.load(ordering: .relaxed), "a write began inside another's transaction: use its WriteTransaction")
+        transactionOpen.store(true, ordering: .relaxed)
+        defer {
+            transactionOpen.store(false, ordering: .relaxed)
+            endSnapshot()
+        }
         do {
             return try writer.writeWithoutTransaction { db in
                 try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
                 do {
+                    let changesBefore = db.totalChangesCount
                     let result = try updates(db)
                     if historyAdded.exchange(false, ordering: .relaxed) {
                         try Self.trimHistory(db, now: wallClock.now(), limits: limits)
                     }
                     try db.cachedStatement(sql: "COMMIT").execute()
-                    lastCommit.store(Monotonic.now, ordering: .relaxed)
+                    // One that changed nothing (a check that found nothing due) leaves the store idle.
+                    if db.totalChangesCount != changesBefore { lastCommit.store(Monotonic.now, ordering: .relaxed) }
                     return result
                 } catch {
                     outbox.lower()
@@ -411,25 +444,6 @@ public final class Store: Sendable {
     }
 
     // MARK: Activity types
-
-    /// Adds or replaces a registration.
-    public func register(_ type: ActivityType) throws {
-        defer { forgetTypes() }
-        try write { db in
-            try db.cachedStatement(sql: ActivityTypeRow.upsertSQL).execute(arguments: ActivityTypeRow.arguments(type))
-        }
-    }
-
-    /// Removes a registration and, with it, the type's activities on this machine. Returns
-    /// what ended; nil when the type was not registered.
-    public func unregister(type: String) throws -> [Ended]? {
-        defer { forgetTypes() }
-        return try writeActivities { db in
-            let ended = try end(.type(type), .invalidated("its type \(type) was unregistered"), in: db)
-            try db.cachedStatement(sql: "DELETE FROM activity_type WHERE type = ?").execute(arguments: [type])
-            return db.changesCount == 0 ? nil : ended
-        }
-    }
 
     /// The registration of `type`, from memory: Advertise and Continue look their type up on every call.
     public func activityType(_ type: String) throws -> ActivityType? {
@@ -514,5 +528,23 @@ final class OutboxBell: Sendable {
     /// After a commit.
     func ringIfRaised() {
         if raised.exchange(false, ordering: .relaxed) { ring() }
+    }
+}
+
+extension WriteTransaction {
+    /// Adds or replaces a registration.
+    public func register(_ type: ActivityType) throws {
+        registrationsChange()
+        try db.cachedStatement(sql: ActivityTypeRow.upsertSQL).execute(arguments: ActivityTypeRow.arguments(type))
+    }
+
+    /// Removes a registration and, with it, the type's activities on this machine. Returns
+    /// what ended; nil when the type was not registered.
+    public func unregister(type: String) throws -> [Ended]? {
+        activitiesChange()
+        registrationsChange()
+        let ended = try end(.type(type), .invalidated("its type \(type) was unregistered"))
+        try db.cachedStatement(sql: "DELETE FROM activity_type WHERE type = ?").execute(arguments: [type])
+        return db.changesCount == 0 ? nil : ended
     }
 }

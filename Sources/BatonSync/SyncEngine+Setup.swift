@@ -52,9 +52,10 @@ extension SyncEngine {
                                 userKey: Hex.encode(key.bytes), deviceKey: Hex.encode(deviceKey.rawRepresentation))
         try config.save(to: configPath)
         let hello = try SyncRecord.hello.encoded()
-        try await store.writing { store in
-            try store.startSync(as: .init(deviceID: deviceID, userName: user))
-            try store.enqueueRequest(hello)
+        // One transaction: sync is on with its hello queued, or neither.
+        try await store.writing { transaction in
+            try transaction.startSync(as: .init(deviceID: deviceID, userName: user))
+            try transaction.enqueueRequest(hello)
         }
         self.config.withLock { $0 = config }
         log.info("sync: this device (\(deviceName), \(deviceID)) joined \(user)'s devices")

@@ -185,8 +185,8 @@ public final class SyncEngine: Sendable {
             let age = Duration.microseconds(Int64(store.wallClock.now()) - Int64(oldest))
             // (A wall clock set back makes the age negative: no wait then, rather than a long one.)
             if age >= .zero && age < Self.coalescing { try await Task.sleep(for: Self.coalescing - age) }
-            let batch = try await store.writing { store in
-                try store.stageOutbox(limit: 500) { change in
+            let batch = try await store.writing { transaction in
+                try transaction.stageOutbox(limit: 500) { change in
                     if case .request(let body) = change { return body }
                     return try SyncRecord(change).encoded()
                 }

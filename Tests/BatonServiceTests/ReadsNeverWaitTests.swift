@@ -175,7 +175,7 @@ struct ReadsNeverWaitTests {
         // A store at one app's quota with its history: 12 001 advertised, 2 001 evicted into history.
         try Store.prepareDirectory((world.database as NSString).deletingLastPathComponent)
         let store = try Store(path: world.database)
-        try store.register(ActivityType(type: BatonWorld.type, appID: BatonWorld.app))
+        try store.write { try $0.register(ActivityType(type: BatonWorld.type, appID: BatonWorld.app)) }
         let payload = #"{"notes":""# + String(repeating: "n", count: 1024) + #""}"#
         for batch in 0..<12 {
             let activities = (0..<1_000).map { index in

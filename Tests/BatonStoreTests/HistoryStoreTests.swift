@@ -16,7 +16,7 @@ struct HistoryStoreTests {
         change(&limits)
         let store = try Store(path: try TemporaryDirectory.make(prefix: "baton-history").appendingPathComponent("baton.sqlite").path,
                               limits: limits)
-        try store.register(type)
+        try store.write { try $0.register(type) }
         return store
     }
 
@@ -30,15 +30,15 @@ struct HistoryStoreTests {
         let agatha = activity("Agatha"), jamie = activity("Jamie"), sigrid = activity("Sigrid")
         var secret = activity("Secret")
         secret.eligibleForHistory = false
-        for each in [agatha, secret] { _ = try store.insert(each) }
-        _ = try store.deleteActivities(ids: [agatha.id, secret.id])
+        for each in [agatha, secret] { _ = try store.write { try $0.insert(each) } }
+        _ = try store.write { try $0.deleteActivities(ids: [agatha.id, secret.id]) }
         var soon = jamie
         let expiry = WallClock.nowMicroseconds() + 1_000_000
         soon.expiresAt = expiry
-        _ = try store.insert(soon)
-        _ = try store.purgeExpired(now: expiry + 500_000)
+        _ = try store.write { try $0.insert(soon) }
+        _ = try store.write { try $0.purgeExpired(now: expiry + 500_000) }
         // Two live ones for the app's quota of two; the third evicts the oldest.
-        for each in [sigrid, activity("Beatrice"), activity("Kenrick")] { _ = try store.insert(each) }
+        for each in [sigrid, activity("Beatrice"), activity("Kenrick")] { _ = try store.write { try $0.insert(each) } }
 
         let past = try store.history(.init())
         #expect(Set(past.map(\.activity.title)) == ["Agatha", "Jamie", "Sigrid"])
@@ -50,20 +50,20 @@ struct HistoryStoreTests {
 
         // Deletions that are not an end leave nothing: DeleteAllSaved, a type unregistered.
         let before = try store.history(.init()).count
-        _ = try store.deleteAll(appID: type.appID)
-        _ = try store.insert(activity("Last"))
-        _ = try store.unregister(type: type.type)
+        _ = try store.write { try $0.deleteAll(appID: type.appID) }
+        _ = try store.write { try $0.insert(activity("Last")) }
+        _ = try store.write { try $0.unregister(type: type.type) }
         #expect(try store.history(.init()).count == before)
     }
 
     @Test func theHistoryKeepsToItsAgeWithTheClockGiven() throws {
         let store = try store { $0.historySeconds = 3600 }
         let old = activity("Old"), recent = activity("Recent")
-        _ = try store.insert(old)
-        _ = try store.deleteActivities(ids: [old.id])
+        _ = try store.write { try $0.insert(old) }
+        _ = try store.write { try $0.deleteActivities(ids: [old.id]) }
         let endedAt = try #require(try store.pastActivity(id: old.id)?.endedAt)
-        _ = try store.insert(recent)
-        _ = try store.deleteActivities(ids: [recent.id])
+        _ = try store.write { try $0.insert(recent) }
+        _ = try store.write { try $0.deleteActivities(ids: [recent.id]) }
         #expect(try store.trimHistory(now: endedAt + 3_599_000_000) == 0)
         // An hour after the first ended: it goes, the second (ended later) stays.
         let recentEnd = try #require(try store.pastActivity(id: recent.id)?.endedAt)
@@ -77,8 +77,8 @@ struct HistoryStoreTests {
         var ended: [String] = []
         for index in 0..<12 {
             let each = activity("Note \(index)", payload: payload)
-            _ = try store.insert(each)
-            _ = try store.deleteActivities(ids: [each.id])
+            _ = try store.write { try $0.insert(each) }
+            _ = try store.write { try $0.deleteActivities(ids: [each.id]) }
             ended.append(each.id)
             #expect(try store.historySize().bytes <= 20 * 1024)
         }
@@ -97,8 +97,8 @@ struct HistoryStoreTests {
         var long = activity("Note")
         long.targetContentID = String(repeating: "c", count: 5000)
         long.persistentID = String(repeating: "p", count: 3000)
-        _ = try store.insert(long)
-        _ = try store.deleteActivities(ids: [long.id])
+        _ = try store.write { try $0.insert(long) }
+        _ = try store.write { try $0.deleteActivities(ids: [long.id]) }
         let size = try store.historySize().bytes
         #expect(size >= 8000 + long.title.utf8.count + long.payload.utf8.count, "\(size)")
     }
@@ -107,22 +107,22 @@ struct HistoryStoreTests {
         let store = try store()
         let witch = activity("Agatha", keywords: ["witch"]), hidden = activity("Agatha's secret", searchable: false)
         let raven = activity("The Broken Raven")
-        for each in [witch, hidden, raven] { _ = try store.insert(each) }
-        _ = try store.deleteActivities(ids: [witch.id, hidden.id, raven.id])
+        for each in [witch, hidden, raven] { _ = try store.write { try $0.insert(each) } }
+        _ = try store.write { try $0.deleteActivities(ids: [witch.id, hidden.id, raven.id]) }
         #expect(try store.history(.init(query: "witch")).map(\.activity.id) == [witch.id])
         #expect(try store.history(.init(query: "agath")).map(\.activity.id) == [witch.id], "search-eligible ones only")
         #expect(try store.history(.init(limit: 1)).count == 1)
-        #expect(try store.clearHistory(.init(query: "raven")) == 1)
+        #expect(try store.write { try $0.clearHistory(.init(query: "raven")) } == 1)
         #expect(Set(try store.history(.init()).map(\.activity.id)) == [witch.id, hidden.id])
-        #expect(try store.clearHistory(.init()) == 2)
+        #expect(try store.write { try $0.clearHistory(.init()) } == 2)
         #expect(try store.historySize() == (0, 0))
     }
 
     @Test func noHistoryIsKeptWhenItsLimitIsZero() throws {
         let store = try store { $0.historySeconds = 0 }
         let agatha = activity("Agatha")
-        _ = try store.insert(agatha)
-        _ = try store.deleteActivities(ids: [agatha.id])
+        _ = try store.write { try $0.insert(agatha) }
+        _ = try store.write { try $0.deleteActivities(ids: [agatha.id]) }
         #expect(try store.history(.init()).isEmpty)
     }
 }

@@ -27,9 +27,9 @@ struct StoreTests {
     }
 
     @Test func typesAndActivitiesPersistAcrossReopening() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let agatha = activity("Agatha", at: 1, keywords: ["witch", "mentor"])
-        #expect(try store.insert(agatha).isEmpty)
+        #expect(try store.write { try $0.insert(agatha) }.isEmpty)
         let reopened = try Store(path: store.path)
         #expect(try reopened.activityType(type.type) == type)
         #expect(try reopened.activity(id: agatha.id, now: 2) == agatha)
@@ -47,23 +47,49 @@ struct StoreTests {
         changed.createdAt = 2
         changed.updatedAt = 3
         changed.expiresAt = 9_000
-        try reopened.update(changed)
+        try reopened.write { try $0.update(changed) }
         #expect(try store.activity(id: agatha.id, now: 4) == changed)
-        #expect(throws: BatonError.self) { try store.update(activity("ghost", at: 1)) }
+        #expect(throws: BatonError.self) { try store.write { try $0.update(activity("ghost", at: 1)) } }
+    }
+
+    /// A writer gets one transaction: its writes commit together, and one that throws after
+    /// some of them leaves none, nor a registration the store would remember.
+    @Test func aWritersChangesCommitTogetherOrNotAtAll() throws {
+        struct Stop: Error {}
+        #expect(try store.activityType(type.type) == nil, "the registrations are read, and kept in memory")
+        #expect(throws: Stop.self) {
+            try store.write { transaction in
+                try transaction.register(type)
+                _ = try transaction.insert(activity("Agatha", at: 1))
+                try transaction.setPaused(until: 0)
+                #expect(try transaction.activityType(type.type) == type, "the transaction reads its own writes")
+                throw Stop()
+            }
+        }
+        #expect(try store.activityType(type.type) == nil)
+        #expect(try store.activities(.init(), now: 2).isEmpty)
+        #expect(try store.pausedUntil() == nil)
+        let agatha = activity("Agatha", at: 1)
+        try store.write { transaction in
+            try transaction.register(type)
+            _ = try transaction.insert(agatha)
+        }
+        #expect(try store.activityType(type.type) == type)
+        #expect(try store.activities(.init(), now: 2).map(\.id) == [agatha.id])
     }
 
     /// Reads go through their own SQLite connection: every column must come back as written.
     @Test func everyFieldComesBackAndAClosedStoreRefusesReads() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let scene = Scene(id: Identifier.make(), appID: type.appID, title: "Fenêtre ✓", createdAt: 1 << 40, lastActiveAt: 1 << 41)
-        try store.insert(scene)
+        try store.write { try $0.insert(scene) }
         let full = Activity(
             id: Identifier.make(), type: type.type, appID: type.appID, title: "Lady Beatrice — “Hawk” ✓",
             payload: #"{"id":"x","note":"a\u0000b"}"#, payloadType: "Character", targetContentID: "b|1::c|2",
             persistentID: "p1", keywords: ["queen", "Sküa"], webpageURL: "https://example.com/b?c=1",
             eligibleForHandoff: false, eligibleForSearch: true, sceneID: scene.id,
             createdAt: 1_790_000_000_000_000, updatedAt: 1_790_000_000_000_001, expiresAt: UInt64(Int64.max))
-        #expect(try store.insert(full).isEmpty)
+        #expect(try store.write { try $0.insert(full) }.isEmpty)
         #expect(try store.storedActivity(id: full.id) == full)
         #expect(try store.activity(id: full.id, now: 1) == full)
         #expect(try store.activities(.init(persistentID: "p1"), now: 1) == [full])
@@ -95,68 +121,68 @@ struct StoreTests {
     }
 
     @Test func expiredActivitiesAreHiddenThenPurged() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         var brief = activity("brief", at: 1)
         brief.expiresAt = 10
-        _ = try store.insert(brief)
+        _ = try store.write { try $0.insert(brief) }
         #expect(try store.activity(id: brief.id, now: 9) != nil)
         #expect(try store.activity(id: brief.id, now: 10) == nil)
         #expect(try store.activities(.init(), now: 10).isEmpty)
         #expect(try store.nextExpiry() == 10)
-        #expect(try store.purgeExpired(now: 10).map(\.id) == [brief.id])
+        #expect(try store.write { try $0.purgeExpired(now: 10) }.map(\.id) == [brief.id])
         #expect(try store.counts().activities == 0)
     }
 
     /// An end is one call that returns what it ended (its app, the scenes that showed it) and
     /// leaves, in the same transaction, its tombstone, its history copy and its outbox row.
     @Test func anEndSaysWhatEndedAndWritesWhatItLeaves() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
-        try store.insert(scene)
+        try store.write { try $0.insert(scene) }
         var shown = activity("Agatha", at: 2)
         shown.sceneID = scene.id
         let other = activity("Beatrice", at: 3)
-        _ = try store.insert(shown)
-        _ = try store.insert(other)
-        try store.startSync(as: Store.SyncIdentity(deviceID: "desktop", userName: "ana"))
+        _ = try store.write { try $0.insert(shown) }
+        _ = try store.write { try $0.insert(other) }
+        try store.write { try $0.startSync(as: Store.SyncIdentity(deviceID: "desktop", userName: "ana")) }
         func outboxRows(_ id: String) throws -> Int {
             try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox WHERE kind = 'activity' AND key = ?", arguments: [id]) ?? 0 }
         }
         let queued = try outboxRows(shown.id)
 
-        #expect(try store.deleteActivities(ids: [shown.id, "gone"]) == [Ended(id: shown.id, appID: type.appID, scenes: [scene.id])])
+        #expect(try store.write { try $0.deleteActivities(ids: [shown.id, "gone"]) } == [Ended(id: shown.id, appID: type.appID, scenes: [scene.id])])
         #expect(try store.scene(id: scene.id)?.activityID == nil)
         #expect(try store.tombstone(activityID: shown.id)?.reason == "invalidated by its app")
         #expect(try store.history(.init()).map(\.activity.id) == [shown.id])
         #expect(try outboxRows(shown.id) == queued + 1)
         // Only what was picked ended, and only once.
         #expect(try store.activity(id: other.id, now: 4) == other)
-        #expect(try store.deleteActivities(ids: [shown.id]).isEmpty)
+        #expect(try store.write { try $0.deleteActivities(ids: [shown.id]) }.isEmpty)
     }
 
     @Test func quotaTrimsOldestNonPersistentFirst() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let kept = activity("kept", at: 1, persistent: "p1")
         let old = activity("old", at: 2)
         let middle = activity("middle", at: 3)
-        for item in [kept, old, middle] { _ = try store.insert(item) }
-        #expect(try store.insert(activity("new", at: 4)).map(\.id) == [old.id])
+        for item in [kept, old, middle] { _ = try store.write { try $0.insert(item) } }
+        #expect(try store.write { try $0.insert(activity("new", at: 4)) }.map(\.id) == [old.id])
         #expect(try store.activities(.init(appID: type.appID), now: 5).map(\.title) == ["new", "middle", "kept"])
 
         // All persistent: refused, nothing written.
-        _ = try store.deleteAll(appID: type.appID)
-        for index in 0..<3 { _ = try store.insert(activity("p\(index)", at: 10, persistent: "p\(index)")) }
-        #expect(throws: BatonError.self) { try store.insert(activity("one too many", at: 11)) }
+        _ = try store.write { try $0.deleteAll(appID: type.appID) }
+        for index in 0..<3 { _ = try store.write { try $0.insert(activity("p\(index)", at: 10, persistent: "p\(index)")) } }
+        #expect(throws: BatonError.self) { try store.write { try $0.insert(activity("one too many", at: 11)) } }
         #expect(try store.counts().activities == 3)
-        #expect(try store.deleteSaved(persistentIDs: ["p0", "p2", "nope"]).count == 2)
+        #expect(try store.write { try $0.deleteSaved(persistentIDs: ["p0", "p2", "nope"]) }.count == 2)
         // The kept count follows every kind of removal: one live activity is left.
-        #expect(try store.insert(activity("after deletions", at: 12)).isEmpty)
-        #expect(try store.insert(activity("third", at: 13)).isEmpty)
-        #expect(try store.insert(activity("fourth trims", at: 14)).count == 1)
-        _ = try store.purgeExpired(now: 100)
-        _ = try store.unregister(type: type.type)
-        try store.register(type)
-        for index in 0..<3 { #expect(try store.insert(activity("again \(index)", at: 20)).isEmpty) }
+        #expect(try store.write { try $0.insert(activity("after deletions", at: 12)) }.isEmpty)
+        #expect(try store.write { try $0.insert(activity("third", at: 13)) }.isEmpty)
+        #expect(try store.write { try $0.insert(activity("fourth trims", at: 14)) }.count == 1)
+        _ = try store.write { try $0.purgeExpired(now: 100) }
+        _ = try store.write { try $0.unregister(type: type.type) }
+        try store.write { try $0.register(type) }
+        for index in 0..<3 { #expect(try store.write { try $0.insert(activity("again \(index)", at: 20)) }.isEmpty) }
     }
 
     /// Every kind of write, one after another, on one connection: each statement is left as
@@ -164,12 +190,12 @@ struct StoreTests {
     /// the quota trim bound the statement Invalidate had just run and SQLite refused it with
     /// SQLITE_MISUSE (error 21), the `Failed` that mixed load saw about once in 4 000 calls.
     @Test func everyWriteFollowsEveryOtherWrite() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
-        try store.insert(scene)
+        try store.write { try $0.insert(scene) }
         var live: [Activity] = []
         func insert(_ item: Activity) throws {
-            let trimmed = try store.insert(item).map(\.id)
+            let trimmed = try store.write { try $0.insert(item) }.map(\.id)
             live.removeAll { trimmed.contains($0.id) }
             live.append(item)
         }
@@ -180,14 +206,14 @@ struct StoreTests {
                 item.sceneID = scene.id
                 try insert(item)
             }),
-            ("update", { if var item = live.last { item.title = "changed"; try store.update(item) } }),
-            ("invalidate", { if let item = live.popLast() { _ = try store.deleteActivities(ids: [item.id]) } }),
-            ("storage", { try store.changeStorage(sceneID: scene.id, set: [("k", .int(1))], remove: ["gone"]) }),
-            ("scene update", { try store.update(scene) }),
-            ("continue into", { if let item = live.last { try store.continueInto(sceneID: scene.id, activityID: item.id, storage: [], now: 3) } }),
-            ("purge", { _ = try store.purgeExpired(now: 1) }),
-            ("register", { try store.register(type) }),
-            ("delete saved", { _ = try store.deleteSaved(persistentIDs: ["none"]) }),
+            ("update", { if var item = live.last { item.title = "changed"; try store.write { try $0.update(item) } } }),
+            ("invalidate", { if let item = live.popLast() { _ = try store.write { try $0.deleteActivities(ids: [item.id]) } } }),
+            ("storage", { _ = try store.write { try $0.changeStorage(sceneID: scene.id, set: [("k", .int(1))], remove: ["gone"]) } }),
+            ("scene update", { try store.write { try $0.update(scene) } }),
+            ("continue into", { if let item = live.last { try store.write { try $0.continueInto(sceneID: scene.id, activityID: item.id, storage: [], now: 3) } } }),
+            ("purge", { _ = try store.write { try $0.purgeExpired(now: 1) } }),
+            ("register", { try store.write { try $0.register(type) } }),
+            ("delete saved", { _ = try store.write { try $0.deleteSaved(persistentIDs: ["none"]) } }),
         ]
         // Every ordered pair of writes, with the app at its quota of 3 so that inserts trim.
         for (firstName, first) in writes {
@@ -204,10 +230,10 @@ struct StoreTests {
     }
 
     @Test func searchFindsEligibleTitlesAndKeywordsBestFirst() throws {
-        try store.register(type)
-        _ = try store.insert(activity("Agatha", at: 1, keywords: ["witch"]))
-        _ = try store.insert(activity("Jamie", at: 2, keywords: ["boy", "Agatha's friend"]))
-        _ = try store.insert(activity("Agatha hidden", at: 3, search: false))
+        try store.write { try $0.register(type) }
+        _ = try store.write { try $0.insert(activity("Agatha", at: 1, keywords: ["witch"])) }
+        _ = try store.write { try $0.insert(activity("Jamie", at: 2, keywords: ["boy", "Agatha's friend"])) }
+        _ = try store.write { try $0.insert(activity("Agatha hidden", at: 3, search: false)) }
         #expect(try store.search("agath", limit: 10, now: 5).map(\.title) == ["Agatha", "Jamie"])
         #expect(try store.search("WITCH", limit: 10, now: 5).map(\.title) == ["Agatha"])
         // FTS5 syntax in a query is only text.
@@ -219,23 +245,23 @@ struct StoreTests {
     }
 
     @Test func searchFollowsEligibilityTitleAndDeletion() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         var agatha = activity("Agatha", at: 1, keywords: ["witch"])
-        _ = try store.insert(agatha)
+        _ = try store.write { try $0.insert(agatha) }
         func found(_ query: String) throws -> [String] { try store.search(query, limit: 10, now: 5).map(\.title) }
         agatha.eligibleForSearch = false
-        try store.update(agatha)
+        try store.write { try $0.update(agatha) }
         #expect(try found("agatha").isEmpty)
         agatha.title = "Agatha the Wise"
-        try store.update(agatha)
+        try store.write { try $0.update(agatha) }
         #expect(try found("wise").isEmpty, "a private activity's new title is not indexed")
         agatha.eligibleForSearch = true
-        try store.update(agatha)
+        try store.write { try $0.update(agatha) }
         #expect(try found("wise") == ["Agatha the Wise"])
         agatha.title = "Lady Agatha"
-        try store.update(agatha)
+        try store.write { try $0.update(agatha) }
         #expect(try found("wise").isEmpty && found("lady") == ["Lady Agatha"], "the old title left the index")
-        #expect(try store.deleteActivities(ids: [agatha.id]).map(\.id) == [agatha.id])
+        #expect(try store.write { try $0.deleteActivities(ids: [agatha.id]) }.map(\.id) == [agatha.id])
         #expect(try found("agatha").isEmpty)
     }
 
@@ -243,14 +269,14 @@ struct StoreTests {
         var limits = Limits()
         limits.liveActivitiesPerApp = 1_000
         let big = try Store(path: directory.appendingPathComponent("big.sqlite").path, limits: limits)
-        try big.register(type)
+        try big.write { try $0.register(type) }
         // Title matches, however old, come before the 300 newer keyword-only matches.
-        _ = try big.insert(activity("Sigrid the old", at: 1))
-        _ = try big.insert(activity("Sigrid at home", at: 2))
+        _ = try big.write { try $0.insert(activity("Sigrid the old", at: 1)) }
+        _ = try big.write { try $0.insert(activity("Sigrid at home", at: 2)) }
         var expired = activity("Sigrid gone", at: 3)
         expired.expiresAt = 4
-        _ = try big.insert(expired)
-        for index in 0..<300 { _ = try big.insert(activity("Raven \(index)", at: UInt64(5 + index), keywords: ["sigrid"])) }
+        _ = try big.write { try $0.insert(expired) }
+        for index in 0..<300 { _ = try big.write { try $0.insert(activity("Raven \(index)", at: UInt64(5 + index), keywords: ["sigrid"])) } }
         #expect(try big.search("sigr", limit: 4, now: 10_000).map(\.title) == ["Sigrid at home", "Sigrid the old", "Raven 299", "Raven 298"])
         #expect(try big.search("sigr", limit: 1, now: 10_000).map(\.title) == ["Sigrid at home"])
         // With every match in hand (fewer than the limit) the title index only orders them:
@@ -265,7 +291,7 @@ struct StoreTests {
             #expect(try !big.search(query, limit: 1, now: 10_000).isEmpty, "\(query)")
         }
         // Prefixes of every indexed length (2…8) and longer ones (9…11, gathered without an index) find the same.
-        _ = try big.insert(activity("Lady Beatrice of Strathclyde", at: 400))
+        _ = try big.write { try $0.insert(activity("Lady Beatrice of Strathclyde", at: 400)) }
         for length in 2...11 {
             let query = String("strathclyde".prefix(length))
             #expect(try big.search(query, limit: 5, now: 10_000).map(\.title) == ["Lady Beatrice of Strathclyde"], "\(query)")
@@ -281,13 +307,13 @@ struct StoreTests {
         var limits = Limits()
         limits.liveActivitiesPerApp = 1_000
         let big = try Store(path: directory.appendingPathComponent("wal.sqlite").path, limits: limits)
-        try big.register(type)
+        try big.write { try $0.register(type) }
         let payload = #"{"id":""# + String(repeating: "x", count: 30_000) + #""}"#
         var ids: [String] = []
         for index in 0..<200 {
             var item = activity("Large \(index)", at: UInt64(index))
             item.payload = payload
-            _ = try big.insert(item)
+            _ = try big.write { try $0.insert(item) }
             ids.append(item.id)
         }
         big.waitForCheckpoints()
@@ -305,20 +331,20 @@ struct StoreTests {
     /// it was most of what an Advertise at an app's quota wrote (Benchmarks/README).
     @Test func theWriterKeepsItsStatementJournalsInMemory() throws {
         let memory = 2
-        #expect(try store.write { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == memory)
+        #expect(try store.inTransaction { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == memory)
     }
 
     /// An idle batond hands back what its connections' page caches hold; the next call reads
     /// the pages again and finds what it did before.
-    @Test func releasingTheCachesEmptiesThemAndLosesNothing() throws {
-        try store.register(type)
+    @Test func releasingTheCachesEmptiesThemAndLosesNothing() async throws {
+        try store.write { try $0.register(type) }
         // Past the app's quota of 3: the rest go into the history.
-        for n in 1...200 { _ = try store.insert(activity("Agatha \(n)", at: UInt64(n))) }
+        for n in 1...200 { _ = try store.write { try $0.insert(activity("Agatha \(n)", at: UInt64(n))) } }
         let live = try store.activities(.init(), now: 300)
         let past = try store.history(.init())
         #expect(live.count == 3 && past.count == 197)
         let before = try store.cachedBytes()
-        try store.releaseCaches()
+        try await store.releaseCaches()
         let after = try store.cachedBytes()
         #expect(before > 64 * 1024, "the writes and the reads filled the caches")
         #expect(after < before / 10, "\(after) bytes left of \(before)")
@@ -331,9 +357,9 @@ struct StoreTests {
     /// what shows the snapshot is held (a statement in a transaction of its own would see
     /// it at once), and why a store must be its file's only writer.
     @Test func readsShareASnapshotThatEachWriteEnds() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let agatha = activity("Agatha", at: 1)
-        _ = try store.insert(agatha)
+        _ = try store.write { try $0.insert(agatha) }
         #expect(try store.storedActivity(id: agatha.id)?.title == "Agatha")
 
         let outsider = try DatabaseQueue(path: store.path)
@@ -342,12 +368,12 @@ struct StoreTests {
 
         // The store's own write ends the snapshot: the next read sees both commits.
         let jamie = activity("Jamie", at: 2)
-        _ = try store.insert(jamie)
+        _ = try store.write { try $0.insert(jamie) }
         #expect(try store.storedActivity(id: agatha.id)?.title == "Agatha (outside)")
         #expect(try store.storedActivity(id: jamie.id)?.title == "Jamie")
         var renamed = jamie
         renamed.title = "Jamie the Hawk"
-        try store.update(renamed)
+        try store.write { try $0.update(renamed) }
         #expect(try store.search("hawk", limit: 5, now: 10).map(\.id) == [jamie.id])
     }
 
@@ -358,9 +384,9 @@ struct StoreTests {
         var limits = Limits()
         limits.liveActivitiesPerApp = 1_000
         let busy = try Store(path: directory.appendingPathComponent("busy.sqlite").path, limits: limits)
-        try busy.register(type)
+        try busy.write { try $0.register(type) }
         let seed = activity("Seed", at: 0)
-        _ = try busy.insert(seed)
+        _ = try busy.write { try $0.insert(seed) }
         let stop = Atomic(false)
         let reads = Atomic(0)
         let finished = DispatchSemaphore(value: 0)
@@ -374,7 +400,7 @@ struct StoreTests {
         var unseen: [Int] = []
         for index in 1...300 {
             let note = activity("Note \(index)", at: UInt64(index))
-            _ = try busy.insert(note)
+            _ = try busy.write { try $0.insert(note) }
             if try busy.storedActivity(id: note.id) == nil { unseen.append(index) }
         }
         stop.store(true, ordering: .relaxed)
@@ -387,8 +413,8 @@ struct StoreTests {
     /// whole WAL, it would keep the next write from starting the WAL over, and the WAL
     /// would grow for as long as reads and writes alternate.
     @Test func aHeldSnapshotDoesNotKeepTheWALFromStartingOver() throws {
-        try store.register(type)
-        for index in 0..<3 { _ = try store.insert(activity("Note \(index)", at: UInt64(index))) }
+        try store.write { try $0.register(type) }
+        for index in 0..<3 { _ = try store.write { try $0.insert(activity("Note \(index)", at: UInt64(index))) } }
         let observer = try DatabaseQueue(path: store.path)
         func checkpoint() throws -> (busy: Int, frames: Int, copied: Int) {
             let row = try observer.writeWithoutTransaction { db in try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
@@ -399,7 +425,7 @@ struct StoreTests {
         let before = try checkpoint()
         #expect(before.busy == 0 && before.frames > 0 && before.copied == before.frames, "\(before)")
 
-        _ = try store.insert(activity("Note 3", at: 3))
+        _ = try store.write { try $0.insert(activity("Note 3", at: 3)) }
         let after = try checkpoint()
         #expect(after.frames < before.frames, "the WAL started over: \(after.frames) frames after, \(before.frames) before")
         #expect(try store.activities(.init(), now: 10).count == 3, "the quota of 3 trimmed the oldest")
@@ -409,8 +435,8 @@ struct StoreTests {
         var limits = Limits()
         limits.liveActivitiesPerApp = 1_000
         let big = try Store(path: directory.appendingPathComponent("tidy.sqlite").path, limits: limits)
-        try big.register(type)
-        for index in 0..<200 { _ = try big.insert(activity("Note \(index)", at: UInt64(index), keywords: ["corpus"])) }
+        try big.write { try $0.register(type) }
+        for index in 0..<200 { _ = try big.write { try $0.insert(activity("Note \(index)", at: UInt64(index), keywords: ["corpus"])) } }
         let observer = try DatabaseQueue(path: big.path)
         func segmentPages() throws -> Int {
             try observer.read { db in
@@ -441,7 +467,7 @@ struct StoreTests {
         try queue.close()
         let upgraded = try Store(path: path)
         #expect(try upgraded.search("jamie", limit: 10, now: 5).map(\.title) == ["Jamie public"])
-        #expect(try upgraded.deleteActivities(ids: ["a", "b"]).map(\.id) == ["a", "b"])
+        #expect(try upgraded.write { try $0.deleteActivities(ids: ["a", "b"]) }.map(\.id) == ["a", "b"])
         #expect(try upgraded.search("jamie", limit: 10, now: 5).isEmpty)
     }
 
@@ -461,7 +487,7 @@ struct StoreTests {
         let upgraded = try Store(path: shipped)
         #expect(try hasIndex(shipped))
         let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
-        try upgraded.insert(scene)
+        try upgraded.write { try $0.insert(scene) }
         try upgraded.close()
 
         let edited = directory.appendingPathComponent("v2-edited.sqlite").path
@@ -476,33 +502,33 @@ struct StoreTests {
     /// Registrations are looked up from memory: a change or a removal must show at once.
     @Test func aChangedOrRemovedRegistrationShowsAtOnce() throws {
         #expect(try store.activityType(type.type) == nil)
-        try store.register(type)
+        try store.write { try $0.register(type) }
         #expect(try store.activityType(type.type) == type)
         var changed = type
         changed.handler = nil
         changed.requiredKeys = ["id", "name"]
-        try store.register(changed)
+        try store.write { try $0.register(changed) }
         #expect(try store.activityType(type.type) == changed)
-        _ = try store.unregister(type: type.type)
+        _ = try store.write { try $0.unregister(type: type.type) }
         #expect(try store.activityType(type.type) == nil)
     }
 
     @Test func unregisteringATypeRemovesItsActivities() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let one = activity("one", at: 1)
-        _ = try store.insert(one)
-        #expect(try store.unregister(type: type.type)?.map(\.id) == [one.id])
-        #expect(try store.unregister(type: type.type) == nil)
+        _ = try store.write { try $0.insert(one) }
+        #expect(try store.write { try $0.unregister(type: type.type) }?.map(\.id) == [one.id])
+        #expect(try store.write { try $0.unregister(type: type.type) } == nil)
         #expect(try store.counts().activities == 0)
     }
 
     @Test func sceneStorageIsTypedAtomicAndLimited() throws {
         let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
-        try store.insert(scene)
-        try store.changeStorage(sceneID: scene.id, set: [
+        try store.write { try $0.insert(scene) }
+        try store.write { try $0.changeStorage(sceneID: scene.id, set: [
             ("ContentView.CurrentTab", .string("b2")), ("flag", .bool(true)), ("count", .int(-3)),
             ("ratio", .double(0.25)), ("blob", .bytes([0, 255])), ("none", .bytes([])),
-        ], remove: [])
+        ], remove: []) }
         #expect(try store.storage(sceneID: scene.id) == [
             "ContentView.CurrentTab": .string("b2"), "flag": .bool(true), "count": .int(-3), "ratio": .double(0.25), "blob": .bytes([0, 255]),
             "none": .bytes([]),
@@ -514,23 +540,23 @@ struct StoreTests {
         #expect(storedType == "blob")
         // Over the 100-byte limit: refused, and the removal in the same change is undone too.
         #expect(throws: BatonError.self) {
-            try store.changeStorage(sceneID: scene.id, set: [("big", .string(String(repeating: "x", count: 90)))], remove: ["flag"])
+            try store.write { try $0.changeStorage(sceneID: scene.id, set: [("big", .string(String(repeating: "x", count: 90)))], remove: ["flag"]) }
         }
         #expect(try store.storageValue(sceneID: scene.id, key: "flag") == .bool(true))
         #expect(try store.storageValue(sceneID: scene.id, key: "big") == nil)
-        #expect(try store.changeStorage(sceneID: scene.id, set: [], remove: ["flag", "absent"]) == ["flag"])
-        #expect(throws: BatonError.self) { try store.changeStorage(sceneID: "nope", set: [("a", .int(1))], remove: []) }
+        #expect(try store.write { try $0.changeStorage(sceneID: scene.id, set: [], remove: ["flag", "absent"]) } == ["flag"])
+        #expect(throws: BatonError.self) { try store.write { try $0.changeStorage(sceneID: "nope", set: [("a", .int(1))], remove: []) } }
 
-        #expect(try store.deleteScene(id: scene.id))
+        #expect(try store.write { try $0.deleteScene(id: scene.id) })
         #expect(try store.storage(sceneID: scene.id).isEmpty)
-        #expect(try store.deleteScene(id: scene.id) == false)
+        #expect(try store.write { try $0.deleteScene(id: scene.id) } == false)
     }
 
     @Test func textThatLooksLikeANumberStaysText() throws {
         let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
-        try store.insert(scene)
+        try store.write { try $0.insert(scene) }
         let texts = ["42", "1.5", "007", " 42 ", "1e3", "-0"]
-        try store.changeStorage(sceneID: scene.id, set: texts.enumerated().map { ("k\($0.offset)", .string($0.element)) }, remove: [])
+        try store.write { tx in try tx.changeStorage(sceneID: scene.id, set: texts.enumerated().map { ("k\($0.offset)", .string($0.element)) }, remove: []) }
         let stored = try store.storage(sceneID: scene.id)
         for (index, text) in texts.enumerated() {
             #expect(stored["k\(index)"] == .string(text), "\(text) came back as \(String(describing: stored["k\(index)"]))")
@@ -538,16 +564,16 @@ struct StoreTests {
     }
 
     @Test func aScenesCurrentActivityFollowsAdvertising() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
-        try store.insert(scene)
+        try store.write { try $0.insert(scene) }
         var current = activity("Agatha", at: 5)
         current.sceneID = scene.id
-        _ = try store.insert(current)
+        _ = try store.write { try $0.insert(current) }
         #expect(try store.scene(id: scene.id)?.activityID == current.id)
         #expect(try store.scene(id: scene.id)?.lastActiveAt == 5)
         #expect(try store.activities(.init(sceneID: scene.id), now: 6).map(\.id) == [current.id])
-        _ = try store.deleteScene(id: scene.id)
+        _ = try store.write { try $0.deleteScene(id: scene.id) }
         #expect(try store.activity(id: current.id, now: 6)?.sceneID == nil)
     }
 }
@@ -555,26 +581,26 @@ struct StoreTests {
 extension StoreTests {
     @Test func aSceneWithTooMuchStorageIsNotCreatedAtAll() throws {
         let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
-        #expect(throws: BatonError.self) { try store.insert(scene, storage: [("big", .string(String(repeating: "x", count: 200)))]) }
+        #expect(throws: BatonError.self) { try store.write { try $0.insert(scene, storage: [("big", .string(String(repeating: "x", count: 200)))]) } }
         #expect(try store.scene(id: scene.id) == nil)
-        try store.insert(scene, storage: [("tab", .string("b1"))])
+        try store.write { try $0.insert(scene, storage: [("tab", .string("b1"))]) }
         #expect(try store.storage(sceneID: scene.id) == ["tab": .string("b1")])
     }
 
     /// Every scene continued from the activity loses it; a scene showing another keeps its own.
     @Test func invalidatingTheCurrentActivityClearsItFromTheScene() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let scenes = (0..<3).map { _ in Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1) }
-        for scene in scenes { try store.insert(scene) }
+        for scene in scenes { try store.write { try $0.insert(scene) } }
         let current = activity("Agatha", at: 5)
         let other = activity("Jamie", at: 5)
-        _ = try store.insert(current)
-        _ = try store.insert(other)
-        try store.continueInto(sceneID: scenes[0].id, activityID: current.id, storage: [("k", .int(1))], now: 6)
-        try store.continueInto(sceneID: scenes[1].id, activityID: current.id, storage: [("k", .int(2))], now: 6)
-        try store.continueInto(sceneID: scenes[2].id, activityID: other.id, storage: [("k", .int(3))], now: 6)
+        _ = try store.write { try $0.insert(current) }
+        _ = try store.write { try $0.insert(other) }
+        try store.write { try $0.continueInto(sceneID: scenes[0].id, activityID: current.id, storage: [("k", .int(1))], now: 6) }
+        try store.write { try $0.continueInto(sceneID: scenes[1].id, activityID: current.id, storage: [("k", .int(2))], now: 6) }
+        try store.write { try $0.continueInto(sceneID: scenes[2].id, activityID: other.id, storage: [("k", .int(3))], now: 6) }
         #expect(try store.scene(id: scenes[0].id)?.activityID == current.id)
-        #expect(try store.deleteActivities(ids: [current.id]).map(\.id) == [current.id])
+        #expect(try store.write { try $0.deleteActivities(ids: [current.id]) }.map(\.id) == [current.id])
         #expect(try store.scene(id: scenes[0].id)?.activityID == nil)
         #expect(try store.scene(id: scenes[1].id)?.activityID == nil)
         #expect(try store.scene(id: scenes[2].id)?.activityID == other.id)
@@ -583,22 +609,22 @@ extension StoreTests {
 
 extension StoreTests {
     @Test func aBatchCommitsTogetherAndFailsItemByItem() throws {
-        try store.register(type)
-        for index in 0..<3 { _ = try store.insert(activity("persistent \(index)", at: 1, persistent: "p\(index)")) }
+        try store.write { try $0.register(type) }
+        for index in 0..<3 { _ = try store.write { try $0.insert(activity("persistent \(index)", at: 1, persistent: "p\(index)")) } }
         // A duplicate id and an unknown scene fail inside SQLite: the batch is redone one by
         // one, and the failed insert's quota trim of "first" is undone with it.
         let duplicate = activity("dup", at: 2)
         var unknownScene = activity("scene", at: 2)
         unknownScene.sceneID = "no-such-scene"
-        _ = try store.deleteSaved(persistentIDs: ["p0", "p1"])
+        _ = try store.write { try $0.deleteSaved(persistentIDs: ["p0", "p1"]) }
         let results = store.insert(batch: [activity("first", at: 3), duplicate, duplicate, unknownScene])
         #expect(results.map { if case .success = $0 { true } else { false } } == [true, true, false, false])
         #expect(try store.activities(.init(), now: 4).map(\.title).sorted() == ["dup", "first", "persistent 2"])
     }
 
     @Test func aQuotaRefusalInABatchKeepsTheOthers() throws {
-        try store.register(type)
-        for index in 0..<2 { _ = try store.insert(activity("persistent \(index)", at: 1, persistent: "p\(index)")) }
+        try store.write { try $0.register(type) }
+        for index in 0..<2 { _ = try store.write { try $0.insert(activity("persistent \(index)", at: 1, persistent: "p\(index)")) } }
         // The third persistent activity fills the quota of 3; the fourth has nothing to trim.
         let results = store.insert(batch: [activity("third", at: 2, persistent: "p2"), activity("refused", at: 2)])
         guard case .success = results[0], case .failure(let error as BatonError) = results[1] else {
@@ -612,15 +638,15 @@ extension StoreTests {
 
 extension StoreTests {
     @Test func aContinuationWaitsThenArrivesOrFailsAfterADay() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let now = WallClock.nowMicroseconds()
         let agatha = activity("Agatha", at: now)
-        _ = try store.insert(agatha)
+        _ = try store.write { try $0.insert(agatha) }
         let scene = Scene(id: Identifier.make(), appID: type.appID, title: "Agatha", activityID: agatha.id, createdAt: now, lastActiveAt: now)
-        try store.insertPending(scene, activityID: agatha.id)
+        try store.write { try $0.insertPending(scene, activityID: agatha.id) }
         #expect(try store.scene(id: scene.id)?.state == .pending)
         #expect(try store.pendingContinuations().map(\.sceneID) == [scene.id])
-        try store.noteDeliveryFailed(sceneID: scene.id, error: "not running")
+        try store.write { try $0.noteDeliveryFailed(sceneID: scene.id, error: "not running") }
         #expect(try store.pendingContinuation(sceneID: scene.id)?.attempts == 1)
         #expect(try store.pendingContinuation(sceneID: scene.id)?.lastError == "not running")
 
@@ -628,20 +654,20 @@ extension StoreTests {
         try store.close()
         let reopened = try Store(path: directory.appendingPathComponent("baton.sqlite").path)
         #expect(try reopened.pendingContinuation(sceneID: scene.id)?.createdScene == true)
-        #expect(try reopened.failContinuations(requestedBefore: now - Store.continuationLifetime).isEmpty)
+        #expect(try reopened.write { try $0.failContinuations(requestedBefore: now - Store.continuationLifetime) }.isEmpty)
 
         // Arrives: storage in, ready, nothing waits; arriving twice is refused.
-        try reopened.completeContinuation(sceneID: scene.id, activityID: agatha.id, storage: [("tab", .string("b1"))], now: now + 1)
+        try reopened.write { try $0.completeContinuation(sceneID: scene.id, activityID: agatha.id, storage: [("tab", .string("b1"))], now: now + 1) }
         #expect(try reopened.scene(id: scene.id)?.state == .ready)
         #expect(try reopened.storage(sceneID: scene.id) == ["tab": .string("b1")])
         #expect(throws: BatonError.self) {
-            try reopened.completeContinuation(sceneID: scene.id, activityID: agatha.id, storage: [], now: now + 2)
+            try reopened.write { try $0.completeContinuation(sceneID: scene.id, activityID: agatha.id, storage: [], now: now + 2) }
         }
 
         // Another one into the same (existing) scene, a day old: failed, the scene kept.
-        try reopened.markPending(sceneID: scene.id, activityID: agatha.id, now: now + 3)
+        try reopened.write { try $0.markPending(sceneID: scene.id, activityID: agatha.id, now: now + 3) }
         #expect(try reopened.pendingContinuation(sceneID: scene.id)?.createdScene == false)
-        #expect(try reopened.failContinuations(requestedBefore: now + 3 + Store.continuationLifetime + 1) == [scene.id])
+        #expect(try reopened.write { try $0.failContinuations(requestedBefore: now + 3 + Store.continuationLifetime + 1) } == [scene.id])
         #expect(try reopened.scene(id: scene.id)?.state == .failed)
         #expect(try reopened.pendingContinuations().isEmpty)
         try reopened.close()

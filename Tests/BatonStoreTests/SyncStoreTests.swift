@@ -30,7 +30,7 @@ struct SyncStoreTests {
 
     /// Stages a batch whose bodies say what each change was.
     func stage(limit: Int = 100) throws -> [(seq: Int64, change: String)] {
-        try store.stageOutbox(limit: limit) { change in
+        try store.write { try $0.stageOutbox(limit: limit) { change in
             let text = switch change {
             case .activity(let activity): "activity \(activity.title)"
             case .activityEnded(let id, let state, let reason): "ended \(id) \(state): \(reason)"
@@ -39,53 +39,59 @@ struct SyncStoreTests {
             case .request(let body): "request " + String(decoding: body, as: UTF8.self)
             }
             return Array(text.utf8)
-        }.map { ($0.logSeq, String(decoding: $0.body, as: UTF8.self)) }
+        } }.map { ($0.logSeq, String(decoding: $0.body, as: UTF8.self)) }
+    }
+
+    /// Stages the outbox and takes it as sent, as the sync service does once the server has it.
+    func sendStaged() throws {
+        let last = try stage().last?.seq ?? 0
+        try store.write { try $0.sent(upTo: last) }
     }
 
     @Test func nothingGoesToTheOutboxWhileSyncIsOff() throws {
-        try store.register(type)
-        _ = try store.insert(activity("Agatha"))
+        try store.write { try $0.register(type) }
+        _ = try store.write { try $0.insert(activity("Agatha")) }
         #expect(try store.outboxCount() == 0)
         #expect(try store.syncIdentity() == nil)
     }
 
     @Test func turningSyncOnSendsWhatWasThereThenEveryChangeAsItIsNow() throws {
-        try store.register(type)
+        try store.write { try $0.register(type) }
         let agatha = activity("Agatha")
-        _ = try store.insert(agatha)
+        _ = try store.write { try $0.insert(agatha) }
         let rang = Atomic(0)
         store.onOutbox { rang.add(1, ordering: .relaxed) }
-        try store.startSync(as: me)
+        try store.write { try $0.startSync(as: me) }
         #expect(try store.syncIdentity() == me)
         #expect(try stage().map(\.change) == ["type \(type.type)", "activity Agatha"])
         // Staged but not yet on the server: staged again, unchanged, whatever happened since.
         var renamed = agatha
         renamed.title = "Agatha the Wise"
-        try store.update(renamed)
+        try store.write { try $0.update(renamed) }
         #expect(rang.load(ordering: .relaxed) >= 1)
         #expect(try stage().map(\.seq) == [1, 2])
         #expect(try stage().map(\.change) == ["type \(type.type)", "activity Agatha"])
-        try store.sent(upTo: 2)
+        try store.write { try $0.sent(upTo: 2) }
         #expect(try store.outboxCount() == 1)
 
         // Several changes of one activity become one record of how it is now; an ended one says how it ended.
         let jamie = activity("Jamie")
-        _ = try store.insert(jamie)
+        _ = try store.write { try $0.insert(jamie) }
         var older = jamie
         older.title = "Jamie, older"
-        try store.update(older)
-        _ = try store.deleteActivities(ids: [agatha.id])
+        try store.write { try $0.update(older) }
+        _ = try store.write { try $0.deleteActivities(ids: [agatha.id]) }
         #expect(try stage().map(\.change) == ["activity Jamie, older", "ended \(agatha.id) invalidated: invalidated by its app"])
         #expect(try stage().map(\.seq) == [3, 4])
-        try store.sent(upTo: 4)
+        try store.write { try $0.sent(upTo: 4) }
         #expect(try store.outboxCount() == 0)
     }
 
     @Test func theSyncServiceWokenByACommitSeesIt() throws {
-        try store.startSync(as: me)
+        try store.write { try $0.startSync(as: me) }
         let seen = Mutex<Int?>(nil)
         store.onOutbox { seen.withLock { $0 = try? store.outboxCount() } }
-        try store.write { db in
+        try store.inTransaction { db in
             try db.execute(sql: "INSERT INTO activity_type (type, app_id, title, handler_path, required_keys) VALUES ('t', 'app', 'T', '/', '')")
             // A read on another thread while the write is under way opens a snapshot without it.
             _ = try store.outboxCount()
@@ -97,94 +103,94 @@ struct SyncStoreTests {
     /// closure kept in a Mutex used to gain two reabstraction thunks at every ring, so each
     /// ring walked a longer chain (the stack grew by two frames per commit).
     @Test func ringingTheOutboxBellDoesNotGetDeeper() throws {
-        try store.register(type)
-        try store.startSync(as: me)
+        try store.write { try $0.register(type) }
+        try store.write { try $0.startSync(as: me) }
         let depths = Mutex<[Int]>([])
         store.onOutbox { depths.withLock { $0.append(Thread.callStackSymbols.count) } }
-        for index in 0..<300 { _ = try store.insert(activity("Ring \(index)")) }
+        for index in 0..<300 { _ = try store.write { try $0.insert(activity("Ring \(index)")) } }
         let seen = depths.withLock { $0 }
         #expect(seen.count == 300)
         #expect(seen.last == seen.first, "stack depth at the first ring \(seen.first ?? 0), at the last \(seen.last ?? 0)")
     }
 
     @Test func aWriteThatRollsBackLeavesNothingInTheOutbox() throws {
-        try store.register(type)
-        try store.startSync(as: me)
+        try store.write { try $0.register(type) }
+        try store.write { try $0.startSync(as: me) }
         _ = try stage()
-        try store.sent(upTo: 1)
+        try store.write { try $0.sent(upTo: 1) }
         // The quota refuses a fourth activity when all three are persistent: nothing is written.
         for index in 0..<3 {
             var saved = activity("Saved \(index)")
             saved.persistentID = "p\(index)"
-            _ = try store.insert(saved)
+            _ = try store.write { try $0.insert(saved) }
         }
-        try store.sent(upTo: try stage().last?.seq ?? 0)
-        #expect(throws: BatonError.self) { try store.insert(activity("One too many")) }
+        try sendStaged()
+        #expect(throws: BatonError.self) { try store.write { try $0.insert(activity("One too many")) } }
         #expect(try store.outboxCount() == 0)
         // Nor does a scene change, which stays on this machine.
         let scene = Scene(id: Identifier.make(), appID: type.appID, createdAt: 1, lastActiveAt: 1)
-        try store.insert(scene)
+        try store.write { try $0.insert(scene) }
         #expect(try store.outboxCount() == 0)
     }
 
     @Test func anotherDevicesActivitiesAreSearchableOutsideTheQuotaAndNeverComeBack() throws {
-        try store.register(type)
-        try store.startSync(as: me)
-        try store.sent(upTo: try stage().last?.seq ?? 0)
+        try store.write { try $0.register(type) }
+        try store.write { try $0.startSync(as: me) }
+        try sendStaged()
         // Of a type no app here registered: stored all the same.
         var foreign = activity("Sigrid's map", device: "laptop")
         foreign.type = "org.example.maps.place"
         let remote = (1...3).map { activity("Lady Beatrice \($0)", device: "laptop") }
-        let applied = try store.applyRemote(device: "laptop", records: (remote + [foreign]).enumerated().map {
+        let applied = try store.write { tx in try tx.applyRemote(device: "laptop", records: (remote + [foreign]).enumerated().map {
             Store.RemoteRecord(seq: Int64($0.offset + 1), hlc: Int64($0.offset + 1), change: .activity($0.element))
-        }, rules: ConflictRules())
+        }, rules: ConflictRules()) }
         #expect(applied.advertised.count == 4)
         #expect(try store.syncCursors() == ["laptop": 4])
         #expect(try store.search("beatrice", limit: 10, now: 2).count == 3)
         #expect(try store.activity(id: foreign.id, now: 2)?.deviceID == "laptop")
         // Another device's activities are not this machine's to send, nor to trim for its quota.
         #expect(try store.outboxCount() == 0)
-        for index in 0..<3 { _ = try store.insert(activity("Local \(index)")) }
+        for index in 0..<3 { _ = try store.write { try $0.insert(activity("Local \(index)")) } }
         #expect(try store.activities(.init(appID: type.appID), now: 2).count == 7)
 
         // Ended there: gone here, with a tombstone, and a late copy of it is refused.
-        let ended = try store.applyRemote(device: "laptop", records: [
+        let ended = try store.write { try $0.applyRemote(device: "laptop", records: [
             Store.RemoteRecord(seq: 5, hlc: 5, change: .activityEnded(id: remote[0].id, state: "invalidated", reason: "invalidated by its app")),
             Store.RemoteRecord(seq: 6, hlc: 6, change: .activity(remote[0])),
-        ], rules: ConflictRules())
+        ], rules: ConflictRules()) }
         #expect(ended.ended.map(\.id) == [remote[0].id] && ended.advertised.isEmpty)
         #expect(try store.activity(id: remote[0].id, now: 2) == nil)
         #expect(try store.tombstone(activityID: remote[0].id)?.state == "invalidated")
         // A device cannot change another's activity.
         var hijacked = remote[1]
         hijacked.title = "Hijacked"
-        #expect(try store.applyRemote(device: "phone", records: [Store.RemoteRecord(seq: 1, hlc: 1, change: .activity(hijacked))], rules: ConflictRules()) == Store.Applied())
+        #expect(try store.write { try $0.applyRemote(device: "phone", records: [Store.RemoteRecord(seq: 1, hlc: 1, change: .activity(hijacked))], rules: ConflictRules()) } == Store.Applied())
         #expect(try store.activity(id: remote[1].id, now: 2)?.title == "Lady Beatrice 2")
 
         // Sync off: every other device's activity goes, this machine's stay.
-        #expect(Set(try store.stopSync().map(\.id)) == Set([remote[1].id, remote[2].id, foreign.id]))
+        #expect(Set(try store.write { try $0.stopSync() }.map(\.id)) == Set([remote[1].id, remote[2].id, foreign.id]))
         #expect(try store.activities(.init(), now: 2).count == 3)
         #expect(try store.syncCursors().isEmpty)
     }
 
     @Test func anotherDevicesRequestToEndAnActivityLosesToAChangeItsWriterMadeLater() throws {
-        try store.register(type)
-        try store.startSync(as: me)
+        try store.write { try $0.register(type) }
+        try store.write { try $0.startSync(as: me) }
         let agatha = activity("Agatha")
-        _ = try store.insert(agatha)
-        try store.sent(upTo: try stage().last?.seq ?? 0)
+        _ = try store.write { try $0.insert(agatha) }
+        try sendStaged()
         func invalidate(seq: Int64, at hlc: Int64) throws -> Store.Applied {
-            try store.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: .invalidateHere(activityID: agatha.id))], rules: ConflictRules())
+            try store.write { try $0.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: .invalidateHere(activityID: agatha.id))], rules: ConflictRules()) }
         }
         // The laptop asks after Agatha was sent; she changes here before the request arrives.
         let asked = store.clock.stamp(wallMicroseconds: 0)
         var chapter2 = agatha
         chapter2.title = "Agatha, chapter 2"
-        try store.update(chapter2)
+        try store.write { try $0.update(chapter2) }
         let overruled = [Store.Applied.Overruled(activityID: agatha.id, device: "laptop")]
         #expect(try invalidate(seq: 1, at: asked).overruled == overruled)
         // Also once the change has left for the server.
-        try store.sent(upTo: try stage().last?.seq ?? 0)
+        try sendStaged()
         #expect(try invalidate(seq: 2, at: asked).overruled == overruled)
         #expect(try store.activity(id: agatha.id, now: 2)?.title == "Agatha, chapter 2")
 
@@ -195,14 +201,14 @@ struct SyncStoreTests {
     }
 
     @Test func thisMachinesRequestToEndAnotherDevicesActivityLosesToItsWritersLaterChange() throws {
-        try store.register(type)
-        try store.startSync(as: me)
-        try store.sent(upTo: try stage().last?.seq ?? 0)
+        try store.write { try $0.register(type) }
+        try store.write { try $0.startSync(as: me) }
+        try sendStaged()
         let beatrice = activity("Lady Beatrice", device: "laptop")
         var seq: Int64 = 0
         func fromLaptop(_ change: Store.RemoteChange, at hlc: Int64) throws -> Store.Applied {
             seq += 1
-            return try store.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: change)], rules: ConflictRules())
+            return try store.write { try $0.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: change)], rules: ConflictRules()) }
         }
         func titled(_ title: String) -> Store.RemoteChange {
             var changed = beatrice
@@ -210,7 +216,7 @@ struct SyncStoreTests {
             return .activity(changed)
         }
         _ = try fromLaptop(.activity(beatrice), at: 100)
-        #expect(try !store.invalidateRemote(id: beatrice.id, request: Array("invalidate".utf8)).isEmpty)
+        #expect(try !store.write { try $0.invalidateRemote(id: beatrice.id, request: Array("invalidate".utf8)) }.isEmpty)
         let asked = try #require(try store.read { db in try Int64.fetchOne(db, sql: "SELECT requested_hlc FROM tombstone") })
         #expect(asked > 100, "the request is later than every record this machine saw")
 
@@ -222,21 +228,21 @@ struct SyncStoreTests {
         #expect(try store.tombstone(activityID: beatrice.id) == nil)
 
         // Once her writer ended her, nothing brings her back, however late its clock says.
-        #expect(try !store.invalidateRemote(id: beatrice.id, request: Array("invalidate".utf8)).isEmpty)
+        #expect(try !store.write { try $0.invalidateRemote(id: beatrice.id, request: Array("invalidate".utf8)) }.isEmpty)
         _ = try fromLaptop(.activityEnded(id: beatrice.id, state: "invalidated", reason: "invalidated on device desktop"), at: asked + 2)
         #expect(try fromLaptop(titled("Lady Beatrice, much later"), at: Int64.max - 1) == Store.Applied())
         #expect(try store.activity(id: beatrice.id, now: 2) == nil)
     }
 
     @Test func theClockNeverGoesBackAcrossARestart() throws {
-        try store.register(type)
-        try store.startSync(as: me)
-        let staged = try #require(try store.stageOutbox(limit: 10) { _ in [] }.last)
+        try store.write { try $0.register(type) }
+        try store.write { try $0.startSync(as: me) }
+        let staged = try #require(try store.write { try $0.stageOutbox(limit: 10) { _ in [] } }.last)
         try store.close()
         // Staged, in the outbox still; then sent, out of it.
         let reopened = try Store(path: store.path)
         #expect(reopened.clock.stamp(wallMicroseconds: 0) > staged.hlc)
-        try reopened.sent(upTo: staged.logSeq)
+        try reopened.write { try $0.sent(upTo: staged.logSeq) }
         #expect(try reopened.outboxCount() == 0)
         try reopened.close()
         #expect(try Store(path: store.path).clock.stamp(wallMicroseconds: 0) > staged.hlc)
@@ -258,7 +264,7 @@ struct SyncStoreTests {
         #expect(try upgraded.search("jamie", limit: 10, now: 5).map(\.title) == ["Jamie public"])
         #expect(try upgraded.activities(.init(), now: 5).map(\.deviceID) == ["", ""])
         // Unregistering the type still takes its activities with it, each with a tombstone.
-        #expect(Set(try upgraded.unregister(type: "t")?.map(\.id) ?? []) == ["a", "b"])
+        #expect(Set(try upgraded.write { try $0.unregister(type: "t") }?.map(\.id) ?? []) == ["a", "b"])
         #expect(try upgraded.activities(.init(), now: 5).isEmpty)
         #expect(try upgraded.tombstone(activityID: "a")?.reason == "its type t was unregistered")
         try upgraded.close()

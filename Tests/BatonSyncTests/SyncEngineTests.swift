@@ -54,11 +54,11 @@ import TestSupport
         let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop")
         defer { desktop.close(); laptop.close() }
 
-        try desktop.store.register(type)
+        try desktop.store.write { try $0.register(type) }
         let agatha = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Agatha Marker",
                               payload: #"{"id":"agatha","note":"Payload Marker"}"#, keywords: ["Keyword Marker"],
                               eligibleForSearch: true, createdAt: 1, updatedAt: 1)
-        _ = try desktop.store.insert(agatha)
+        _ = try desktop.store.write { try $0.insert(agatha) }
 
         let words = try await desktop.initialize(on: sync)
         // A wrong key on the laptop: a clear error, nothing joined, nothing written.
@@ -81,9 +81,9 @@ import TestSupport
         // A change, then the end, follow.
         var renamed = agatha
         renamed.title = "Agatha Marker, revised"
-        try desktop.store.update(renamed)
+        try desktop.store.write { try $0.update(renamed) }
         try await eventually("the laptop has the new title") { [renamed] in try laptop.store.activity(id: agatha.id, now: 2)?.title == renamed.title }
-        _ = try desktop.store.deleteActivities(ids: [agatha.id])
+        _ = try desktop.store.write { try $0.deleteActivities(ids: [agatha.id]) }
         try await eventually("the laptop lets Agatha go") { try laptop.store.activity(id: agatha.id, now: 2) == nil }
         #expect(try laptop.store.tombstone(activityID: agatha.id)?.state == "invalidated")
         // (The desktop deletes what it sent once the server said so, which may be after the laptop has it.)
@@ -180,7 +180,7 @@ import TestSupport
         let sync = try await SyncServer(server)
         let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop")
         defer { desktop.close(); laptop.close() }
-        try desktop.store.register(type)
+        try desktop.store.write { try $0.register(type) }
         let words = try await desktop.initialize(on: sync)
         try await laptop.join(on: sync, words: words)
         try await eventually("both online") { desktop.engine.state == .online && laptop.engine.state == .online }
@@ -188,8 +188,8 @@ import TestSupport
         try await server.stop()
         let titles = (1...50).map { "Note \($0)" }
         for title in titles {
-            _ = try desktop.store.insert(Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title,
-                                                  payload: "{}", createdAt: 1, updatedAt: 1))
+            _ = try desktop.store.write { try $0.insert(Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title,
+                                                  payload: "{}", createdAt: 1, updatedAt: 1)) }
         }
         try await eventually("the desktop notices") { desktop.engine.state == .offline }
         #expect(try desktop.store.outboxCount() == 50)
@@ -216,7 +216,7 @@ extension SyncEngineTests {
         let sync = try await SyncServer(server)
         let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop"), stolen = try TestDevice(name: "stolen")
         defer { desktop.close(); laptop.close(); stolen.close() }
-        try desktop.store.register(type)
+        try desktop.store.write { try $0.register(type) }
         let words = try await desktop.initialize(on: sync)
         try await laptop.join(on: sync, words: words)
         try await stolen.join(on: sync, words: words)
@@ -224,7 +224,7 @@ extension SyncEngineTests {
             Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title, payload: "{}", createdAt: 1, updatedAt: 1)
         }
         let before = note("Before")
-        _ = try desktop.store.insert(before)
+        _ = try desktop.store.write { try $0.insert(before) }
         try await eventually("everyone has Before") {
             try stolen.store.activity(id: before.id, now: 2) != nil && laptop.store.activity(id: before.id, now: 2) != nil
         }
@@ -234,7 +234,7 @@ extension SyncEngineTests {
         #expect(desktop.engine.settings?.currentEpoch == 1)
         #expect(try desktop.engine.knownDevices().first { $0.name == "stolen" }?.revoked == true)
         let after = note("After")
-        _ = try desktop.store.insert(after)
+        _ = try desktop.store.write { try $0.insert(after) }
         try await eventually("the laptop has After") { try laptop.store.activity(id: after.id, now: 2) != nil }
         #expect(laptop.engine.settings?.currentEpoch == 1)
         // The stolen device stops at the first record it cannot open, and has nothing of it.
@@ -242,8 +242,8 @@ extension SyncEngineTests {
         #expect(try stolen.store.activity(id: after.id, now: 2) == nil)
         #expect(stolen.engine.settings?.currentEpoch == 0)
         // Nor can it append: its log is closed on the server (row-level security refuses the insert).
-        try stolen.store.register(type)
-        _ = try stolen.store.insert(note("From the thief"))
+        try stolen.store.write { try $0.register(type) }
+        _ = try stolen.store.write { try $0.insert(note("From the thief")) }
         try await eventually("the thief's changes wait in its outbox") { try stolen.store.outboxCount() >= 2 && stolen.engine.state == .offline }
         let stolenID = try #require(stolen.engine.settings?.deviceID)
         // Only the hello it wrote when it joined.
@@ -290,7 +290,7 @@ extension SyncEngineTests {
         defer { proxy.close() }
         let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop"), tablet = try TestDevice(name: "tablet")
         defer { desktop.close(); laptop.close(); tablet.close() }
-        try desktop.store.register(type)
+        try desktop.store.write { try $0.register(type) }
         let words = try await desktop.engine.initialize(url: proxy.url(try await sync.addDevice(user: "ana").url), deviceName: "desktop")
         try await laptop.join(on: sync, words: words)
         try await eventually("the desktop knows the laptop") {
@@ -309,8 +309,8 @@ extension SyncEngineTests {
         }
         #expect(clock.now - started < .seconds(20), "join took \(clock.now - started)")
         #expect(desktop.engine.settings?.currentEpoch == 0 && tablet.engine.settings == nil)
-        _ = try desktop.store.insert(Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Unanswered",
-                                              payload: "{}", createdAt: 1, updatedAt: 1))
+        _ = try desktop.store.write { try $0.insert(Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Unanswered",
+                                              payload: "{}", createdAt: 1, updatedAt: 1)) }
         try await eventually("the desktop goes offline", timeout: .seconds(15)) { desktop.engine.state == .offline }
     }
 }
