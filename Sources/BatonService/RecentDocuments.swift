@@ -84,11 +84,11 @@ struct RecentDocumentsSource: ActivitySource {
 
     /// Reads the file now and at each change, until cancelled (the source turned off, batond stopping).
     private func follow(_ path: String) async {
-        let watcher: FileWatcher
+        let watcher: DirectoryWatcher
         do {
             // GTK makes the directory when it first writes the file: it may not be there yet.
             if let slash = path.lastIndex(of: "/") { mkdir(String(path[..<slash]), 0o700) }
-            watcher = try FileWatcher(path)
+            watcher = try DirectoryWatcher(file: path)
         } catch {
             log.error("recent documents: \(error); the source records nothing")
             return

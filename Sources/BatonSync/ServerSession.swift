@@ -12,7 +12,7 @@ import Synchronization
 /// connection is closed and the call throws `SyncError.server` (postgres-nio can leave a query
 /// waiting for good when the connection ends under it, and the engine with it). Statements are
 /// written here and nowhere else, so none can be sent without that deadline.
-struct ServerSession: Sendable {
+struct ServerSession: SyncTransport {
     let connection: PostgresConnection
     let timeout: Duration
     let log: Logger
@@ -176,7 +176,7 @@ struct ServerSession: Sendable {
     }
 
     /// Up to `limit` records of `device`'s log after `seq`, in order: seq, epoch, hlc, sealed.
-    func records(user: String, device: String, after seq: Int64, limit: Int = 1000) async throws -> [(Int64, Int32, Int64, ByteBuffer)] {
+    func records(user: String, device: String, after seq: Int64, limit: Int) async throws -> [(Int64, Int32, Int64, ByteBuffer)] {
         try await answered { connection, log in
             var fetched: [(Int64, Int32, Int64, ByteBuffer)] = []
             let rows = try await connection.query("""
@@ -261,11 +261,14 @@ struct ServerSession: Sendable {
 
     // MARK: Keys
 
-    /// Stores the check value of the user's key of `epoch`; PostgreSQL's unique violation (23505) when there is one.
     func addUserKey(user: String, epoch: Int32, check: [UInt8]) async throws {
-        _ = try await answered { connection, log in
-            try await connection.query(
-                "INSERT INTO baton.user_key (user_name, epoch, check_value) VALUES (\(user), \(epoch), \(ByteBuffer(bytes: check)))", logger: log)
+        do {
+            _ = try await answered { connection, log in
+                try await connection.query(
+                    "INSERT INTO baton.user_key (user_name, epoch, check_value) VALUES (\(user), \(epoch), \(ByteBuffer(bytes: check)))", logger: log)
+            }
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {  // unique_violation
+            throw KeyExists()
         }
     }
 

@@ -7,7 +7,7 @@ import Foundation
 extension SyncEngine {
     /// The key of `epoch`: from the settings, else the one another device wrapped to this
     /// device on the server (kept in the settings from then on); nil when there is none.
-    func epochKey(_ epoch: Int32, on session: ServerSession) async throws -> SymmetricKey? {
+    func epochKey(_ epoch: Int32, on session: some SyncTransport) async throws -> SymmetricKey? {
         guard let config = settings else { return nil }
         if let key = config.key(epoch: epoch) { return key }
         guard let wrapped = try await session.wrappedKey(user: config.user, epoch: epoch, device: config.deviceID),
@@ -32,7 +32,7 @@ extension SyncEngine {
 
     /// Wraps the current epoch's key to every device of the user that is not revoked and does
     /// not have it yet (one that joined after the revocation that began the epoch).
-    func shareCurrentKey(on session: ServerSession, with devices: [Device], settings config: SyncConfig) async throws {
+    func shareCurrentKey(on session: some SyncTransport, with devices: [Device], settings config: SyncConfig) async throws {
         let epoch = config.currentEpoch
         guard epoch > 0, let key = config.key(epoch: epoch) else { return }
         let holders = try await session.keyHolders(user: config.user, epoch: epoch)
@@ -47,7 +47,7 @@ extension SyncEngine {
     /// that a device revoked since (which keeps epoch 0's) cannot read it. A device that joins
     /// after a revocation seals its name with epoch 0's key until another device gives it the
     /// current one, and reseals it then.
-    func resealName(on session: ServerSession, _ config: SyncConfig) async throws {
+    func resealName(on session: some SyncTransport, _ config: SyncConfig) async throws {
         guard let sealedWith = nameEpoch.withLock({ $0 }), sealedWith < config.currentEpoch,
               let key = config.key(epoch: config.currentEpoch) else { return }
         let sealed = try Self.sealName(config, with: key)

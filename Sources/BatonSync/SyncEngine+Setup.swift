@@ -10,14 +10,13 @@ extension SyncEngine {
     /// The first device of a user: makes the user's key, joins this device, returns the recovery words.
     public func initialize(url: String, deviceName: String) async throws -> String {
         guard settings == nil else { throw SyncError.state("sync is on already (\(settings?.user ?? "")); `baton sync leave` first") }
-        let server = try ServerAddress(url)
-        return try await setupSession(server) { session in
-            let user = try await session.member(role: server.role)
+        return try await setupSession(url) { session, role in
+            let user = try await session.member(role: role)
             let key = UserKey.generate()
             let check = try Seal.seal(Seal.checkText, key: key.epochZeroKey, context: Seal.checkContext(user: user, epoch: 0))
             do {
                 try await session.addUserKey(user: user, epoch: 0, check: check)
-            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+            } catch is KeyExists {
                 throw SyncError.state("\(user) has a key already: join this device with its recovery words (`baton sync join URL`)")
             }
             try await join(session, url: url, user: user, key: key, deviceName: deviceName)
@@ -30,11 +29,10 @@ extension SyncEngine {
     public func join(url: String, recoveryWords: String, deviceName: String) async throws {
         guard settings == nil else { throw SyncError.state("sync is on already (\(settings?.user ?? "")); `baton sync leave` first") }
         let key = try UserKey(recoveryWords: recoveryWords)
-        let server = try ServerAddress(url)
-        try await setupSession(server) { session in
-            let user = try await session.member(role: server.role)
+        try await setupSession(url) { session, role in
+            let user = try await session.member(role: role)
             guard let check = try await session.userKeyCheck(user: user, epoch: 0) else {
-                throw SyncError.state("\(user) has no key on this server yet: set up the first device with `baton sync init URL`")
+                throw SyncError.state("\(user) has no key there yet: set up the first device with `baton sync init URL`")
             }
             guard Seal.open(Array(check.readableBytesView), key: key.epochZeroKey, context: Seal.checkContext(user: user, epoch: 0)) != nil else {
                 throw SyncError.wrongWords("these recovery words are not \(user)'s key; nothing was changed")
@@ -43,7 +41,7 @@ extension SyncEngine {
         }
     }
 
-    private func join(_ session: ServerSession, url: String, user: String, key: UserKey, deviceName: String) async throws {
+    private func join(_ session: some SyncTransport, url: String, user: String, key: UserKey, deviceName: String) async throws {
         let deviceID = Identifier.make(at: store.wallClock.now())
         let deviceKey = DeviceKey()
         let name = try Seal.seal(Array(deviceName.utf8), key: key.epochZeroKey, context: Seal.nameContext(user: user, device: deviceID))
@@ -87,7 +85,7 @@ extension SyncEngine {
         guard let config = settings else { throw SyncError.state("sync is off on this machine") }
         guard target != config.deviceID else { throw SyncError.state("a device cannot revoke itself; revoke it from another, or `baton sync leave`") }
         let newKey = SymmetricKey(size: .bits256)
-        let (revoked, epoch) = try await setupSession(try ServerAddress(config.url)) { session in
+        let (revoked, epoch) = try await setupSession(config.url, me: config.deviceID) { session, _ in
             let devices = try await session.devices(config)
             guard let revoked = devices.first(where: { $0.id == target || $0.name == target }) else {
                 throw SyncError.state("no device '\(target)' among \(config.user)'s (baton devices lists them)")
@@ -112,14 +110,19 @@ extension SyncEngine {
             + (try store.remoteDevices()).map { Device(id: $0.id, name: $0.name, lastSeen: $0.lastSeen, revoked: $0.revoked, isThisDevice: false) }
     }
 
-    /// Runs `body` on a connection of its own, saying which server could not be reached.
-    private func setupSession<T: Sendable>(_ server: ServerAddress, _ body: (ServerSession) async throws -> T) async throws -> T {
+    /// Runs `body` on a transport of its own (a server's connection, closed after it), with the
+    /// login that asks; says which server could not be reached.
+    private func setupSession<T: Sendable>(
+        _ url: String, me: String? = nil, _ body: (any SyncTransport, _ role: String) async throws -> T
+    ) async throws -> T {
+        if let folder = FolderTransport.folder(in: url) { return try await body(folderTransport(folder, me: me), "") }
+        let server = try ServerAddress(url)
         let connection: PostgresConnection
         do {
             connection = try await ServerSession.connect(server, timeout: answerTimeout, log: log)
         } catch {
             throw SyncError.server("cannot reach the sync server at \(server.host):\(server.port) as \(server.role): \(Self.describe(error))")
         }
-        return try await ServerSession(connection: connection, timeout: answerTimeout, log: log).closing(body)
+        return try await ServerSession(connection: connection, timeout: answerTimeout, log: log).closing { try await body($0, server.role) }
     }
 }

@@ -130,16 +130,27 @@ public final class SyncEngine: Sendable {
 
     /// One connection's life: returns when the settings change, throws when the connection fails.
     private func session(_ config: SyncConfig) async throws {
-        try await ServerSession.with(try ServerAddress(config.url), timeout: answerTimeout, log: log) { session in
+        try await withTransport(config.url, me: config.deviceID) { transport in
             // The connection's end rings too: the loop finds out.
-            try await session.listening(on: Self.channel(user: config.user), notified: { [bell] in bell.ring() }) {
-                try await keepInSync(on: session, config)
+            try await transport.listening(on: Self.channel(user: config.user), notified: { [bell] in bell.ring() }) {
+                try await keepInSync(on: transport, config)
             }
         }
     }
 
+    func folderTransport(_ folder: String, me: String?) -> FolderTransport {
+        FolderTransport(path: folder, me: me, log: log, now: { [store] in store.wallClock.now() })
+    }
+
+    /// Runs `body` with the transport `url` names — the folder of a `file://` URL or a path, the
+    /// server of a `postgres://` one — and closes it however `body` ends. `me`: this device, once joined.
+    func withTransport<T: Sendable>(_ url: String, me: String?, _ body: (any SyncTransport) async throws -> T) async throws -> T {
+        if let folder = FolderTransport.folder(in: url) { return try await body(folderTransport(folder, me: me)) }
+        return try await ServerSession.with(try ServerAddress(url), timeout: answerTimeout, log: log) { try await body($0) }
+    }
+
     /// Sends and catches up, then waits for a bell, until the settings change or the connection fails.
-    private func keepInSync(on session: ServerSession, _ config: SyncConfig) async throws {
+    private func keepInSync(on session: some SyncTransport, _ config: SyncConfig) async throws {
         set(.online)
         var firstRound = true
         // A new epoch key leaves the session as it is.
@@ -174,7 +185,7 @@ public final class SyncEngine: Sendable {
 
     /// Sends the outbox, a staged batch at a time, each in one server transaction; a batch
     /// leaves the outbox only after the server committed it.
-    private func send(on session: ServerSession, _ config: SyncConfig) async throws {
+    private func send(on session: some SyncTransport, _ config: SyncConfig) async throws {
         let epoch = config.currentEpoch
         guard let key = config.key(epoch: epoch) else { throw SyncError.state("the user's key in \(configPath) is damaged") }
         while true {
@@ -212,7 +223,7 @@ public final class SyncEngine: Sendable {
     /// server first which logs moved (`log_head`, one small read), so that a wake-up for this
     /// device's own records, or for nothing new, costs one query; the devices' names are read
     /// again at the first round of a connection and when a log of an unknown device appears.
-    private func catchUp(on session: ServerSession, _ config: SyncConfig, refreshDevices: Bool) async throws {
+    private func catchUp(on session: some SyncTransport, _ config: SyncConfig, refreshDevices: Bool) async throws {
         let heads = try await session.logHeads(user: config.user)
         var names = try store.remoteDeviceNames()
         if refreshDevices || heads.keys.contains(where: { $0 != config.deviceID && names[$0] == nil }) {
@@ -238,7 +249,7 @@ public final class SyncEngine: Sendable {
             let device = (id: deviceID, name: names[deviceID] ?? deviceID)
             var cursor = cursors[deviceID] ?? 0
             while cursor < head {
-                let fetched = try await session.records(user: config.user, device: device.id, after: cursor)
+                let fetched = try await session.records(user: config.user, device: device.id, after: cursor, limit: 1000)
                 var records: [Store.RemoteRecord] = []
                 for (seq, epoch, hlc, sealed) in fetched {
                     let context = Seal.recordContext(user: config.user, device: device.id, seq: seq, epoch: epoch)

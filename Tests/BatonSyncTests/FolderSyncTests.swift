@@ -1,0 +1,149 @@
+import BatonCore
+import BatonStore
+@testable import BatonSync
+import Foundation
+import Glibc
+import Logging
+import Synchronization
+import Testing
+import TestSupport
+
+/// Two devices syncing through a folder instead of a server (`file://`): one folder both see,
+/// and two folders with a copier between them that behaves as a sync tool does — a file
+/// arrives under a temporary name and is renamed into place, late, in any order.
+@Suite(.serialized) struct FolderSyncTests {
+    let type = ActivityType(type: "com.raywenderlich.hawknotes.staterestore.characterDetail", appID: "com.raywenderlich.hawknotes",
+                            title: "Character", handler: "com.raywenderlich.hawknotes", requiredKeys: ["id"])
+
+    @Test func devicesSyncThroughOneFolder() async throws {
+        let folder = try TemporaryDirectory.make(prefix: "baton-sync-folder").path
+        try await whatOneAdvertisesTheOtherSees(desktopFolder: folder, laptopFolder: folder)
+    }
+
+    @Test func devicesSyncThroughTwoFoldersASyncToolKeepsTheSame() async throws {
+        let desktopFolder = try TemporaryDirectory.make(prefix: "baton-sync-desktop").path
+        let laptopFolder = try TemporaryDirectory.make(prefix: "baton-sync-laptop").path
+        let copier = try FolderCopier(desktopFolder, laptopFolder)
+        defer { copier.stop() }
+        try await whatOneAdvertisesTheOtherSees(desktopFolder: desktopFolder, laptopFolder: laptopFolder)
+        #expect(copier.copied.value.load(ordering: .relaxed) > 0)
+    }
+
+    /// The first promises of sync (as `SyncEngineTests` checks them over the server): what the
+    /// desktop had before it joined, a change and an end reach the laptop; the folder holds
+    /// ciphertext only.
+    private func whatOneAdvertisesTheOtherSees(desktopFolder: String, laptopFolder: String) async throws {
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop"), laptop = try SyncEngineTests.TestDevice(name: "laptop")
+        defer { desktop.close(); laptop.close() }
+        try desktop.store.write { try $0.register(type) }
+        let agatha = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Agatha Marker",
+                              payload: #"{"id":"agatha","note":"Payload Marker"}"#, createdAt: 1, updatedAt: 1)
+        _ = try desktop.store.write { try $0.insert(agatha) }
+
+        let words = try await desktop.engine.initialize(url: "file://" + desktopFolder, deviceName: "desktop")
+        try await eventually("the laptop's folder has the desktop's key") {
+            FileManager.default.fileExists(atPath: laptopFolder + "/" + FolderTransport.rootName)
+        }
+        await #expect(throws: SyncError.self) {
+            try await laptop.engine.join(url: laptopFolder, recoveryWords: UserKey.generate().recoveryWords, deviceName: "laptop")
+        }
+        #expect(laptop.engine.settings == nil)
+        try await laptop.engine.join(url: laptopFolder, recoveryWords: words, deviceName: "laptop")
+
+        try await eventually("the laptop has Agatha") { try laptop.store.activity(id: agatha.id, now: 2) != nil }
+        #expect(try laptop.store.activity(id: agatha.id, now: 2)?.payload == agatha.payload)
+        try await eventually("the laptop knows the desktop by name") { try laptop.engine.knownDevices().map(\.name) == ["laptop", "desktop"] }
+
+        var renamed = agatha
+        renamed.title = "Agatha Marker, revised"
+        try desktop.store.write { try $0.update(renamed) }
+        try await eventually("the laptop has the new title") { [renamed] in try laptop.store.activity(id: agatha.id, now: 2)?.title == renamed.title }
+        _ = try desktop.store.write { try $0.deleteActivities(ids: [agatha.id]) }
+        try await eventually("the laptop lets Agatha go") { try laptop.store.activity(id: agatha.id, now: 2) == nil }
+        #expect(try laptop.store.tombstone(activityID: agatha.id)?.state == "invalidated")
+
+        // And back: the laptop's activity reaches the desktop.
+        try laptop.store.write { try $0.register(type) }
+        let sam = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Sam Vimes", payload: #"{"id":"sam"}"#,
+                           createdAt: 3, updatedAt: 3)
+        _ = try laptop.store.write { try $0.insert(sam) }
+        try await eventually("the desktop has Sam") { try desktop.store.activity(id: sam.id, now: 4) != nil }
+
+        // Every file in the folders: ids, numbers and ciphertext, never a title, payload, type or name.
+        for folder in Set([desktopFolder, laptopFolder]) {
+            let files = FileManager.default.enumerator(atPath: folder)?.compactMap { $0 as? String } ?? []
+            #expect(files.contains { $0.contains("/log-") })
+            for file in files {
+                let bytes = FileManager.default.contents(atPath: folder + "/" + file) ?? Data()
+                let text = String(decoding: bytes, as: UTF8.self)
+                for marker in ["Marker", "agatha", "Vimes", "hawknotes", "characterDetail", "desktop", "laptop"] {
+                    #expect(!text.contains(marker), "\(file) holds \(marker) in plain text")
+                }
+            }
+        }
+    }
+}
+
+/// A sync tool between two folders, as Syncthing behaves: each file written or replaced in one
+/// (not a hidden or temporary one) arrives in the other a little later, first under a
+/// temporary name (`.syncthing.NAME.tmp`), then renamed into place. Woken by inotify.
+final class FolderCopier: Sendable {
+    final class Count: Sendable {
+        let value = Atomic(0)
+    }
+    /// Files copied so far.
+    let copied = Count()
+    private let watchers: [DirectoryWatcher]
+    private let tasks: [Task<Void, Never>]
+
+    init(_ first: String, _ second: String, delay: Duration = .milliseconds(30)) throws {
+        var watchers: [DirectoryWatcher] = []
+        var tasks: [Task<Void, Never>] = []
+        let copied = self.copied
+        for (from, to) in [(first, second), (second, first)] {
+            let watcher = try DirectoryWatcher([from]) { !FolderTransport.isIgnored($0) }
+            watchers.append(watcher)
+            tasks.append(Task {
+                for await _ in watcher.changes {
+                    try? await Task.sleep(for: delay)
+                    copied.value.add(Self.copyNew(from: from, to: to, watcher: watcher), ordering: .relaxed)
+                }
+            })
+        }
+        self.watchers = watchers
+        self.tasks = tasks
+    }
+
+    func stop() {
+        for watcher in watchers { watcher.stop() }
+        for task in tasks { task.cancel() }
+    }
+
+    /// Copies each file of `from` (and its directories, one level down) that `to` lacks or has
+    /// otherwise; returns how many.
+    private static func copyNew(from: String, to: String, watcher: DirectoryWatcher) -> Int {
+        let files = FileManager.default
+        var count = 0
+        for name in (try? files.contentsOfDirectory(atPath: from)) ?? [] where !FolderTransport.isIgnored(name) {
+            var isDirectory: ObjCBool = false
+            guard files.fileExists(atPath: from + "/" + name, isDirectory: &isDirectory) else { continue }
+            let paths: [String]
+            if isDirectory.boolValue {
+                try? watcher.watch(from + "/" + name)
+                mkdir(to + "/" + name, 0o700)
+                paths = ((try? files.contentsOfDirectory(atPath: from + "/" + name)) ?? []).filter { !FolderTransport.isIgnored($0) }.map { name + "/" + $0 }
+            } else {
+                paths = [name]
+            }
+            for path in paths {
+                guard let bytes = files.contents(atPath: from + "/" + path), files.contents(atPath: to + "/" + path) != bytes else { continue }
+                let slash = path.lastIndex(of: "/")
+                let directory = slash.map { String(path[..<$0]) + "/" } ?? ""
+                let temporary = to + "/" + directory + ".syncthing." + (slash.map { String(path[path.index(after: $0)...]) } ?? path) + ".tmp"
+                guard files.createFile(atPath: temporary, contents: bytes), rename(temporary, to + "/" + path) == 0 else { continue }
+                count += 1
+            }
+        }
+        return count
+    }
+}
