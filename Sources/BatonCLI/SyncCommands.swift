@@ -8,13 +8,18 @@ import Glibc
 
 struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "sync", abstract: "Sync activities across your machines through a PostgreSQL server you run.",
+        commandName: "sync", abstract: "Sync activities across your machines: through a folder you already sync, or a PostgreSQL server you run.",
         discussion: """
-            Each machine keeps its own database and works without the server; what changes is sent when the \
-            server can be reached. Everything meaningful is encrypted on the machine with your key before it \
-            leaves: the server sees device ids, sequence numbers, times and ciphertext.
+            Each machine keeps its own database and works without the others; what changes is sent when they \
+            can be reached. Everything meaningful is encrypted on the machine with your key before it leaves: \
+            the folder or the server sees device ids, sequence numbers, times and ciphertext.
 
-            Set up: an administrator runs scripts/sync-server-setup on the server and gives each machine its \
+            Through a folder that Syncthing, Nextcloud or a similar tool keeps the same on your machines: on the \
+            first, baton sync init file:///home/you/Sync/baton (or just the path), and write down the recovery \
+            words it prints; on every other, baton sync join with that folder's path there, and type them. Each \
+            machine writes only files of its own in it, so the tool never meets a conflict.
+
+            Through a server: an administrator runs scripts/sync-server-setup on the server and gives each machine its \
             URL (postgres://ROLE:PASSWORD@HOST:5432/DATABASE). On the first machine: baton sync init URL, and \
             write down the recovery words it prints. On every other machine: baton sync join URL, and type them.
             """,
@@ -23,7 +28,8 @@ struct Sync: AsyncParsableCommand {
     struct Init: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "init", abstract: "Set up your first machine: make your key and print its recovery words, once.")
-        @ArgumentParser.Argument(help: "This machine's sync URL, from scripts/sync-server-setup add-device.") var url: String
+        @ArgumentParser.Argument(help: "The synced folder (file:///PATH or a path), or this machine's postgres:// URL from scripts/sync-server-setup add-device.")
+        var url: String
         @Option(help: "What to call this machine on the others (default: its host name).") var name: String?
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -44,7 +50,8 @@ struct Sync: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "join", abstract: "Add this machine to your others, with the recovery words `baton sync init` printed.",
             discussion: "The words are read from standard input (asked for when it is a terminal). Wrong words change nothing.")
-        @ArgumentParser.Argument(help: "This machine's sync URL, from scripts/sync-server-setup add-device.") var url: String
+        @ArgumentParser.Argument(help: "The synced folder here (file:///PATH or a path), or this machine's postgres:// URL from scripts/sync-server-setup add-device.")
+        var url: String
         @Option(help: "What to call this machine on the others (default: its host name).") var name: String?
         @OptionGroup var global: GlobalOptions
         func run() async throws {
@@ -70,14 +77,18 @@ struct Sync: AsyncParsableCommand {
                 let state = facts.text(Name.state)
                 let outbox = facts[Name.outbox]?.uint32Value ?? 0
                 let last = facts[Name.lastSyncAt]?.uint64Value ?? 0
+                let transport = facts.text(Name.transport)
                 if global.json {
-                    return print("{\"state\":\(StrictJSON.quote(state)),\"device_id\":\(StrictJSON.quote(facts.text(Name.deviceID))),"
+                    return print("{\"state\":\(StrictJSON.quote(state)),\"transport\":\(StrictJSON.quote(transport)),\"device_id\":\(StrictJSON.quote(facts.text(Name.deviceID))),"
                         + "\"device_name\":\(StrictJSON.quote(facts.text(Name.deviceName))),\"last_sync_at\":\(last),\"outbox\":\(outbox)}")
                 }
                 guard state != "off" else { return print("sync is off; set it up with baton sync init URL (see baton sync --help)") }
-                print("sync is \(state) as \(facts.text(Name.deviceName)) (\(facts.text(Name.deviceID)))")
+                print("sync is \(state) through \(transport == "folder" ? "a synced folder" : "a PostgreSQL server") as \(facts.text(Name.deviceName)) (\(facts.text(Name.deviceID)))")
                 print("last synced \(last == 0 ? "never" : relativeTime(last)); \(counted(outbox, "change", "changes")) waiting to be sent")
-                if state == "offline" { print("batond cannot reach the sync server; baton doctor says what to check") }
+                if state == "offline" {
+                    print(transport == "folder" ? "the synced folder is not there or not writable; batond's log says which"
+                        : "batond cannot reach the sync server; baton doctor says what to check")
+                }
             }
         }
     }

@@ -271,6 +271,8 @@ extension Contract {
             public static let deviceName = "DeviceName"
             public static let lastSyncAt = "LastSyncAt"
             public static let outbox = "Outbox"
+            /// `postgresql` or `folder` (empty while off).
+            public static let transport = "Transport"
         }
 
         /// The keys of a `Devices` record.

@@ -33,6 +33,7 @@ struct SyncInterface: Sendable {
             Property(Name.deviceID, "s") { _ in values()[Name.deviceID] ?? .string("") },
             Property(Name.deviceName, "s") { _ in values()[Name.deviceName] ?? .string("") },
             Property(Name.lastSyncAt, "t") { _ in values()[Name.lastSyncAt] ?? .uint64(0) },
+            Property(Name.transport, "s") { _ in values()[Name.transport] ?? .string("") },
             Property(Name.outbox, "u", changeSignal: .none) { _ in .uint32(UInt32(clamping: (try? store.outboxCount()) ?? 0)) },
         ])
     }
@@ -150,6 +151,7 @@ extension HandoffService {
             Name.deviceID: .string(engine?.settings?.deviceID ?? ""),
             Name.deviceName: .string(engine?.settings?.deviceName ?? ""),
             Name.lastSyncAt: .uint64(engine?.lastSyncAt ?? 0),
+            Name.transport: .string(engine?.settings?.transport ?? ""),
         ]
     }
 }

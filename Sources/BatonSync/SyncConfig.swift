@@ -8,6 +8,8 @@ import Glibc
 /// database (a backup, an export, a bug report) never carries the key.
 public struct SyncConfig: Codable, Sendable, Equatable {
     public var url: String
+    /// What `url` names: `folder` (a `file://` URL or a path) or `postgresql`.
+    public var transport: String { FolderTransport.folder(in: url) == nil ? "postgresql" : "folder" }
     public var user: String
     public var deviceID: String
     public var deviceName: String

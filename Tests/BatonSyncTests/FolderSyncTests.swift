@@ -147,3 +147,44 @@ final class FolderCopier: Sendable {
         return count
     }
 }
+
+/// Two batond processes syncing through a folder, set up as a person does: `baton sync init
+/// PATH` on the first, `baton sync join PATH` with the words on the second.
+@Suite(.serialized) struct FolderDaemonTests {
+    @Test func twoDaemonsSetUpWithTheCLIShareActivitiesThroughAFolder() async throws {
+        let desktopFolder = try TemporaryDirectory.make(prefix: "baton-folder-desktop").path
+        let laptopFolder = try TemporaryDirectory.make(prefix: "baton-folder-laptop").path
+        let copier = try FolderCopier(desktopFolder, laptopFolder)
+        defer { copier.stop() }
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+
+        let initialized = try await desktop.baton(["sync", "init", "file://" + desktopFolder, "--name", "desktop", "--json"])
+        #expect(initialized.status == 0, "\(initialized)")
+        let words = try #require(initialized.stdout.split(separator: "\"").dropLast().last.map(String.init))
+        try await eventually("the laptop's folder has the desktop's key") {
+            FileManager.default.fileExists(atPath: laptopFolder + "/" + FolderTransport.rootName)
+        }
+        let joined = try await laptop.baton(["sync", "join", laptopFolder, "--name", "laptop"], stdin: words + "\n")
+        #expect(joined.status == 0, "\(joined)")
+
+        // A client nobody here wrote reads where the devices meet.
+        let transport = try await laptop.run("busctl", ["--user", "get-property", "org.baton.Handoff1", "/org/baton/Handoff1",
+                                                        "org.baton.Handoff1.Sync", "Transport"])
+        #expect(transport.stdout == "s \"folder\"\n", "\(transport)")
+        let status = try await laptop.baton(["sync", "status"])
+        #expect(status.stdout.hasPrefix("sync is ") && status.stdout.contains("through a synced folder as laptop"), "\(status)")
+
+        _ = try await desktop.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+            .string("org.example.notes.note"), .string("org.example.notes"), .stringMap([:]),
+        ])
+        let id = try #require(try await desktop.call("org.baton.Handoff1.Activities", "Advertise", [
+            .string("org.example.notes.note"), .string("Shopping list"), .string("{}"), .stringMap([:]),
+        ]).first?.stringValue)
+        try await eventually("the laptop has the note", timeout: .seconds(10)) {
+            (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+        }
+        let devices = try await laptop.baton(["devices"])
+        #expect(devices.stdout.contains("desktop") && devices.stdout.contains("laptop"), "\(devices)")
+    }
+}

@@ -31,7 +31,7 @@ import TestSupport
 
         try await eventually("offline") { try await world.syncProperty("State")?.stringValue == "offline" }
         let status = try await world.baton(["sync", "status"])
-        #expect(status.stdout.contains("sync is offline as desktop") && status.stdout.contains("baton doctor says what to check"), "\(status)")
+        #expect(status.stdout.contains("sync is offline through a PostgreSQL server as desktop") && status.stdout.contains("baton doctor says what to check"), "\(status)")
         let doctor = try await world.baton(["doctor", "--json"])
         #expect(doctor.stdout.contains(#""check":"sync","ok":false"#) && doctor.stdout.contains("batond cannot reach the sync server"),
                 "\(doctor)")
