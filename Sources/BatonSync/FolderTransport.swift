@@ -29,6 +29,8 @@ struct FolderTransport: SyncTransport {
     let now: @Sendable () -> UInt64
     /// The user a folder without `baton-sync.json` gets at `Init`: the same for every call of this transport.
     private let newUser = "folder-" + Identifier.make()
+    /// The files said to be skipped, each said once.
+    private let skipped = SaidOnce()
 
     init(path: String, me: String?, log: Logger, now: @escaping @Sendable () -> UInt64) {
         self.path = path
@@ -70,9 +72,9 @@ struct FolderTransport: SyncTransport {
 
     func append(user: String, device: String, epoch: Int32, seqs: [Int64], hlcs: [Int64], sealed: [ByteBuffer]) async throws {
         guard let first = seqs.first, let last = seqs.last else { return }
+        // Written again when the commit that took it as sent was lost: the same records, replaced
+        // whole by the rename (and a file someone else put there under this name is replaced too).
         let name = "\(device)/log-\(Self.number(first))-\(Self.number(last))"
-        // Written before, and the commit that took it as sent was lost: it stays as it is.
-        guard access(path + "/" + name, F_OK) != 0 else { return }
         var bytes = Array(Self.logMagic.utf8)
         for index in seqs.indices {
             let body = Array(sealed[index].readableBytesView)
@@ -269,7 +271,7 @@ struct FolderTransport: SyncTransport {
         guard let bytes = read(name) else { return nil }
         let magic = Array(Self.logMagic.utf8)
         guard bytes.starts(with: magic) else {
-            log.warning("sync: skipped \(path)/\(name): not a log of Baton's")
+            if skipped.first(name) { log.warning("sync: skipped \(path)/\(name): not a log of Baton's; that device's later records wait behind it") }
             return nil
         }
         var records: [(Int64, Int32, Int64, ByteBuffer)] = []
@@ -285,7 +287,7 @@ struct FolderTransport: SyncTransport {
             offset += 24 + length
         }
         guard offset == bytes.count else {
-            log.warning("sync: skipped \(path)/\(name): it is cut short")
+            if skipped.first(name) { log.warning("sync: skipped \(path)/\(name): it is cut short; that device's later records wait behind it") }
             return nil
         }
         return records
@@ -352,6 +354,16 @@ struct FolderTransport: SyncTransport {
         guard written, rename(temporary, final) == 0 else {
             unlink(temporary)
             throw SyncError.server("cannot write \(final): \(reason)")
+        }
+    }
+
+    /// Names already said, so that each is said once.
+    final class SaidOnce: Sendable {
+        private let said = Mutex<Set<String>>([])
+
+        /// True the first time `name` is given.
+        func first(_ name: String) -> Bool {
+            said.withLock { $0.insert(name).inserted }
         }
     }
 

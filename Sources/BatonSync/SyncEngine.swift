@@ -251,17 +251,25 @@ public final class SyncEngine: Sendable {
             while cursor < head {
                 let fetched = try await session.records(user: config.user, device: device.id, after: cursor, limit: 1000)
                 var records: [Store.RemoteRecord] = []
+                var forged: [Int64] = []
                 for (seq, epoch, hlc, sealed) in fetched {
                     let context = Seal.recordContext(user: config.user, device: device.id, seq: seq, epoch: epoch)
                     if keys[epoch] == nil { keys[epoch] = try await epochKey(epoch, on: session) }
-                    guard let key = keys[epoch],
-                          let body = Seal.open(Array(sealed.readableBytesView), key: key, context: context) else {
+                    guard let key = keys[epoch] else {
                         // Not skipped: the key may still come (a device that joined after a revocation
                         // gets it from another); a revoked device never gets it.
                         throw SyncError.crypto("""
                             record \(seq) of device \(device.name) is sealed with the key of epoch \(epoch), which this device does not \
                             have: it was revoked, or no other device has given it the key yet
                             """)
+                    }
+                    guard let body = Seal.open(Array(sealed.readableBytesView), key: key, context: context) else {
+                        // With the epoch's key at hand, a record that does not open was not sealed by the
+                        // user's device at this place in its log (forged, damaged, or moved from another's
+                        // log in a folder): never applied, nor its time observed.
+                        forged.append(seq)
+                        records.append(Store.RemoteRecord(seq: seq, hlc: 0, change: nil))
+                        continue
                     }
                     var change = SyncRecord.decode(body)?.change(for: config.deviceID)
                     if let checked = change {
@@ -273,6 +281,12 @@ public final class SyncEngine: Sendable {
                         }
                     }
                     records.append(Store.RemoteRecord(seq: seq, hlc: hlc, change: change))
+                }
+                if let first = forged.first {
+                    log.warning("""
+                        sync: skipped \(forged.count) record(s) of device \(device.name) from seq \(first) that do not open with the user's key \
+                        (forged, damaged, or moved from another device's log); nothing of them was applied
+                        """)
                 }
                 guard let last = records.last else { break }
                 let applied = try await store.writing { [records] in try $0.applyRemote(device: device.id, records: records, rules: ConflictRules()) }

@@ -1,9 +1,11 @@
 import BatonCore
 import BatonStore
 @testable import BatonSync
+import Crypto
 import Foundation
 import Glibc
 import Logging
+import NIOCore
 import Synchronization
 import Testing
 import TestSupport
@@ -186,5 +188,85 @@ final class FolderCopier: Sendable {
         }
         let devices = try await laptop.baton(["devices"])
         #expect(devices.stdout.contains("desktop") && devices.stdout.contains("laptop"), "\(devices)")
+    }
+}
+
+extension FolderSyncTests {
+    /// A folder others can write to: random bytes, a log sealed with another key, a log moved
+    /// from one device's place to another's, a log cut short, 10 000 files of junk. Sync goes
+    /// on, nothing forged is applied, and what was skipped is said, once.
+    @Test func aHostileFolderAppliesNothingForgedAndSaysWhatItSkipped() async throws {
+        let folder = try TemporaryDirectory.make(prefix: "baton-sync-hostile").path
+        let said = Said()
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop"), laptop = try SyncEngineTests.TestDevice(name: "laptop", log: said)
+        defer { desktop.close(); laptop.close() }
+        try desktop.store.write { try $0.register(type) }
+        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
+        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
+        let first = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "First", payload: #"{"id":"1"}"#, createdAt: 1, updatedAt: 1)
+        _ = try desktop.store.write { try $0.insert(first) }
+        try await eventually("the laptop has the first") { try laptop.store.activity(id: first.id, now: 2) != nil }
+        let desktopID = try #require(desktop.engine.settings?.deviceID)
+        let user = try #require(desktop.engine.settings?.user)
+
+        let files = FileManager.default
+        func plant(_ device: String, _ name: String, _ bytes: [UInt8]) throws {
+            try files.createDirectory(atPath: folder + "/" + device, withIntermediateDirectories: true)
+            #expect(files.createFile(atPath: folder + "/" + device + "/" + name, contents: Data(bytes)))
+        }
+        // Random bytes where a log would be.
+        try plant("random-device", "log-000000000001-000000000003", (0..<4096).map { _ in UInt8.random(in: 0...255) })
+        // A well-formed log sealed with a key that is not the user's.
+        let transport = FolderTransport(path: folder, me: nil, log: Logger(label: "planter"), now: { 1 })
+        let stranger = SymmetricKey(size: .bits256)
+        let forgedBody = try SyncRecord.hello.encoded()
+        let forged = try Seal.seal(forgedBody, key: stranger, context: Seal.recordContext(user: user, device: "stranger-device", seq: 1, epoch: 0))
+        try files.createDirectory(atPath: folder + "/stranger-device", withIntermediateDirectories: true)
+        try await transport.append(user: user, device: "stranger-device", epoch: 0, seqs: [1], hlcs: [Int64.max / 2], sealed: [ByteBuffer(bytes: forged)])
+        // The desktop's real log, moved to another device's place, and cut short under a third.
+        let desktopLog = try #require(try files.contentsOfDirectory(atPath: folder + "/" + desktopID).first { $0.hasPrefix("log-") })
+        let real = try #require(files.contents(atPath: folder + "/" + desktopID + "/" + desktopLog))
+        try plant("moved-device", desktopLog, Array(real))
+        try plant("short-device", desktopLog, Array(real.dropLast(5)))
+        // Junk: 10 000 files a sync tool or a person left.
+        for index in 0..<10_000 { try plant("junk-device", "log-\(index)-\(index)", [UInt8(index % 256)]) }
+
+        // Sync goes on: the desktop's next activity arrives; nothing planted became an activity.
+        let second = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Second", payload: #"{"id":"2"}"#, createdAt: 3, updatedAt: 3)
+        _ = try desktop.store.write { try $0.insert(second) }
+        try await eventually("the laptop has the second", timeout: .seconds(20)) { try laptop.store.activity(id: second.id, now: 4) != nil }
+        try await eventually("the laptop has read every planted log") {
+            said.lines.contains { $0.contains("stranger-device") || $0.contains("moved-device") } && said.lines.contains { $0.contains("cut short") }
+        }
+        #expect(Set(try laptop.store.activities(.init(), now: 4).map(\.id)) == [first.id, second.id])
+        #expect(laptop.store.clock.stamp(wallMicroseconds: 0) < Int64.max / 4, "a forged record's time was not observed")
+        let lines = said.lines
+        #expect(lines.contains { $0.contains("random-device") && $0.contains("not a log of Baton's") }, "\(lines)")
+        #expect(lines.contains { $0.contains("stranger-device") && $0.contains("do not open with the user's key") }, "\(lines)")
+        #expect(lines.contains { $0.contains("moved-device") && $0.contains("do not open with the user's key") }, "\(lines)")
+        #expect(lines.contains { $0.contains("short-device") && $0.contains("cut short") }, "\(lines)")
+        #expect(lines.filter { $0.contains("random-device") }.count == 1, "said once: \(lines)")
+    }
+}
+
+/// A log handler that keeps what is said (warnings and worse), for a test to read.
+final class Said: LogHandler, Sendable {
+    private let kept = Mutex<[String]>([])
+    var lines: [String] { kept.withLock { $0 } }
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}  // swiftlint:disable:this unused_setter_value
+    }
+    var logLevel: Logger.Level {
+        get { .trace }
+        set {}  // swiftlint:disable:this unused_setter_value
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}  // swiftlint:disable:this unused_setter_value
+    }
+
+    func log(event: LogEvent) {
+        if event.level >= .warning { kept.withLock { $0.append(event.message.description) } }
     }
 }
