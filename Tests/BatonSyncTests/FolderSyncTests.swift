@@ -1,9 +1,11 @@
 import BatonCore
+import BatonKit
 import BatonStore
 @testable import BatonSync
 import Crypto
 import Foundation
 import Glibc
+import HawkNotes
 import Logging
 import NIOCore
 import Synchronization
@@ -268,5 +270,65 @@ final class Said: LogHandler, Sendable {
 
     func log(event: LogEvent) {
         if event.level >= .warning { kept.withLock { $0.append(event.message.description) } }
+    }
+}
+
+/// The real thing: two Syncthing instances from Debian keep the folder the same between the
+/// desktop's path and the laptop's (their own homes, in a network namespace of the test's own
+/// with only loopback). Hawk Notes' Agatha, opened on the desktop, is continued on the laptop
+/// by the laptop's Hawk Notes, and the desktop's app hears where it went.
+@Suite(.serialized) struct SyncthingTests {
+    @Test func anActivityCrossesThroughSyncthingAndIsContinuedOnTheOtherMachine() async throws {
+        let work = try TemporaryDirectory.make(prefix: "baton-syncthing")
+        let desktopFolder = work.appendingPathComponent("desktop-sync").path, laptopFolder = work.appendingPathComponent("laptop-sync").path
+        for folder in [desktopFolder, laptopFolder] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        let output = work.appendingPathComponent("pair.out").path
+        let outputFile = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        defer { close(outputFile) }
+        let pair = try Subprocess(try Executables.require("unshare", package: "util-linux"), [
+            "-n", "python3", Repository.root.appendingPathComponent("Tests/Scripts/syncthing-pair.py").path, work.path, desktopFolder, laptopFolder,
+        ], stdout: outputFile, stderr: outputFile, ownGroup: true)
+        defer { pair.kill(SIGKILL) }
+        try await eventually("both Syncthing instances share the folder", timeout: .seconds(90)) {
+            let said = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            if pair.hasExited { throw TestSupportError("syncthing-pair ended: \(said)") }
+            return said.contains("ready")
+        }
+
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+        guard let words = try await desktop.call("org.baton.Handoff1.Sync", "Init", [.string("file://" + desktopFolder), .stringMap(["device_name": "desktop"])])
+            .first?.stringValue else { throw TestSupportError("Init gave no recovery words") }
+        try await eventually("Syncthing brings the desktop's key to the laptop's folder", timeout: .seconds(20)) {
+            FileManager.default.fileExists(atPath: laptopFolder + "/" + FolderTransport.rootName)
+        }
+        _ = try await laptop.call("org.baton.Handoff1.Sync", "Join", [.string(laptopFolder), .string(words), .stringMap(["device_name": "laptop"])])
+        let laptopID = try #require(try await laptop.syncProperty("DeviceId")?.stringValue)
+
+        let laptopApp = try Subprocess(try Executables.built("hawk-notes"), ["serve"], environment: laptop.bus.environment)
+        defer { laptopApp.kill(SIGKILL) }
+        try await laptop.client.waitForName(HawkNotesApp.busName, timeout: .seconds(15))
+        let desktopClient = try BatonClient(.address(desktop.bus.address))
+        defer { desktopClient.close() }
+        try await HawkNotesApp.serve(client: desktopClient)
+        let window = HawkNotesScene(scene: try await desktopClient.openScene(appID: HawkNotesApp.appID, title: "Window 1"), client: desktopClient)
+        let agatha = try await window.open(Catalog.agatha, in: Catalog.goodHawk)
+        let heard = Mutex<[String]>([])
+        agatha.onContinued = { _, device in heard.withLock { $0.append(device) } }
+        let id = try #require(agatha.id)
+
+        try await eventually("Syncthing brings Agatha to the laptop", timeout: .seconds(30)) {
+            (try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)])) != nil
+        }
+        let scene = try #require(try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(id), .stringMap([:])])
+            .first?.objectPathValue)
+        let shown = try await laptop.run(try Executables.built("hawk-notes"), ["show", scene.text])
+        #expect(shown.stdout.contains("The Good Hawk › Agatha"), "\(shown)")
+        try await eventually("the desktop's Hawk Notes heard it went to the laptop", timeout: .seconds(30)) {
+            heard.withLock { $0 } == [laptopID]
+        }
+        // Syncthing never met a conflict: each machine wrote only its own files.
+        let left = FileManager.default.enumerator(atPath: work.path)?.compactMap { $0 as? String }.filter { $0.contains(".sync-conflict-") } ?? []
+        #expect(left.isEmpty, "\(left)")
     }
 }
