@@ -29,6 +29,10 @@ extension Store {
         }
         /// This machine's activities of `type`.
         static func type(_ type: String) -> Selection { Selection(condition: "type = ? AND device_id = ''", arguments: [type]) }
+        /// The activities of `device` but those in `kept` (a JSON array of ids).
+        static func remote(of device: String, except kept: String) -> Selection {
+            Selection(condition: "device_id = ?1 AND id NOT IN (SELECT value FROM json_each(?2))", arguments: [device, kept])
+        }
         /// Every other machine's activity.
         static let everyRemote = Selection(condition: "device_id <> ''", arguments: [])
     }

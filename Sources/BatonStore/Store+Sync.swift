@@ -76,6 +76,10 @@ extension Store {
         /// The device that sent the record invalidated one of this machine's activities: it
         /// ends here too, and its end travels to every device as this machine's record.
         case invalidateHere(activityID: String)
+        /// The device's log before this point is gone (compacted): what it had then came again
+        /// just before, and `activities` and `types` are all it has now; any other of its
+        /// activities here ended while this machine was not reading (`WriteTransaction.enqueueSnapshot`).
+        case complete(activities: [String], types: [String])
     }
 
     /// What applying another device's records changed here, for the signals.
@@ -331,6 +335,28 @@ extension WriteTransaction {
         return batch
     }
 
+    /// Puts this machine's whole state into the outbox again, for a log that drops what came
+    /// before (compaction): each type, each activity as it is now — stamped with the time of
+    /// its last change, so that a request made since still wins over it — then the record
+    /// `complete(ids, types)` makes of what it lists. Returns the last seq staged before it: the
+    /// records up to it are all superseded once the snapshot has been sent.
+    public func enqueueSnapshot(complete: (_ activities: [String], _ types: [String]) throws -> [UInt8]) throws -> Int64 {
+        let now = Time.encode(wallClock.now())
+        try db.execute(sql: "INSERT INTO outbox (kind, key, at, hlc) SELECT 'type', type, ?, baton_hlc() FROM activity_type ORDER BY type",
+                       arguments: [now])
+        // Its last change: sent (the activity's hlc) or still waiting here (the outbox's).
+        try db.execute(sql: """
+            INSERT INTO outbox (kind, key, at, hlc)
+            SELECT 'activity', id, ?, CASE WHEN last > 0 THEN last ELSE baton_hlc() END FROM (
+                SELECT id, seq, max(hlc, coalesce((SELECT max(o.hlc) FROM outbox o WHERE o.kind = 'activity' AND o.key = activity.id), 0)) AS last
+                FROM activity WHERE device_id = '') ORDER BY seq
+            """, arguments: [now])
+        let activities = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE device_id = '' ORDER BY seq"))
+        let types = try String.fetchAll(db.cachedStatement(sql: "SELECT type FROM activity_type ORDER BY type"))
+        try insertRequest(try complete(activities, types))
+        return try Int64.fetchOne(db.cachedStatement(sql: "SELECT last_log_seq FROM sync_state")) ?? 0
+    }
+
     /// Puts a record made now into the outbox (a request to another device), to send as it is.
     /// With a `request` made before, writes nothing (a client's retry asks once).
     public func enqueueRequest(_ body: [UInt8], request: Request? = nil) throws {
@@ -409,6 +435,12 @@ extension WriteTransaction {
                 try db.cachedStatement(sql: ActivityRow.updateSQL).execute(arguments: ActivityRow.arguments(activity))
                 applied.updated.append(activity.id)
             }
+        case .complete(let activities, let types):
+            let kept = String(decoding: try JSONEncoder().encode(activities), as: UTF8.self)
+            applied.ended += try end(.remote(of: device, except: kept), .invalidated("it ended on device \(device) while this machine was not reading its log"),
+                                     history: true)
+            try db.cachedStatement(sql: "DELETE FROM remote_type WHERE device_id = ?1 AND type NOT IN (SELECT value FROM json_each(?2))")
+                .execute(arguments: [device, String(decoding: try JSONEncoder().encode(types), as: UTF8.self)])
         case .activityEnded(let id, let state, let reason):
             let how: Ending = switch state {
             case "expired": .expired(reason)

@@ -12,7 +12,8 @@ import Synchronization
 ///
 ///     baton-sync.json            the user and the check value of its first key (the first machine's, written once)
 ///     DEVICE/device.json         its public key, sealed name, the name's epoch, when last seen (replaced, never rewritten)
-///     DEVICE/log-FIRST-LAST      its sealed records FIRST…LAST (written once)
+///     DEVICE/log-FIRST-LAST      its sealed records FIRST…LAST (written once; dropped once a
+///                                later snapshot of its state supersedes them, `compactionFiles`)
 ///     DEVICE/key-EPOCH.check     the check value of a key epoch it began (a revocation)
 ///     DEVICE/key-EPOCH.for-OTHER that key, wrapped to OTHER
 ///     DEVICE/revoked-OTHER       it revoked OTHER
@@ -98,7 +99,12 @@ struct FolderTransport: SyncTransport {
     func records(user: String, device: String, after seq: Int64, limit: Int) async throws -> [(Int64, Int32, Int64, ByteBuffer)] {
         var records: [(Int64, Int32, Int64, ByteBuffer)] = []
         var next = seq + 1
-        for file in try logFiles(of: device).sorted(by: { $0.first < $1.first }) where file.last >= next {
+        let files = try logFiles(of: device).sorted(by: { $0.first < $1.first })
+        // Compacted: the records before its log's start are gone, and superseded by what follows.
+        if let start = readDevice(device)?.logStart, next < start, !files.contains(where: { $0.first <= next && next <= $0.last }) {
+            next = start
+        }
+        for file in files where file.last >= next {
             // A file not here yet (the sync tool brings files in any order): what follows waits for it.
             guard file.first <= next else { break }
             guard let batch = readLog(device + "/" + file.name) else { continue }
@@ -109,6 +115,21 @@ struct FolderTransport: SyncTransport {
             if records.count == limit { break }
         }
         return records
+    }
+
+    /// How many log files a device keeps before it compacts them.
+    static let compactionFiles = 64
+
+    func wantsCompaction(user: String, device: String) async throws -> Bool {
+        try logFiles(of: device).count > Self.compactionFiles
+    }
+
+    /// Says where the log starts now (in `device.json`, first), then deletes the files before.
+    func dropLog(user: String, device: String, through seq: Int64) async throws {
+        guard var file = readDevice(device) else { return }
+        file.logStart = max(file.logStart ?? 0, seq + 1)
+        try writeDevice(device, file)
+        for log in try logFiles(of: device) where log.last <= seq { unlink(path + "/" + device + "/" + log.name) }
     }
 
     // MARK: Devices
@@ -235,6 +256,8 @@ struct FolderTransport: SyncTransport {
         var nameEpoch: Int32
         var lastSeen: UInt64
         var joinedAt: UInt64
+        /// The first seq of its log still kept (compaction dropped those before); nil: all are.
+        var logStart: Int64?
     }
 
     private func own() throws -> String {
@@ -271,7 +294,9 @@ struct FolderTransport: SyncTransport {
         guard let bytes = read(name) else { return nil }
         let magic = Array(Self.logMagic.utf8)
         guard bytes.starts(with: magic) else {
-            if skipped.first(name) { log.warning("sync: skipped \(path)/\(name): not a log of Baton's; that device's later records wait behind it") }
+            if skipped.first(name + " not a log") {
+                log.warning("sync: skipped \(path)/\(name): not a log of Baton's; that device's later records wait behind it")
+            }
             return nil
         }
         var records: [(Int64, Int32, Int64, ByteBuffer)] = []
@@ -287,7 +312,9 @@ struct FolderTransport: SyncTransport {
             offset += 24 + length
         }
         guard offset == bytes.count else {
-            if skipped.first(name) { log.warning("sync: skipped \(path)/\(name): it is cut short; that device's later records wait behind it") }
+            if skipped.first(name + " cut short") {
+                log.warning("sync: skipped \(path)/\(name): it is cut short; that device's later records wait behind it")
+            }
             return nil
         }
         return records

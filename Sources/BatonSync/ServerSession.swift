@@ -188,6 +188,11 @@ struct ServerSession: SyncTransport {
         }
     }
 
+    /// The server keeps every log whole: a device's log is read from the seq its reader left.
+    func wantsCompaction(user: String, device: String) async throws -> Bool { false }
+
+    func dropLog(user: String, device: String, through seq: Int64) async throws {}
+
     // MARK: Devices
 
     /// The user this login is a device of; throws when it is none.

@@ -183,9 +183,25 @@ public final class SyncEngine: Sendable {
     /// short enough that a change still reaches the other machines before a person could notice.
     static let coalescing: Duration = .milliseconds(10)
 
+    /// Sends the outbox; then, when the transport asks for it (a folder holding many files of
+    /// this device's), compacts this device's log: its whole state goes out again and what
+    /// came before is dropped, so the folder stays small and a device that comes back after
+    /// weeks reads the state, not the history.
+    private func send(on session: some SyncTransport, _ config: SyncConfig) async throws {
+        try await sendOutbox(on: session, config)
+        guard try await session.wantsCompaction(user: config.user, device: config.deviceID) else { return }
+        let superseded = try await store.writing { transaction in
+            try transaction.enqueueSnapshot { activities, types in try SyncRecord.complete(activities: activities, types: types).encoded() }
+        }
+        // Returns once the outbox is empty: the snapshot and its last record are sent.
+        try await sendOutbox(on: session, config)
+        try await session.dropLog(user: config.user, device: config.deviceID, through: superseded)
+        log.info("sync: compacted this device's log: its state was written again and its records up to \(superseded) dropped")
+    }
+
     /// Sends the outbox, a staged batch at a time, each in one server transaction; a batch
     /// leaves the outbox only after the server committed it.
-    private func send(on session: some SyncTransport, _ config: SyncConfig) async throws {
+    private func sendOutbox(on session: some SyncTransport, _ config: SyncConfig) async throws {
         let epoch = config.currentEpoch
         guard let key = config.key(epoch: epoch) else { throw SyncError.state("the user's key in \(configPath) is damaged") }
         while true {

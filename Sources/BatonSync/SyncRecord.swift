@@ -21,6 +21,9 @@ struct SyncRecord: Codable, Equatable {
     var appID: String?
     /// The one device a request is for (`continue_on`, `continued`); the others skip it.
     var target: String?
+    /// For `complete`: every activity and type the device has (its log before was compacted).
+    var activities: [String]?
+    var types: [String]?
 
     init(_ change: Store.SyncChange) {
         switch change {
@@ -50,6 +53,14 @@ struct SyncRecord: Codable, Equatable {
 
     private init(kind: String) {
         self.kind = kind
+    }
+
+    /// The record that ends a snapshot of the device's state (`WriteTransaction.enqueueSnapshot`).
+    static func complete(activities: [String], types: [String]) -> SyncRecord {
+        var record = SyncRecord(kind: "complete")
+        record.activities = activities
+        record.types = types
+        return record
     }
 
     /// A request to one device: `continue_on` (continue activity `id` there) or
@@ -82,6 +93,7 @@ struct SyncRecord: Codable, Equatable {
         case "ended": id.map { .activityEnded(id: $0, state: state ?? "invalidated", reason: reason ?? "invalidated") }
         case "type": id.flatMap { name in appID.map { .type(name: name, appID: $0) } }
         case "type_removed": id.map { .typeRemoved($0) }
+        case "complete": activities.flatMap { activities in types.map { .complete(activities: activities, types: $0) } }
         default: nil
         }
     }
@@ -139,6 +151,9 @@ enum RemoteCheck {
             try Validate.reverseDNS(name, what: "the type", limits: limits)
         case .continueHere(let id), .continuedThere(let id), .invalidateHere(let id), .continuedElsewhere(let id):
             _ = try Identifier.normalize(id, what: "the activity's id")
+        case .complete(let activities, let types):
+            for id in activities { _ = try Identifier.normalize(id, what: "an activity's id") }
+            for name in types { try Validate.reverseDNS(name, what: "a type", limits: limits) }
         }
     }
 }

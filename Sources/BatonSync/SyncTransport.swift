@@ -26,7 +26,12 @@ protocol SyncTransport: Sendable {
     /// Each of the user's logs' last seq, by device.
     func logHeads(user: String) async throws -> [String: Int64]
     /// Up to `limit` records of `device`'s log after `seq`, in order: seq, epoch, hlc, sealed.
+    /// When the log before some seq is gone (compacted), the records from there.
     func records(user: String, device: String, after seq: Int64, limit: Int) async throws -> [(Int64, Int32, Int64, ByteBuffer)]
+    /// Whether `device`'s log should be compacted: its state written again, and what came before dropped.
+    func wantsCompaction(user: String, device: String) async throws -> Bool
+    /// Drops `device`'s records up to `seq`: a snapshot of its state after them has been appended.
+    func dropLog(user: String, device: String, through seq: Int64) async throws
 
     // MARK: Devices
 

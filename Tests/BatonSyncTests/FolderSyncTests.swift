@@ -212,9 +212,12 @@ extension FolderSyncTests {
         let user = try #require(desktop.engine.settings?.user)
 
         let files = FileManager.default
+        // Each file whole at once, as a sync tool brings it: a temporary name, then a rename.
         func plant(_ device: String, _ name: String, _ bytes: [UInt8]) throws {
             try files.createDirectory(atPath: folder + "/" + device, withIntermediateDirectories: true)
-            #expect(files.createFile(atPath: folder + "/" + device + "/" + name, contents: Data(bytes)))
+            let temporary = folder + "/" + device + "/.syncthing." + name + ".tmp"
+            #expect(files.createFile(atPath: temporary, contents: Data(bytes)))
+            #expect(rename(temporary, folder + "/" + device + "/" + name) == 0)
         }
         // Random bytes where a log would be.
         try plant("random-device", "log-000000000001-000000000003", (0..<4096).map { _ in UInt8.random(in: 0...255) })
@@ -226,7 +229,8 @@ extension FolderSyncTests {
         try files.createDirectory(atPath: folder + "/stranger-device", withIntermediateDirectories: true)
         try await transport.append(user: user, device: "stranger-device", epoch: 0, seqs: [1], hlcs: [Int64.max / 2], sealed: [ByteBuffer(bytes: forged)])
         // The desktop's real log, moved to another device's place, and cut short under a third.
-        let desktopLog = try #require(try files.contentsOfDirectory(atPath: folder + "/" + desktopID).first { $0.hasPrefix("log-") })
+        // Its first: a log read from the start (a later one would wait for the records before it).
+        let desktopLog = try #require(try files.contentsOfDirectory(atPath: folder + "/" + desktopID).first { $0.hasPrefix("log-000000000001-") })
         let real = try #require(files.contents(atPath: folder + "/" + desktopID + "/" + desktopLog))
         try plant("moved-device", desktopLog, Array(real))
         try plant("short-device", desktopLog, Array(real.dropLast(5)))
@@ -330,5 +334,56 @@ final class Said: LogHandler, Sendable {
         // Syncthing never met a conflict: each machine wrote only its own files.
         let left = FileManager.default.enumerator(atPath: work.path)?.compactMap { $0 as? String }.filter { $0.contains(".sync-conflict-") } ?? []
         #expect(left.isEmpty, "\(left)")
+    }
+}
+
+extension FolderSyncTests {
+    /// The folder stays small: past `FolderTransport.compactionFiles` log files a device writes
+    /// its state again and drops what came before. A laptop away meanwhile comes back to the
+    /// state: what the desktop has now, and nothing it ended while the laptop was away.
+    @Test func compactionKeepsTheFolderSmallAndAMachineAwayCatchesUp() async throws {
+        let folder = try TemporaryDirectory.make(prefix: "baton-sync-compaction").path
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop"), laptop = try SyncEngineTests.TestDevice(name: "laptop")
+        defer { desktop.close(); laptop.close() }
+        try desktop.store.write { try $0.register(type) }
+        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
+        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
+        func advertise(_ title: String) throws -> Activity {
+            let activity = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title, payload: "{}",
+                                    persistentID: title, createdAt: 1, updatedAt: 1)
+            _ = try desktop.store.write { try $0.insert(activity) }
+            return activity
+        }
+        let kept = try advertise("kept"), ended = try advertise("ended")
+        try await eventually("the laptop has both") { try laptop.store.activity(id: ended.id, now: 2) != nil && laptop.store.activity(id: kept.id, now: 2) != nil }
+
+        // The laptop goes away; the desktop ends one and writes many times, one file each.
+        laptop.close()
+        _ = try desktop.store.write { try $0.deleteActivities(ids: [ended.id]) }
+        let desktopID = try #require(desktop.engine.settings?.deviceID)
+        var latest = kept
+        for round in 0..<(FolderTransport.compactionFiles + 8) {
+            latest.title = "kept, round \(round)"
+            try desktop.store.write { [latest] in try $0.update(latest) }
+            try await eventually("round \(round) is sent") { try desktop.store.outboxCount() == 0 }
+        }
+        let added = try advertise("added while away")
+        try await eventually("the desktop compacted its log") {
+            let files = try FileManager.default.contentsOfDirectory(atPath: folder + "/" + desktopID).filter { $0.hasPrefix("log-") }
+            return files.count < FolderTransport.compactionFiles / 2 && !files.contains { $0.hasPrefix("log-000000000001-") }
+        }
+
+        // Back: a new engine on the laptop's store and settings, as after a restart.
+        let settings = SyncConfig.path(besideDatabase: laptop.store.path)
+        let returned = try SyncEngine(store: laptop.store, configPath: settings, log: Logger(label: "sync.laptop.back"), answerTimeout: .seconds(3),
+                                      onApplied: { _ in }, onChange: {})
+        let loop = Task { await returned.run() }
+        defer { loop.cancel() }
+        try await eventually("the laptop has the desktop's state", timeout: .seconds(20)) { [latest] in
+            try laptop.store.activity(id: added.id, now: 2) != nil && laptop.store.activity(id: kept.id, now: 2)?.title == latest.title
+        }
+        try await eventually("the activity ended while the laptop was away is gone there") { try laptop.store.activity(id: ended.id, now: 2) == nil }
+        #expect(try laptop.store.tombstone(activityID: ended.id)?.reason.contains("while this machine was not reading") == true)
+        #expect(Set(try laptop.store.activities(.init(), now: 2).map(\.id)) == [kept.id, added.id])
     }
 }
