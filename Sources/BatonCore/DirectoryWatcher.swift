@@ -4,8 +4,9 @@ import Synchronization
 
 /// Tells when a file in one of some directories is written or replaced, or a directory is
 /// made in one (inotify: `IN_CLOSE_WRITE`; `IN_MOVED_TO` for a file replaced by a rename, as
-/// GLib's `g_file_set_contents` and sync tools do; `IN_CREATE` of a directory). Only names
-/// `matching` accepts count. A thread of its own waits in `poll` until a change or `stop()`:
+/// GLib's `g_file_set_contents` and sync tools do; `IN_CREATE` of a directory), where the
+/// names `matching` accepts; and when a watched directory itself goes (deleted, moved away,
+/// its file system unmounted). A thread of its own waits in `poll` until a change or `stop()`:
 /// no wake-up while nothing changes.
 public final class DirectoryWatcher: Sendable {
     /// One element per burst of changes; ends at `stop()`.
@@ -51,7 +52,9 @@ public final class DirectoryWatcher: Sendable {
                 guard fds[0].revents != 0 else { continue }
                 let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
                 guard count > 0 else { if count < 0 && errno == EINTR { continue } else { return } }
-                if Self.events(in: buffer[..<count]).contains(where: { Self.counts($0) && matching($0.name) }) { continuation.yield() }
+                if Self.events(in: buffer[..<count]).contains(where: { Self.isGone($0) || Self.counts($0) && matching($0.name) }) {
+                    continuation.yield()
+                }
             }
         }
     }
@@ -65,7 +68,8 @@ public final class DirectoryWatcher: Sendable {
 
     /// Watches one more directory (watching one twice is watching it once).
     public func watch(_ directory: String) throws {
-        guard inotify_add_watch(inotify, directory, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)) >= 0 else {
+        let mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT
+        guard inotify_add_watch(inotify, directory, UInt32(mask)) >= 0 else {
             throw WatchError(description: "cannot watch \(directory): \(String(cString: strerror(errno)))")
         }
     }
@@ -90,6 +94,11 @@ public final class DirectoryWatcher: Sendable {
     /// A file written or renamed in, or a directory made (a file made is told when written).
     private static func counts(_ event: Event) -> Bool {
         event.mask & UInt32(IN_CREATE) == 0 || event.mask & UInt32(IN_ISDIR) != 0
+    }
+
+    /// A watched directory itself went.
+    private static func isGone(_ event: Event) -> Bool {
+        event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT) != 0
     }
 
     /// The `inotify_event`s in `bytes`.

@@ -50,6 +50,7 @@ struct FolderTransport: SyncTransport {
 
     /// Gone (an unmounted disk): the engine starts over, and finds it when it is back.
     var isClosed: Bool { access(path, F_OK) != 0 }
+    var closedReason: String { "the sync folder \(path) is not there (a disk not mounted?); sync resumes when it is" }
 
     func listening<T: Sendable>(on channel: String, notified: @escaping @Sendable () -> Void, _ body: () async throws -> T) async throws -> T {
         try checkFolder()
@@ -89,6 +90,7 @@ struct FolderTransport: SyncTransport {
     }
 
     func logHeads(user: String) async throws -> [String: Int64] {
+        try checkFolder()
         var heads: [String: Int64] = [:]
         for device in try deviceDirectories() {
             if let head = try logFiles(of: device).map(\.last).max() { heads[device] = head }

@@ -107,6 +107,7 @@ struct ServerSession: SyncTransport {
     }
 
     var isClosed: Bool { connection.isClosed }
+    var closedReason: String { "the connection to the server closed" }
 
     /// Closes the connection, waiting at most `timeout` for it.
     func close() async {

@@ -104,9 +104,14 @@ public final class SyncEngine: Sendable {
             } catch is CancellationError {
                 return
             } catch {
+                // It was working: a new outage, said again.
+                if state == .online { failures = 0 }
                 failures += 1
                 set(.offline)
-                if failures == 1 { log.warning("sync: \(Self.describe(error)); retrying until the server answers") }
+                if failures == 1 {
+                    let until = FolderTransport.folder(in: config.url) == nil ? "the server answers" : "the folder is back"
+                    log.warning("sync: \(Self.describe(error)); retrying until \(until)")
+                }
                 log.debug("sync: attempt \(failures) failed: \(Self.describe(error))")
                 await pause(afterFailures: failures, settings: config)
             }
@@ -165,7 +170,7 @@ public final class SyncEngine: Sendable {
             log.trace("sync: waiting")
             lastSync.store(store.wallClock.now(), ordering: .relaxed)
             onChange()
-            if session.isClosed { throw SyncError.server("the connection to the server closed") }
+            if session.isClosed { throw SyncError.server(session.closedReason) }
             await bell.wait(timeout: catchUpPeriod)
         }
     }

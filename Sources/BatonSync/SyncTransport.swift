@@ -13,6 +13,8 @@ protocol SyncTransport: Sendable {
     /// True once the transport can no longer be used (the connection closed); the engine
     /// then starts over with a new one.
     var isClosed: Bool { get }
+    /// Why, in a sentence, once `isClosed`.
+    var closedReason: String { get }
 
     /// Runs `body` while `notified` is called at each change another device may have made
     /// (and once when the notifications end).

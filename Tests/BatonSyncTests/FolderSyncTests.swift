@@ -387,3 +387,30 @@ extension FolderSyncTests {
         #expect(Set(try laptop.store.activities(.init(), now: 2).map(\.id)) == [kept.id, added.id])
     }
 }
+
+extension FolderSyncTests {
+    /// A folder that goes (a disk unmounted, here moved away) makes sync offline, said once;
+    /// when it is back, sync resumes and what was advertised meanwhile crosses.
+    @Test func aFolderThatGoesIsSaidOnceAndSyncResumesWhenItIsBack() async throws {
+        let folder = try TemporaryDirectory.make(prefix: "baton-sync-away").path
+        let said = Said()
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop", log: said), laptop = try SyncEngineTests.TestDevice(name: "laptop")
+        defer { desktop.close(); laptop.close() }
+        try desktop.store.write { try $0.register(type) }
+        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
+        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
+        try await eventually("the desktop is online") { desktop.engine.state == .online }
+
+        #expect(rename(folder, folder + ".away") == 0)
+        try await eventually("the desktop is offline") { desktop.engine.state == .offline }
+        let meanwhile = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Meanwhile", payload: "{}", createdAt: 1, updatedAt: 1)
+        _ = try desktop.store.write { try $0.insert(meanwhile) }
+        #expect(rename(folder + ".away", folder) == 0)
+        try await eventually("the laptop has what the desktop advertised while the folder was away", timeout: .seconds(20)) {
+            try laptop.store.activity(id: meanwhile.id, now: 2) != nil
+        }
+        #expect(desktop.engine.state == .online)
+        let gone = said.lines.filter { $0.contains("is not there") }
+        #expect(gone.count == 1 && gone.first?.contains("retrying until the folder is back") == true, "\(said.lines)")
+    }
+}
