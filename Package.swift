@@ -89,7 +89,7 @@ let package = Package(
         ], linkerSettings: packedRelocations),
 
         // Shared by every test suite: private buses, temp directories, running built binaries.
-        .target(name: "TestSupport", dependencies: ["DBus"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["DBus", "BatonCore"], path: "Tests/TestSupport"),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
         .testTarget(name: "BatonContractTests", dependencies: ["BatonContract", "BatonCore", "DBus", "CDBus"]),
