@@ -17,7 +17,12 @@ import TestSupport
 //   4. a fleet: 100 users × 2 devices, each advertising once a second against one server, in this
 //      process (a store and a sync engine per device): the partner's latency, and the server's CPU.
 // Usage: bench-sync [FLEET_SECONDS] [FLEET_USERS]   (defaults 60 and 100: 200 devices)
+//        bench-sync folder [SAMPLES]                  (sync through a folder: Folder.swift; default 200)
 
+if CommandLine.arguments.dropFirst().first == "folder" {
+    try await folderBenchmark(samples: CommandLine.arguments.dropFirst(2).first.flatMap(Int.init) ?? 200)
+    exit(0)
+}
 let fleetSeconds = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 60
 let fleetUsers = CommandLine.arguments.dropFirst(2).first.flatMap(Int.init) ?? 100
 let activities = "org.baton.Handoff1.Activities"
