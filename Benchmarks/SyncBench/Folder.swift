@@ -92,6 +92,7 @@ func folderBenchmark(samples: Int) async throws {
     print("advertise on A → Advertised on B, one at a time (ms):")
     for (name, values) in results {
         let p50 = percentile(values, 0.5), p99 = percentile(values, 0.99)
-        print(String(format: "  %-44@ n=%4d  p50 %8.2f  p99 %8.2f  p50/a %6.2f×", name as NSString, values.count, p50, p99, p50 / floor))
+        print("  " + name.padding(toLength: 44, withPad: " ", startingAt: 0)
+            + String(format: " n=%4d  p50 %8.2f  p99 %8.2f  p50/a %6.2f×", values.count, p50, p99, p50 / floor))
     }
 }

@@ -19,15 +19,16 @@ import TestSupport
 // Usage: bench-sync [FLEET_SECONDS] [FLEET_USERS]   (defaults 60 and 100: 200 devices)
 //        bench-sync folder [SAMPLES]                  (sync through a folder: Folder.swift; default 200)
 
-if CommandLine.arguments.dropFirst().first == "folder" {
-    try await folderBenchmark(samples: CommandLine.arguments.dropFirst(2).first.flatMap(Int.init) ?? 200)
-    exit(0)
-}
 let fleetSeconds = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 60
 let fleetUsers = CommandLine.arguments.dropFirst(2).first.flatMap(Int.init) ?? 100
 let activities = "org.baton.Handoff1.Activities"
 let type = "com.raywenderlich.hawknotes.staterestore.characterDetail"
 let clock = ContinuousClock()
+// (After the globals above, which Folder.swift uses: top-level globals are set in order.)
+if CommandLine.arguments.dropFirst().first == "folder" {
+    try await folderBenchmark(samples: CommandLine.arguments.dropFirst(2).first.flatMap(Int.init) ?? 200)
+    exit(0)
+}
 
 func milliseconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
