@@ -85,6 +85,14 @@ struct Sync: AsyncParsableCommand {
                 guard state != "off" else { return print("sync is off; set it up with baton sync init URL (see baton sync --help)") }
                 print("sync is \(state) through \(transport == "folder" ? "a synced folder" : "a PostgreSQL server") as \(facts.text(Name.deviceName)) (\(facts.text(Name.deviceID)))")
                 print("last synced \(last == 0 ? "never" : relativeTime(last)); \(counted(outbox, "change", "changes")) waiting to be sent")
+                typealias Key = Contract.Sync.DeviceKey
+                let devices = (try await global.daemon().call(Contract.Sync.devices).first?.arrayValue ?? [])
+                    .compactMap { $0.stringKeyedValue?.mapValues(\.unwrapped) }
+                let others = devices.filter { $0[Key.thisDevice]?.boolValue != true }
+                for other in others {
+                    let seen = other[Key.lastSeen]?.uint64Value ?? 0
+                    print("  \(other.text(Key.name)): last seen \(seen == 0 ? "never" : relativeTime(seen))\(other[Key.revoked]?.boolValue == true ? " (revoked)" : "")")
+                }
                 if state == "offline" {
                     print(transport == "folder" ? "the synced folder is not there or not writable; batond's log says which"
                         : "batond cannot reach the sync server; baton doctor says what to check")

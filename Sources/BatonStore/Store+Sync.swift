@@ -409,6 +409,11 @@ extension WriteTransaction {
         try db.cachedStatement(sql: """
             INSERT INTO sync_cursor (device_id, seq) VALUES (?1, ?2) ON CONFLICT(device_id) DO UPDATE SET seq = ?2
             """).execute(arguments: [device, lastSeq])
+        // When it last wrote: its newest record's time (an HLC's milliseconds; 0 for a record skipped).
+        if let newest = records.map(\.hlc).max(), newest > 0 {
+            try db.cachedStatement(sql: "UPDATE remote_device SET last_seen = max(last_seen, ?) WHERE device_id = ?")
+                .execute(arguments: [Time.encode(UInt64(newest >> 16) * 1000), device])
+        }
         return applied
     }
 

@@ -48,6 +48,21 @@ struct SyncStoreTests {
         try store.write { try $0.sent(upTo: last) }
     }
 
+    /// Another device is last seen when it last wrote: its newest record's time, never earlier
+    /// than what was known, and not from a record that was skipped (time 0).
+    @Test func anotherDeviceIsLastSeenWhenItLastWrote() throws {
+        try store.write { try $0.startSync(as: me) }
+        try store.write { try $0.noteRemoteDevice(id: "laptop", name: "laptop", lastSeen: 2_000_000, revoked: false) }
+        func apply(_ seq: Int64, hlc: Int64) throws {
+            _ = try store.write { try $0.applyRemote(device: "laptop", records: [Store.RemoteRecord(seq: seq, hlc: hlc, change: nil)], rules: ConflictRules()) }
+        }
+        try apply(1, hlc: 5_000 << 16)
+        #expect(try store.remoteDevices().first?.lastSeen == 5_000_000)
+        try apply(2, hlc: 0)
+        try apply(3, hlc: 1_000 << 16)
+        #expect(try store.remoteDevices().first?.lastSeen == 5_000_000)
+    }
+
     @Test func nothingGoesToTheOutboxWhileSyncIsOff() throws {
         try store.write { try $0.register(type) }
         _ = try store.write { try $0.insert(activity("Agatha")) }

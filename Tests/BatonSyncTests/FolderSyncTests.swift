@@ -132,6 +132,9 @@ import TestSupport
         }
         let devices = try await laptop.baton(["devices"])
         #expect(devices.stdout.contains("desktop") && devices.stdout.contains("laptop"), "\(devices)")
+        // The other machine, and when it last wrote: when it advertised the note, moments ago.
+        let withOthers = try await laptop.baton(["sync", "status"])
+        #expect(withOthers.stdout.contains("  desktop: last seen ") && !withOthers.stdout.contains("desktop: last seen never"), "\(withOthers)")
     }
 }
 
