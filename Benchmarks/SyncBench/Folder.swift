@@ -1,3 +1,4 @@
+import BatonCore
 import DBus
 import Foundation
 import Glibc
@@ -11,11 +12,6 @@ import TestSupport
 //   c. two folders kept the same by two real Syncthing instances (fsWatcherDelayS 1), on
 //      loopback in a network namespace of their own (Tests/Scripts/syncthing-pair.py).
 // Prints p50 and p99 of each, in milliseconds, and the ratio of b's and c's p50 to a's.
-
-/// The hidden and temporary names batond never reads (`FolderTransport.isIgnored`).
-private func ignored(_ name: String) -> Bool {
-    name.hasPrefix(".") || name.hasPrefix("~") || name.hasSuffix(".tmp") || name.hasSuffix(".part") || name.contains(".sync-conflict-")
-}
 
 /// Latencies (ms) of `samples` advertisements on A, each awaited on B, after `warm` unmeasured ones.
 private func latencies(desktopFolder: String, laptopFolder: String, samples: Int, warm: Int) async throws -> [Double] {
@@ -66,7 +62,7 @@ func folderBenchmark(samples: Int) async throws {
     let first = try TemporaryDirectory.make(prefix: "bench-folder-a").path, second = try TemporaryDirectory.make(prefix: "bench-folder-b").path
     var options = FolderCopier.Options()
     options.delay = .zero
-    let copier = try FolderCopier(first, second, options: options, ignoring: ignored)
+    let copier = try FolderCopier(first, second, options: options, ignoring: SyncedFolderNames.isLeftByTools)
     results.append(("two folders, a copier", try await latencies(desktopFolder: first, laptopFolder: second, samples: samples, warm: 10)))
     copier.stop()
 

@@ -352,7 +352,7 @@ struct FolderTransport: SyncTransport {
 
     /// What a sync tool or an editor leaves: never Baton's.
     static func isIgnored(_ name: String) -> Bool {
-        name.hasPrefix(".") || name.hasPrefix("~") || name.hasSuffix(".tmp") || name.hasSuffix(".part") || name.contains(".sync-conflict-")
+        SyncedFolderNames.isLeftByTools(name)
     }
 
     private func read(_ name: String) -> [UInt8]? {

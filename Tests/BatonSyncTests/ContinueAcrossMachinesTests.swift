@@ -9,15 +9,13 @@ import TestSupport
 
 /// Hawk Notes on two machines: Agatha opened on the desktop is continued on the laptop by the
 /// laptop's own Hawk Notes (the desktop's app hears where it went), and the desktop can ask
-/// for it to open on the laptop.
+/// for it to open on the laptop — through a server, and through folders a sync tool keeps the same.
 @Suite(.serialized) struct ContinueAcrossMachinesTests {
-    @Test func continuedOnTheLaptopAndAskedForFromTheDesktop() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+    @Test(arguments: MachinesMeet.allCases) func continuedOnTheLaptopAndAskedForFromTheDesktop(meeting: MachinesMeet) async throws {
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
-        try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
+        let (place, _) = try await meeting.join([desktop, laptop], names: ["desktop", "laptop"])
+        defer { place.close() }
         let laptopID = try #require(try await laptop.syncProperty("DeviceId")?.stringValue)
 
         // The laptop runs the real Hawk Notes; the desktop's Hawk Notes is the library, in this process.

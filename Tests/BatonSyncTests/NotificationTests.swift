@@ -40,10 +40,7 @@ import TestSupport
         try await log.wait(for: "\(id) arrived", timeout: .seconds(20)) { $0.body.first?.stringValue == id }
     }
 
-    @Test func anActivityFromTheOtherMachineIsOfferedAndContinuedFromItsNotification() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+    @Test(arguments: MachinesMeet.allCases) func anActivityFromTheOtherMachineIsOfferedAndContinuedFromItsNotification(meeting: MachinesMeet) async throws {
         let desktop = try await BatonWorld.started(["--test-clock"]), laptop = try await BatonWorld.started(["--test-clock"])
         defer { desktop.close(); laptop.close() }
         let mock = try Subprocess("/usr/bin/python3", ["-m", "dbusmock", "--template", "notification_daemon",
@@ -51,7 +48,8 @@ import TestSupport
         defer { mock.kill(SIGKILL) }
         try await laptop.client.waitForName(Self.notifications, timeout: .seconds(15))
         let arrivals = try await announcements(on: laptop)
-        _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
+        let (place, _) = try await meeting.join([desktop, laptop], names: ["desktop", "laptop"])
+        defer { place.close() }
         for world in [desktop, laptop] {
             _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
                 .string(Self.type), .string("org.example.notes"), .stringMap(["title": "Page"]),
