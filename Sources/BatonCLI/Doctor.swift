@@ -110,7 +110,8 @@ struct Doctor: AsyncParsableCommand {
 
     /// Databases batond moved aside because it could not trust them, and one it found
     /// damaged while running (moved aside at its next start).
-    /// Sync across machines: fine when off, online or connecting; a failure when batond cannot reach its server.
+    /// Sync across machines: fine when off, online or connecting; a failure when batond cannot
+    /// reach its server, or its synced folder is not there.
     static func syncCheck(_ facts: [String: DBusValue]) -> Check {
         typealias Name = Contract.Sync.Property
         let state = facts.text(Name.state), name = facts.text(Name.deviceName)
@@ -118,6 +119,9 @@ struct Doctor: AsyncParsableCommand {
         let queue = counted(waiting, "change", "changes") + " waiting to be sent"
         switch state {
         case "off": return Check(name: "sync", ok: true, detail: "off (baton sync init URL sets it up)", fix: nil)
+        case "offline" where facts.text(Name.transport) == "folder":
+            return Check(name: "sync", ok: false, detail: "offline as \(name): the synced folder is not there or not writable; \(queue)",
+                         fix: "batond's log names the folder (journalctl --user -u batond); mount its disk or let batond write there, and sync resumes by itself")
         case "offline":
             return Check(name: "sync", ok: false, detail: "offline as \(name): batond cannot reach the sync server; \(queue)",
                          fix: "batond's log says why (journalctl --user -u batond); once the server answers and the URL's login works, it reconnects by itself")

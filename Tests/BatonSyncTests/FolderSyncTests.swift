@@ -135,6 +135,14 @@ import TestSupport
         // The other machine, and when it last wrote: when it advertised the note, moments ago.
         let withOthers = try await laptop.baton(["sync", "status"])
         #expect(withOthers.stdout.contains("  desktop: last seen ") && !withOthers.stdout.contains("desktop: last seen never"), "\(withOthers)")
+
+        // The laptop's folder goes (a disk unmounted): offline, and the doctor says what to do; back, online.
+        #expect(rename(laptopFolder, laptopFolder + ".away") == 0)
+        try await eventually("the laptop is offline", timeout: .seconds(20)) { try await laptop.syncProperty("State")?.stringValue == "offline" }
+        let doctor = try await laptop.baton(["doctor", "--json"])
+        #expect(doctor.stdout.contains(#""check":"sync","ok":false"#) && doctor.stdout.contains("the synced folder is not there"), "\(doctor)")
+        #expect(rename(laptopFolder + ".away", laptopFolder) == 0)
+        try await eventually("the laptop is online again", timeout: .seconds(20)) { try await laptop.syncProperty("State")?.stringValue == "online" }
     }
 }
 
