@@ -278,7 +278,10 @@ struct FolderTransport: SyncTransport {
     private func readRoot() throws -> Root? {
         guard let bytes = read(Self.rootName) else { return nil }
         guard let root = try? JSONDecoder().decode(Root.self, from: Data(bytes)) else {
-            throw SyncError.state("\(path)/\(Self.rootName) is damaged: it is not Baton's")
+            throw SyncError.state("""
+                \(path)/\(Self.rootName) is not whole: your sync tool may still be bringing it (try again once it is done), \
+                or it is damaged
+                """)
         }
         return root
     }
@@ -335,7 +338,10 @@ struct FolderTransport: SyncTransport {
     }
 
     private static func deviceDirectories(in path: String) throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: path).filter { name in
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else {
+            throw SyncError.server("the sync folder \(path) is not there or cannot be read; sync resumes when it can")
+        }
+        return names.filter { name in
             var info = stat()
             return isDeviceName(name) && stat(path + "/" + name, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
         }
@@ -367,23 +373,33 @@ struct FolderTransport: SyncTransport {
         let directory = String(final[..<(final.lastIndex(of: "/") ?? final.endIndex)])
         let temporary = directory + "/.baton-" + Identifier.make() + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw SyncError.server("cannot write \(final): \(String(cString: strerror(errno)))") }
-        let written = bytes.withUnsafeBytes { buffer -> Bool in
+        guard fd >= 0 else { throw failure(writing: final, errno) }
+        // The errno of the step that failed, if one did.
+        let failed = bytes.withUnsafeBytes { buffer -> Int32? in
             var offset = 0
-            while offset < buffer.count {
-                let count = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            while offset < buffer.count, let base = buffer.baseAddress {
+                let count = Glibc.write(fd, base + offset, buffer.count - offset)
                 if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { return false }
+                guard count > 0 else { return count < 0 ? errno : ENOSPC }
                 offset += count
             }
-            return fsync(fd) == 0
+            return fsync(fd) == 0 ? nil : errno
         }
-        let reason = String(cString: strerror(errno))
         close(fd)
-        guard written, rename(temporary, final) == 0 else {
+        if let failed {
             unlink(temporary)
-            throw SyncError.server("cannot write \(final): \(reason)")
+            throw failure(writing: final, failed)
         }
+        guard rename(temporary, final) == 0 else {
+            let failed = errno
+            unlink(temporary)
+            throw failure(writing: final, failed)
+        }
+    }
+
+    /// Why `final` could not be written: the folder gone (moved, unmounted) under the write, or `code`.
+    private func failure(writing final: String, _ code: Int32) -> SyncError {
+        isClosed ? SyncError.server(closedReason) : SyncError.server("cannot write \(final): \(String(cString: strerror(code)))")
     }
 
     /// Names already said, so that each is said once.

@@ -50,8 +50,10 @@ import TestSupport
         _ = try desktop.store.write { try $0.insert(agatha) }
 
         let words = try await desktop.engine.initialize(url: "file://" + desktopFolder, deviceName: "desktop")
+        // Whole: the copier may half-write a file under its own name first.
         try await eventually("the laptop's folder has the desktop's key") {
-            FileManager.default.fileExists(atPath: laptopFolder + "/" + FolderTransport.rootName)
+            let root = FileManager.default.contents(atPath: laptopFolder + "/" + FolderTransport.rootName)
+            return root != nil && root == FileManager.default.contents(atPath: desktopFolder + "/" + FolderTransport.rootName)
         }
         await #expect(throws: SyncError.self) {
             try await laptop.engine.join(url: laptopFolder, recoveryWords: UserKey.generate().recoveryWords, deviceName: "laptop")
