@@ -68,8 +68,11 @@ public final class FolderCopier: Sendable {
             }
         }
         paths.sort(by: options.outOfOrder ? (>) : (<))
-        for path in paths {
+        // What it brought into `from` is not `from`'s own: never carried back (a half-written one least of all).
+        let broughtHere = state.brought.withLock { $0[from] ?? [] }
+        for path in paths where !broughtHere.contains(path) {
             guard let bytes = files.contents(atPath: from + "/" + path), files.contents(atPath: to + "/" + path) != bytes else { continue }
+            _ = state.brought.withLock { $0[to, default: []].insert(path) }
             if options.partialFirst {
                 _ = files.createFile(atPath: to + "/" + path, contents: bytes.prefix(bytes.count / 2))
                 await Task.yield()
@@ -79,7 +82,6 @@ public final class FolderCopier: Sendable {
             let temporary = to + "/" + directory + ".syncthing." + (slash.map { String(path[path.index(after: $0)...]) } ?? path) + ".tmp"
             guard files.createFile(atPath: temporary, contents: bytes), rename(temporary, to + "/" + path) == 0 else { continue }
             state.copied.add(1, ordering: .relaxed)
-            _ = state.brought.withLock { $0[to, default: []].insert(path) }
         }
         let present = Set(paths)
         let gone = state.brought.withLock { brought in
