@@ -4,10 +4,23 @@ import BatonStore
 import DBus
 import Logging
 
-extension HandoffService {
-    /// `org.baton.Handoff1.Activities`: what users are doing. Writes are `.concurrent`: the
-    /// bus thread serves other calls while they wait for the writer thread.
-    var activitiesInterface: Interface {
+/// `org.baton.Handoff1.Activities`: what users are doing. Every read and write goes through
+/// the activity repository as the caller sees it (`ActivityRepository.View`), which knows the
+/// mode (recorded, paused, another machine's); what a write changed is announced by the
+/// service (`Announcements`). `Continue` is `Continuations`'.
+struct ActivitiesInterface: Sendable {
+    let store: Store
+    let activities: ActivityRepository
+    let continuations: Continuations
+    let announcements: any Announcements
+    /// Where apps' desktop entries are: `Explain` says whether a recent document's app is here.
+    let applicationDirectories: [String]
+
+    var limits: Limits { store.limits }
+    var clock: any DaemonClock { store.wallClock }
+
+    /// Writes are `.concurrent`: the bus thread serves other calls while they wait for the writer thread.
+    var interface: Interface {
         Interface(Contract.Interface.activities, methods: [
             Method(Contract.Activities.advertise, ordering: .concurrent, handler: advertise),
             Method(Contract.Activities.update, ordering: .concurrent, handler: update),
@@ -34,22 +47,22 @@ extension HandoffService {
         let type = try activities.type(named: try call.argument(0), limits: limits)
         let advertisement = try Advertisement.parse(
             type: type, title: try call.argument(1), payload: try call.argument(2), options: try call.argument(3), limits: limits)
-        let sceneID = try advertisement.scene.map { try scene(named: $0, ofApp: type.appID) }
+        let sceneID = try advertisement.scene.map { try SceneObjects.scene(named: $0, ofApp: type.appID, find: store.scene(id:)) }
         let now = clock.now()
         let activity = advertisement.makeActivity(id: Identifier.make(at: now), type: type, sceneID: sceneID, now: now)
         let outcome = try await activities.advertise(activity, requestID: advertisement.requestID, quota: limits.liveActivitiesPerApp)
-        announce(outcome)
+        announcements.announce(outcome)
         return [.string(outcome.id)]
     }
 
     func update(_ call: MethodCall) async throws -> [DBusValue] {
         let update = try ActivityUpdate(payload: try call.argument(1), options: try call.argument(2), limits: limits)
-        announce(try await activities.view(for: call).update(try call.argument(0), with: update, now: clock.now()))
+        announcements.announce(try await activities.view(for: call).update(try call.argument(0), with: update, now: clock.now()))
         return []
     }
 
     func invalidate(_ call: MethodCall) async throws -> [DBusValue] {
-        announce(try await activities.view(for: call).invalidate(try Identifier.normalize(try call.argument(0))))
+        announcements.announce(try await activities.view(for: call).invalidate(try Identifier.normalize(try call.argument(0))))
         return []
     }
 
@@ -70,16 +83,19 @@ extension HandoffService {
         return Records.encodedRecords(found, deviceNames: try store.deviceNames(for: found))
     }
 
+    func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
+        try await continuations.continueActivity(try call.argument(0), options: try call.argument(1), confinedTo: CallerScope(call).app)
+    }
 
     func deleteSaved(_ call: MethodCall) async throws -> [DBusValue] {
         let deleted = try await activities.view(for: call).deleteSaved(persistentIDs: try call.argument(0))
-        announce(deleted)
+        announcements.announce(deleted)
         return [.uint32(UInt32(deleted.ended.count))]
     }
 
     func deleteAllSaved(_ call: MethodCall) async throws -> [DBusValue] {
         let deleted = try await activities.view(for: call).deleteAll(ofApp: try call.argument(0))
-        announce(deleted)
+        announcements.announce(deleted)
         return [.uint32(UInt32(deleted.ended.count))]
     }
 
@@ -92,17 +108,10 @@ extension HandoffService {
         let state: String
         var continuable = false
         var searchable = false
-        let view = activities.view(for: call)
-        let unrecorded = view.repository.unrecorded(id)
-        let live = try view.repository.find(id)
-        let ended = live == nil ? try store.tombstone(activityID: id) : nil
-        if let owner = live?.appID ?? ended?.appID, !view.sees(owner) {
-            return [Records.Explanation(id: id, state: "unknown", continuable: false, searchable: false,
-                                        reasons: [Self.neverHere(id)], lastContinuation: nil).record]
-        }
-        if let activity = live {
+        let known = try activities.view(for: call).known(id)
+        if let activity = known.live {
             let expired = activity.isExpired(at: now)
-            switch unrecorded {
+            switch known.unrecorded {
             case .advertisedWhilePaused: reasons.append("advertised while recording was paused: kept in memory only, until resumed")
             case .updatedWhilePaused:
                 reasons.append("updated while recording was paused: the update is kept in memory only, and undone when recording resumes")
@@ -128,7 +137,7 @@ extension HandoffService {
             if continuable, !document, let type, type.handler == nil {
                 reasons.append("type \(type.type) has no handler: a continuation opens a scene for \(type.appID) to read when it starts")
             }
-        } else if let tombstone = ended {
+        } else if let tombstone = known.ended {
             state = tombstone.state
             reasons.append("\(tombstone.reason) (\(WallClock.text(tombstone.endedAt)))")
             if let past = try store.pastActivity(id: id) {
@@ -141,7 +150,7 @@ extension HandoffService {
             state = "unknown"
             reasons.append(Self.neverHere(id))
         }
-        let last = try store.lastContinuation(activityID: id).map {
+        let last = known.lastContinuation.map {
             Records.Explanation.LastContinuation(scene: $0.sceneID, state: $0.state, error: $0.error ?? "", at: $0.at)
         }
         return [Records.Explanation(id: id, state: state, continuable: continuable, searchable: searchable, reasons: reasons,
@@ -150,20 +159,6 @@ extension HandoffService {
 
     static func neverHere(_ id: String) -> String {
         "batond has no record of \(id): it never was here, or it ended more than 7 days ago"
-    }
-
-    /// The id of the scene `text` names (path or id), which must be one of `appID`'s.
-    func scene(named text: String, ofApp appID: String) throws -> String {
-        try Self.scene(named: text, ofApp: appID, find: store.scene(id:))
-    }
-
-    static func scene(named text: String, ofApp appID: String, find: (String) throws -> Scene?) throws -> String {
-        let id = try SceneAddress.id(from: text)
-        guard let scene = try find(id) else { throw BatonError.notFound("no scene \(id)") }
-        guard scene.appID == appID else {
-            throw BatonError.invalidArgument("scene \(id) belongs to \(scene.appID), not to \(appID)")
-        }
-        return id
     }
 
     /// `List`'s filter from its option map.
@@ -182,7 +177,7 @@ extension HandoffService {
                 let names = try store.remoteDeviceNames()
                 let named = names.filter { $0.value == value }.map(\.key)
                 switch value {
-                case "local", syncEngine?.settings?.deviceID ?? "local": filter.device = .local
+                case "local", continuations.sync.engine?.settings?.deviceID ?? "local": filter.device = .local
                 case "remote": filter.device = .remote
                 case _ where names[value] != nil: filter.device = .id(value)
                 case _ where named.count == 1: filter.device = .id(named[0])

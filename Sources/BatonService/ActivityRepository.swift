@@ -214,6 +214,24 @@ extension ActivityRepository {
             return type
         }
 
+        /// What `Explain` tells of `id`, as this caller may know it: nothing of another app's.
+        struct Known: Sendable {
+            /// The activity as it is now, while it lives.
+            var live: Activity?
+            /// Once it ended, for a week.
+            var ended: Store.Tombstone?
+            var unrecorded: Unrecorded?
+            var lastContinuation: Store.ContinuationOutcome?
+        }
+
+        func known(_ id: String) throws -> Known {
+            let live = try repository.find(id)
+            let ended = live == nil ? try repository.store.tombstone(activityID: id) : nil
+            if let owner = live?.appID ?? ended?.appID, !sees(owner) { return Known() }
+            return Known(live: live, ended: ended, unrecorded: repository.unrecorded(id),
+                         lastContinuation: try repository.store.lastContinuation(activityID: id))
+        }
+
         func live(_ text: String, now: UInt64) throws -> Activity {
             let activity = try repository.live(text, now: now)
             guard sees(activity.appID) else { throw Access.noActivity(activity.id) }
@@ -252,7 +270,7 @@ extension ActivityRepository {
                 try repository.refuseIfBlocked(activity.appID)
                 var updated = try update.apply(to: activity, type: type, now: now, limits: lookups.limits)
                 if let named = update.scene {
-                    updated.sceneID = named.isEmpty ? nil : try HandoffService.scene(named: named, ofApp: activity.appID, find: lookups.scene(id:))
+                    updated.sceneID = named.isEmpty ? nil : try SceneObjects.scene(named: named, ofApp: activity.appID, find: lookups.scene(id:))
                 }
                 return (updated, update.scene != nil)
             }

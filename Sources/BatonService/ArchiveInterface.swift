@@ -56,8 +56,8 @@ struct ArchiveInterface: Sendable {
         let limits = store.limits
         let document = try await Task.detached { () throws(BatonError) in try ArchiveDocument.decode(text, registered: registered, limits: limits) }.value
         let imported = try await store.writing { try $0.importContents(document) }
-        imported.activities.forEach(announcements.emitAdvertised)
-        for scene in imported.scenes { try await announcements.exportNew(scene) }
+        imported.activities.forEach(announcements.signals.advertised)
+        for scene in imported.scenes { try await announcements.scenes.exportNew(scene) }
         let counts: [String: UInt32] = [
             "types": UInt32(clamping: imported.types), "activities": UInt32(clamping: imported.activities.count),
             "history": UInt32(clamping: imported.history), "scenes": UInt32(clamping: imported.scenes.count),

@@ -3,6 +3,7 @@ import BatonCore
 import BatonStore
 import DBus
 import Logging
+import Synchronization
 
 /// `Continue` and the delivery of continuations to apps.
 ///
@@ -16,13 +17,46 @@ import Logging
 ///   the app vanished mid-call): the scene stays `pending` and is delivered again when the
 ///   handler's name appears on the bus (`runRedelivery`), also after a restart of batond;
 ///   after a day it becomes `failed`.
-extension HandoffService {
+final class Continuations: Sendable {
+    let connection: Connection
+    let store: Store
+    let log: Logger
+    /// How long an app's handler may take to answer.
+    let handlerTimeout: Duration
+    let background: BackgroundTasks
+    let activities: ActivityRepository
+    let scenes: SceneObjects
+    let signals: RootSignals
+    let sync: SyncSlot
+    /// The notification offering another machine's activity: a continued one is no longer offered.
+    let notices: HandoffNotices
+    /// Where apps' desktop entries are, for recent documents' apps.
+    let applicationDirectories: [String]
+    /// Scenes whose continuation is being delivered now: one delivery at a time per scene.
+    private let deliveries = Mutex<[String: Task<Void, any Error>]>([:])
+    var clock: any DaemonClock { store.wallClock }
+    var limits: Limits { store.limits }
+
+    init(
+        connection: Connection, store: Store, log: Logger, handlerTimeout: Duration, background: BackgroundTasks,
+        activities: ActivityRepository, scenes: SceneObjects, signals: RootSignals, sync: SyncSlot, notices: HandoffNotices,
+        applicationDirectories: [String]
+    ) {
+        self.connection = connection
+        self.store = store
+        self.log = log
+        self.handlerTimeout = handlerTimeout
+        self.background = background
+        self.activities = activities
+        self.scenes = scenes
+        self.signals = signals
+        self.sync = sync
+        self.notices = notices
+        self.applicationDirectories = applicationDirectories
+    }
+
     /// A delivery refused or cut short because batond is stopping: its continuation stays pending.
     static let stopping = BatonError.storageUnavailable("batond is stopping; the continuation is delivered when it starts again")
-
-    func continueActivity(_ call: MethodCall) async throws -> [DBusValue] {
-        try await continueActivity(try call.argument(0), options: try call.argument(1), confinedTo: CallerScope(call).app)
-    }
 
     /// `Continue` of the activity `id` with `options`, for a caller confined to an app, or not
     /// (nil): the method, and the desktop's search (the search provider, KRunner).
@@ -60,7 +94,7 @@ extension HandoffService {
         case .scene(let type, let choice, let delivery):
             let existing: Scene?
             switch choice {
-            case .named(let named): existing = try store.scene(id: try scene(named: named, ofApp: activity.appID))
+            case .named(let named): existing = try store.scene(id: try SceneObjects.scene(named: named, ofApp: activity.appID, find: store.scene(id:)))
             case .showing(let content): existing = try store.scene(showing: content, appID: activity.appID).flatMap { try store.scene(id: $0) }
             case .new: existing = nil
             }
@@ -81,14 +115,14 @@ extension HandoffService {
         if let existing {
             sceneID = existing.id
             try await store.writing { try $0.markPending(sceneID: existing.id, activityID: activity.id, now: now, request: request) }
-            emitSceneChanged(existing.id)
+            scenes.changed(existing.id)
         } else {
             let scene = Scene(id: Identifier.make(at: now), appID: activity.appID, title: activity.title, activityID: activity.id,
                               createdAt: now, lastActiveAt: now, state: .pending)
             let stored = try await store.writing { try $0.insertPending(scene, activityID: activity.id, request: request) }
             // The same request, continued meanwhile by an earlier call: its scene is the answer.
             guard stored == scene.id else { return [.objectPath(SceneAddress.objectPath(forID: stored))] }
-            try await exportNew(scene)
+            try await scenes.exportNew(scene)
             sceneID = scene.id
         }
         let path = SceneAddress.objectPath(forID: sceneID)
@@ -107,7 +141,7 @@ extension HandoffService {
     private func continueOnDevice(
         _ activity: Activity, device named: String, options: [String: String], request: Request?
     ) async throws -> [DBusValue] {
-        guard let engine = syncEngine, engine.settings != nil else {
+        guard let engine = sync.engine, engine.settings != nil else {
             throw BatonError(.syncUnavailable, "continuing on another machine needs sync; set it up with baton sync init or join")
         }
         if let other = options.keys.first(where: { $0 != "device" && $0 != "request_id" }) {
@@ -136,7 +170,7 @@ extension HandoffService {
         let scene = existing ?? Scene(id: Identifier.make(at: now), appID: activity.appID, title: "", createdAt: now, lastActiveAt: now)
         if existing == nil {
             try await store.writing { try $0.insert(scene, storage: []) }
-            try await exportNew(scene)
+            try await scenes.exportNew(scene)
         }
         let path = SceneAddress.objectPath(forID: scene.id)
         do {
@@ -144,15 +178,15 @@ extension HandoffService {
                 let storage = try await askHandler(handler, at: type.handlerPath, scene: path, activity: activity)
                 if !storage.isEmpty {
                     let removed = try await store.writing { [storage] in try $0.changeStorage(sceneID: scene.id, set: storage, remove: []) }
-                    emitStorageChanged(scene.id, changed: storage, removed: removed)
+                    scenes.storageChanged(scene.id, changed: storage, removed: removed)
                 }
             }
         } catch {
-            if existing == nil { try? await close(scene: scene.id) }
+            if existing == nil { try? await scenes.close(scene.id) }
             if let unreachable = error as? HandlerUnreachable { throw BatonError.handlerFailed(unreachable.reason) }
             throw error
         }
-        emitContinued(activity, into: path, created: existing == nil)
+        signals.continued(activity, into: path, created: existing == nil)
         tellOriginator(activity, type: type, scene: path, device: thisDevice)
         return [.objectPath(path)]
     }
@@ -166,15 +200,15 @@ extension HandoffService {
                                       createdAt: now, lastActiveAt: now)
         if existing != nil {
             try await store.writing { try $0.continueInto(sceneID: scene.id, activityID: activity.id, storage: [], now: now, request: request) }
-            emitSceneChanged(scene.id)
+            scenes.changed(scene.id)
         } else {
             let stored = try await store.writing { try $0.insert(scene, storage: [], request: request) }
             // The same request, continued meanwhile by an earlier call: its scene is the answer.
             guard stored == scene.id else { return [.objectPath(SceneAddress.objectPath(forID: stored))] }
-            try await exportNew(scene)
+            try await scenes.exportNew(scene)
         }
         let path = SceneAddress.objectPath(forID: scene.id)
-        emitContinued(activity, into: path, created: existing == nil)
+        signals.continued(activity, into: path, created: existing == nil)
         tellWhereContinued(activity, type: type, scene: path)
         return [.objectPath(path)]
     }
@@ -212,7 +246,7 @@ extension HandoffService {
         }
         if let request { try await store.writing { try $0.record(request, result: "") } }
         log.debug("\(handler.name) opened \(activity.id)")
-        emitContinued(activity, into: "/", created: false)
+        signals.continued(activity, into: "/", created: false)
         // Another machine's: it hears where its activity went, as for any continuation.
         if activity.isRemote { tellItsMachine(activity) }
         return [.objectPath("/")]
@@ -229,7 +263,7 @@ extension HandoffService {
     /// Another machine's activity, continued here: a request in this machine's log tells that machine.
     func tellItsMachine(_ activity: Activity) {
         background.start { [log] in
-            do { try await self.syncEngine?.tellContinued(activity) } catch { log.error("telling \(activity.deviceID) of the continuation: \(error)") }
+            do { try await self.sync.engine?.tellContinued(activity) } catch { log.error("telling \(activity.deviceID) of the continuation: \(error)") }
         }
     }
 
@@ -288,9 +322,9 @@ extension HandoffService {
             let scene = try await store.writing { [storage] in
                 try $0.completeContinuation(sceneID: sceneID, activityID: activity.id, storage: storage, now: now)
             }
-            emitSceneChanged(scene)
-            emitStorageChanged(sceneID, changed: storage, removed: [])
-            emitContinued(activity, into: path, created: pending.createdScene)
+            scenes.changed(scene)
+            scenes.storageChanged(sceneID, changed: storage, removed: [])
+            signals.continued(activity, into: path, created: pending.createdScene)
             log.debug("continued \(activity.id) into \(path.text)")
             tellWhereContinued(activity, type: type, scene: path)
         } catch is CancellationError {
@@ -307,9 +341,9 @@ extension HandoffService {
             // Refused, or nothing left to continue: no trace of it.
             let why = (error as? BatonError)?.message ?? "\(error)"
             if (try? await store.writing({ try $0.abandonContinuation(sceneID: sceneID, why: why) })) == true {
-                removeScenes([sceneID])
+                scenes.remove([sceneID])
             } else {
-                emitSceneChanged(sceneID)
+                scenes.changed(sceneID)
             }
             throw error
         }
@@ -375,7 +409,7 @@ extension HandoffService {
     }
 
     /// The `device` of a continuation made on this machine: its sync id, or empty while sync is off.
-    var thisDevice: String { syncEngine?.settings?.deviceID ?? "" }
+    var thisDevice: String { sync.engine?.settings?.deviceID ?? "" }
 
     // MARK: Delivering again
 
@@ -446,7 +480,7 @@ extension HandoffService {
             guard let oldest = try store.oldestContinuationRequest(), oldest < before else { return }
             let failed = try await store.writing { try $0.failContinuations(requestedBefore: before) }
             for id in failed {
-                emitSceneChanged(id)
+                scenes.changed(id)
                 log.info("the continuation in scene \(id) did not reach its app within a day; the scene is failed")
             }
         } catch {

@@ -140,7 +140,7 @@ struct BusService: Service {
         try await service.registerDeclaredTypes(from: typeDirectories)
         try await service.start()
         // Continuations that wait for their app are delivered when it appears; not while draining.
-        let redelivery = service.background.start { await service.runRedelivery() }
+        let redelivery = service.background.start { await service.continuations.runRedelivery() }
         let notices = service.background.start { await service.offers.run() }
         service.followSourcesThatAreOn()
         // Pinged from the bus thread itself: if it is stuck, the pings stop and systemd restarts batond.

@@ -201,7 +201,7 @@ extension HandoffService {
     /// no answer: what goes wrong is logged and said in a notification (and `baton explain` tells it).
     func continueFromDesktop(_ id: String, options: [String: String]) async {
         do {
-            _ = try await continueActivity(id, options: options, confinedTo: nil)
+            _ = try await continuations.continueActivity(id, options: options, confinedTo: nil)
         } catch {
             log.info("continuing \(id) from the desktop: \(error)")
             await offers.tellWhyNotContinued(id, error)

@@ -8,11 +8,12 @@ import Glibc
 import Logging
 import Synchronization
 
-/// `org.baton.Handoff1` on a bus connection: the Registry, Activities and Scenes
-/// interfaces on the root object, one Scene object per scene, their signals. Each
-/// interface is declared in a file of its own (`RegistryInterface.swift`, …) as a table of
-/// members pointing at named methods; `Continue` and its handler call are in
-/// `Continuation.swift`. This file holds the service's life: start, stop, housekeeping.
+/// `org.baton.Handoff1` on a bus connection: the interfaces of the root object, one Scene
+/// object per scene, their signals. Each interface is a small type of its own
+/// (`RegistryInterface`, `ActivitiesInterface`, …) holding only what it uses, its members a
+/// table pointing at named methods; continuations and their delivery are `Continuations`',
+/// the scene objects `SceneObjects`'. This type builds them over one activity repository and
+/// holds the service's life: start, stop, housekeeping, and the announcements after a change.
 ///
 /// Every write goes to the store, and is committed, before its reply is sent. Which thread
 /// runs what, and where a call can wait: docs/DESIGN.md, "The process".
@@ -27,18 +28,12 @@ public final class HandoffService: Sendable {
     var limits: Limits { store.limits }
     /// The daemon's wall clock (the store's): tests move it instead of sleeping.
     var clock: any DaemonClock { store.wallClock }
-    /// Scenes that came back from the database when the daemon started.
-    let restoredScenes = Mutex<Set<String>>([])
     /// When the daemon started, for Status.StartedAt.
     let startedAt: UInt64
-    /// Scenes whose continuation is being delivered now: one delivery at a time per scene.
-    let deliveries = Mutex<[String: Task<Void, any Error>]>([:])
     /// Every task that outlives the call that started it; finished before the store closes.
     let background = BackgroundTasks()
     /// How many such tasks are running: none once the daemon has stopped.
     public var backgroundTasks: Int { background.count }
-    /// The interface every scene object exports, built once (`sceneInterface`).
-    let sceneInterfaceOnce = Mutex<Interface?>(nil)
 
     let commits: CommitQueue
     /// What is advertised while the user has paused recording (memory only).
@@ -49,6 +44,11 @@ public final class HandoffService: Sendable {
     let announcedSync = Mutex<[String: DBusValue]>([:])
     /// The notification offering another machine's activity, if one is on screen.
     let notices: HandoffNotices
+    /// Every activity, whatever its mode; `activities.view(for:)` as one caller sees them.
+    let activities: ActivityRepository
+    let signals: RootSignals
+    let scenes: SceneObjects
+    let continuations: Continuations
 
     /// `callsPerCaller`: calls one caller may have in flight; beyond, `LimitsExceeded`.
     /// A store on a `ManualClock` exports `org.baton.Handoff1.Testing` (see `DaemonOptions.testClock`).
@@ -70,6 +70,13 @@ public final class HandoffService: Sendable {
         do { until = try store.pausedUntil() } catch { until = 0 }
         self.paused = PausedActivities(until: until)
         self.notices = HandoffNotices(connection: connection, background: background)
+        self.activities = ActivityRepository(store: store, commits: commits, paused: paused, sync: syncSlot)
+        self.signals = RootSignals(connection: connection, log: log)
+        self.scenes = SceneObjects(connection: connection, store: store, log: log)
+        self.continuations = Continuations(
+            connection: connection, store: store, log: log, handlerTimeout: handlerTimeout, background: background,
+            activities: activities, scenes: scenes, signals: signals, sync: syncSlot, notices: notices,
+            applicationDirectories: applicationDirectories)
     }
 
     private let callsPerCaller: Int
@@ -104,13 +111,9 @@ public final class HandoffService: Sendable {
             }
             try Access.check(call)
         }
-        let scenes = try store.scenes()
-        restoredScenes.withLock { $0 = Set(scenes.map(\.id)) }
-        // Scenes first: with no manager above them yet, restoring them announces nothing
-        // (no one can be listening before the name is owned) and reads no properties.
-        for scene in scenes {
-            try await connection.export(SceneAddress.objectPath(forID: scene.id), [sceneInterface], owner: scene.appID)
-        }
+        // Scenes first: with no manager above them yet, restoring them announces nothing.
+        let restored = try store.scenes()
+        try await scenes.restore(restored)
         // Not among the objects the root manages: those are the scenes.
         let search = desktopSearch
         try await connection.export(Contract.SearchProvider.path, [search.searchProviderInterface], managed: false)
@@ -119,12 +122,16 @@ public final class HandoffService: Sendable {
         let archive = ArchiveInterface(store: store, log: log, announcements: self)
         let sync = SyncInterface(
             store: store, engineAttached: { self.syncEngine }, announcements: self, values: { self.syncPropertyValues() })
+        let activities = ActivitiesInterface(
+            store: store, activities: activities, continuations: continuations, announcements: self,
+            applicationDirectories: applicationDirectories)
+        let scenesInterface = ScenesInterface(store: store, log: log, objects: scenes, continuations: continuations, background: background)
         let testing = (clock as? ManualClock).map { TestingInterface(clock: $0, log: log).interface }
         try await connection.export(
-            Self.rootPath, [registry.interface, activitiesInterface, scenesInterface, status.interface, sync.interface, archive.interface, privacy.interface]
-                + (testing.map { [$0] } ?? []), objectManager: true)
+            Self.rootPath, [registry.interface, activities.interface, scenesInterface.interface, status.interface, sync.interface,
+                            archive.interface, privacy.interface] + (testing.map { [$0] } ?? []), objectManager: true)
         try await connection.requestName(Self.busName)
-        log.info("serving \(Self.busName) with \(scenes.count) restored scenes from \(store.path)")
+        log.info("serving \(Self.busName) with \(restored.count) restored scenes from \(store.path)")
     }
 
     /// Stops taking calls and answers every call already received: releases the name,
@@ -181,7 +188,7 @@ public final class HandoffService: Sendable {
             await purgeExpired()
         }
         if paused.hasEnded(at: clock.now()) { await privacy.resumeRecording() }
-        await failOldContinuations()
+        await continuations.failOldContinuations()
         do {
             if try await store.tidy(truncatingWALAfter: Self.idleBeforeTruncatingWAL) { await releaseIdleMemory() }
         } catch {
@@ -232,87 +239,29 @@ public final class HandoffService: Sendable {
         }
     }
 
-    // MARK: Signals
+    // MARK: Announcements
 
-    /// Emits a signal of the root object to `audience`: what concerns one app reaches host
-    /// clients and that app only (docs/DESIGN.md, "Callers and access"). A signal that cannot
-    /// be sent is logged, not thrown.
-    func emit(_ signal: ContractSignal, _ body: [DBusValue], to audience: Audience) {
-        do {
-            try connection.emit(signal, body, to: audience)
-        } catch {
-            log.error("could not emit \(signal.name): \(error)")
-        }
-    }
-
-    /// Announces that the properties `names` of the root object's `interface` changed, with
-    /// their values as its getters give them, to those who may read them
-    /// (`Access.audience(ofPropertiesOf:)`).
-    func emitRootPropertiesChanged(_ interface: Interface, _ names: [String]) async {
-        do {
-            try await connection.emitPropertiesChanged(path: Self.rootPath, of: interface, names, to: Access.audience(ofPropertiesOf: interface.name))
-        } catch {
-            log.error("could not announce \(interface.name) \(names): \(error)")
-        }
-    }
-
-    /// Announces activities the store deleted (`Invalidated` for each), then every scene
-    /// whose current activity went with them (`PropertiesChanged` for its `ActivityId`).
     /// `org.baton.Handoff1.Privacy`, over the service's pause.
     var privacy: PrivacyInterface { PrivacyInterface(store: store, paused: paused, clock: clock, log: log, announcements: self) }
+}
 
-    /// Every activity, whatever its mode; `activities.view(for:)` as one caller sees them.
-    var activities: ActivityRepository { ActivityRepository(store: store, commits: commits, paused: paused, sync: syncSlot) }
-
+extension HandoffService: Announcements {
     /// Announces what a write to the activities changed: those that ended, the one advertised
     /// or updated, the scenes whose properties changed.
     func announce(_ outcome: ActivityRepository.Outcome) {
         if !outcome.ended.isEmpty { announceRemoved(outcome.ended) }
-        if let advertised = outcome.advertised { emitAdvertised(advertised) }
-        if let updated = outcome.updated { emitUpdated(updated.id, app: updated.appID) }
-        for scene in outcome.scenes { emitSceneChanged(scene) }
+        if let advertised = outcome.advertised { signals.advertised(advertised) }
+        if let updated = outcome.updated { signals.updated(updated.id, app: updated.appID) }
+        for scene in outcome.scenes { scenes.changed(scene) }
     }
 
+    /// Announces activities that ended (`Invalidated` for each), then every scene whose
+    /// current activity went with them (`PropertiesChanged` for its `ActivityId`); they are
+    /// no longer offered nor kept as updated during a pause.
     func announceRemoved(_ ended: [Ended]) {
-        for each in ended { emitInvalidated(each.id, app: each.appID) }
+        for each in ended { signals.invalidated(each.id, app: each.appID) }
         paused.forgetUpdates(of: ended.map(\.id))
         notices.withdraw(of: ended.map(\.id))
-        for scene in ended.flatMap(\.scenes) { emitSceneChanged(scene) }
-    }
-
-    /// What changes when a scene's activity does: its current activity, last-active time and state.
-    static let sceneActivityProperties = [Contract.Scene.Property.activityID, Contract.Scene.Property.lastActiveAt, Contract.Scene.Property.state]
-
-    /// Announces that the properties `names` of the scene `id` changed, with their values as
-    /// its getters give them (`sceneProperties`, from one read of its row).
-    func emitSceneChanged(_ id: String, _ names: [String] = sceneActivityProperties) {
-        guard let scene = try? store.scene(id: id) else { return }
-        emitSceneChanged(scene, names)
-    }
-
-    /// The same, for a scene as a write just left it.
-    func emitSceneChanged(_ scene: Scene, _ names: [String] = sceneActivityProperties) {
-        let content = names.contains(Contract.Scene.Property.handlesContent) ? (try? store.handlesContent(sceneID: scene.id)) ?? [] : []
-        let values = sceneProperties(scene, handlesContent: content)
-        let interface = sceneInterface
-        for name in names where interface.property(named: name)?.changeSignal != .emits {
-            log.error("\(Contract.Interface.scene).\(name) is not announced when it changes")
-        }
-        connection.emitPropertiesChanged(
-            path: SceneAddress.objectPath(forID: scene.id), interface: Contract.Interface.scene,
-            changed: values.filter { names.contains($0.key) && interface.property(named: $0.key)?.changeSignal == .emits })
-    }
-
-    func emitStorageChanged(_ id: String, changed: [(String, StorageValue)], removed: [String]) {
-        guard !changed.isEmpty || !removed.isEmpty else { return }
-        var values: [String: StorageValue] = [:]
-        for (key, value) in changed { values[key] = value }
-        do {
-            try connection.emit(Contract.Scene.storageChanged, path: SceneAddress.objectPath(forID: id), [
-                Records.storageRecord(values), .strings(removed),
-            ])
-        } catch {
-            log.error("could not emit \(Contract.Scene.storageChanged.name): \(error)")
-        }
+        for scene in ended.flatMap(\.scenes) { scenes.changed(scene) }
     }
 }

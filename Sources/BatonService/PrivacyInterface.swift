@@ -60,12 +60,12 @@ struct PrivacyInterface: Sendable {
         guard let (forgotten, reverted) = paused.resume() else { return }
         log.info("recording resumed; forgotten: \(forgotten.count) activities advertised and \(reverted.count) updates made while paused")
         announcements.announceRemoved(forgotten.map { Ended(id: $0.id, appID: $0.appID) })
-        for activity in reverted { announcements.emitUpdated(activity.id, app: activity.appID) }
+        for activity in reverted { announcements.signals.updated(activity.id, app: activity.appID) }
         await announcePause()
     }
 
     private func announcePause() async {
-        await announcements.emitRootPropertiesChanged(interface, [Contract.Privacy.Property.paused, Contract.Privacy.Property.pausedUntil])
+        await announcements.signals.propertiesChanged(interface, [Contract.Privacy.Property.paused, Contract.Privacy.Property.pausedUntil])
     }
 
     private func setBlocked(_ call: MethodCall, _ blocked: Bool) async throws -> [DBusValue] {
@@ -73,7 +73,7 @@ struct PrivacyInterface: Sendable {
         try Validate.reverseDNS(app, what: "app id", limits: store.limits)
         guard try await store.writing({ try $0.setBlocked(app, blocked) }) else { return [] }
         log.info("\(blocked ? "blocked" : "unblocked") \(app)")
-        await announcements.emitRootPropertiesChanged(interface, [Contract.Privacy.Property.blockedApps])
+        await announcements.signals.propertiesChanged(interface, [Contract.Privacy.Property.blockedApps])
         return []
     }
 
@@ -82,7 +82,7 @@ struct PrivacyInterface: Sendable {
         try Validate.reverseDNS(app, what: "app id", limits: store.limits)
         let forgotten = try await store.writing { try $0.forget(appID: app) }
         announcements.announceRemoved(forgotten.activities)
-        announcements.removeScenes(forgotten.scenes)
+        announcements.scenes.remove(forgotten.scenes)
         let counts = [
             ("activities", forgotten.activities.count), ("history", forgotten.history), ("scenes", forgotten.scenes.count),
             ("types", forgotten.types), ("values", forgotten.values),

@@ -50,7 +50,7 @@ struct StatusInterface: Sendable {
         guard try await store.writing({ try $0.setNotifications(enabled) }) else { return [] }
         log.info("notifications of other machines' activities \(enabled ? "on" : "off")")
         if !enabled { notices.withdrawShown() }
-        await announcements.emitRootPropertiesChanged(interface, [Contract.Status.Property.notifications])
+        await announcements.signals.propertiesChanged(interface, [Contract.Status.Property.notifications])
         return []
     }
 
@@ -62,7 +62,7 @@ struct StatusInterface: Sendable {
         guard try await store.writing({ try $0.setSource(name, on: on, from: now) }) else { return [] }
         log.info("source \(name) \(on ? "on" : "off")")
         if on { source.followIfOn() } else { source.stop() }
-        await announcements.emitRootPropertiesChanged(interface, [Contract.Status.Property.sources])
+        await announcements.signals.propertiesChanged(interface, [Contract.Status.Property.sources])
         return []
     }
 }

@@ -95,14 +95,14 @@ extension HandoffService {
         let offers = self.offers
         let offered = offers.offerable(advertised)
         for activity in advertised {
-            emitAdvertised(activity)
+            signals.advertised(activity)
         }
         if let offered { offers.offer(offered) }
         notices.withdraw(of: applied.continuedElsewhere)
         for id in applied.updated {
             // Told to host clients only when it cannot be read now (it went meanwhile).
             let app = (try? store.storedActivity(id: id))?.appID
-            emitUpdated(id, app: app)
+            signals.updated(id, app: app)
         }
         announceRemoved(applied.ended)
         // Another machine asked for these here: each scene is on the bus before its app is asked.
@@ -110,8 +110,8 @@ extension HandoffService {
             background.start {
                 do {
                     guard let scene = try self.store.scene(id: sceneID) else { return }
-                    try await self.exportNew(scene)
-                    try await self.deliver(sceneID: sceneID)
+                    try await self.scenes.exportNew(scene)
+                    try await self.continuations.deliver(sceneID: sceneID)
                 } catch {
                     self.log.info("continuing in scene \(sceneID), as another machine asked: \(error)")
                 }
@@ -121,7 +121,7 @@ extension HandoffService {
             guard let activity = try? store.storedActivity(id: continued.activityID), let type = try? store.activityType(activity.type) else {
                 continue
             }
-            tellOriginator(activity, type: type, scene: "/", device: continued.device)
+            continuations.tellOriginator(activity, type: type, scene: "/", device: continued.device)
         }
     }
 
