@@ -25,7 +25,7 @@ public struct BatonCommand: AsyncParsableCommand {
         version: "baton 1 (contract org.baton.Handoff1 version 1)",
         subcommands: [Types.self, Activities.self, History.self, Scenes.self, Watch.self, Export.self, Import.self, Pause.self, Resume.self,
                       Block.self, Unblock.self, Forget.self, Notifications.self, OpenPage.self, Sync.self, Devices.self, Status.self, Doctor.self,
-                      Sources.self, ServeWeb.self, ServeDocuments.self],
+                      Sources.self, ServeWeb.self, ServeDocuments.self, ServeMedia.self],
         groupedSubcommands: [
             // The everyday verbs at the top, as git's are: the same commands as under activities.
             CommandGroup(name: "everyday",
@@ -140,7 +140,15 @@ struct Activities: AsyncParsableCommand {
 
     static let headers = ["ID", "TYPE", "TITLE", "UPDATED"]
     static func row(_ r: [String: DBusValue]) -> [String] {
-        [r.text(Key.id), r.text(Key.type), r.text(Key.title), r[Key.updatedAt]?.uint64Value.map { relativeTime($0) } ?? ""]
+        [r.text(Key.id), r.text(Key.type), title(r), r[Key.updatedAt]?.uint64Value.map { relativeTime($0) } ?? ""]
+    }
+
+    /// The title, and for a track where it stopped: "Title — Artist (at 1:02 of 3:00)".
+    static func title(_ r: [String: DBusValue]) -> String {
+        let title = r.text(Key.title)
+        guard r.text(Key.type) == Contract.Sources.Media.type, let track = MediaTrack(payload: r.text(Key.payload)) else { return title }
+        let length = track.lengthUS > 0 ? " of \(MediaTrack.clockText(track.lengthUS))" : ""
+        return "\(title) (at \(MediaTrack.clockText(track.positionUS))\(length))"
     }
 
     struct AdvertiseOptions: ParsableArguments {

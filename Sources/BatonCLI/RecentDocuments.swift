@@ -15,10 +15,13 @@ struct Sources: AsyncParsableCommand {
             as an activity that continuing opens in that app. Off until turned on: file names would start \
             reaching your other machines. Turning it off keeps what it recorded; baton forget \
             org.baton.RecentDocuments --yes removes that.
-            Examples: baton sources; baton sources enable recent-documents; baton sources disable recent-documents
+            media: each track a media player plays (mpv, VLC, Rhythmbox: any MPRIS 2 player), as an activity kept at \
+            the position it reached, that continuing plays from there. Off until turned on; baton forget org.baton.Media \
+            --yes removes what it recorded.
+            Examples: baton sources; baton sources enable recent-documents; baton sources enable media; baton sources disable media
             """)
     @ArgumentParser.Argument(help: ArgumentHelp("enable or disable; nothing to list.", valueName: "action")) var action: String?
-    @ArgumentParser.Argument(help: ArgumentHelp("The source: recent-documents.", valueName: "source")) var source: String?
+    @ArgumentParser.Argument(help: ArgumentHelp("The source: recent-documents or media.", valueName: "source")) var source: String?
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
@@ -29,10 +32,11 @@ struct Sources: AsyncParsableCommand {
                 let on = try await daemon.properties(of: Contract.Interface.status)[Contract.Status.Property.sources]?.arrayValue?.compactMap(\.stringValue) ?? []
                 let blocked = try await daemon.properties(of: Contract.Interface.privacy)[Contract.Privacy.Property.blockedApps]?.arrayValue?
                     .compactMap(\.stringValue) ?? []
-                let recentDocuments = Contract.Sources.RecentDocuments.name
+                let recentDocuments = Contract.Sources.RecentDocuments.name, media = Contract.Sources.Media.name
                 let rows = [
                     ("web-pages", blocked.contains(WebPage.app) ? "blocked" : "on", "the browser extension's pages, baton open"),
                     (recentDocuments, on.contains(recentDocuments) ? "on" : "off", "documents apps record as recently used"),
+                    (media, on.contains(media) ? "on" : "off", "tracks media players play, where they stopped"),
                 ]
                 if global.json {
                     print("[" + rows.map { "{\"source\":\(StrictJSON.quote($0.0)),\"state\":\(StrictJSON.quote($0.1))}" }.joined(separator: ",") + "]")
@@ -44,7 +48,7 @@ struct Sources: AsyncParsableCommand {
                 _ = try await daemon.call(method, [.string(source)])
                 if !global.json { print("\(source): \(action == "enable" ? "on" : "off")") }
             case ("enable", nil), ("disable", nil):
-                throw CLIError(description: "name the source: baton sources \(action ?? "") recent-documents", status: ExitStatus.invalidInput)
+                throw CLIError(description: "name the source: baton sources \(action ?? "") recent-documents (or media)", status: ExitStatus.invalidInput)
             case (let other?, _):
                 throw CLIError(description: "'\(other)' is not enable or disable; baton sources lists the sources", status: ExitStatus.invalidInput)
             }

@@ -303,8 +303,16 @@ extension Contract {
             public static let name = "recent-documents"
         }
 
+        /// What MPRIS 2 media players play; off until the user turns it on.
+        public enum Media {
+            public static let type = "org.baton.media.track"
+            public static let app = "org.baton.Media"
+            /// Its name for `Status.EnableSource`, `Status.DisableSource` and `baton sources`.
+            public static let name = "media"
+        }
+
         /// The sources the user turns on and off, by name (`Status.Sources` lists those on).
-        public static let switchable = [RecentDocuments.name]
+        public static let switchable = [RecentDocuments.name, Media.name]
         /// Where a source's handler answers `Handler.ContinueActivity`.
         public static let handlerPath = "/"
     }

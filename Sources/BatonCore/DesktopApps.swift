@@ -37,6 +37,8 @@ public struct DesktopApp: Equatable, Sendable {
     public var tryExec: String?
     public var startupWMClass: String?
     public var dbusActivatable = false
+    /// `MimeType`: the types it opens.
+    public var mimeTypes: [String] = []
     /// `Hidden=true`: as good as deleted, the specification says.
     public var hidden = false
 
@@ -114,6 +116,7 @@ public struct DesktopApp: Equatable, Sendable {
             case "TryExec" where app.tryExec == nil && !value.isEmpty: app.tryExec = value
             case "StartupWMClass" where app.startupWMClass == nil && !value.isEmpty: app.startupWMClass = value
             case "DBusActivatable": app.dbusActivatable = value == "true"
+            case "MimeType": app.mimeTypes = value.split(separator: ";").map(String.init)
             case "Hidden": app.hidden = value == "true"
             default: break
             }

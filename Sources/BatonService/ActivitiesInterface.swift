@@ -120,11 +120,9 @@ struct ActivitiesInterface: Sendable {
             state = expired ? "expired" : "live"
             if let expiresAt = activity.expiresAt, expired { reasons.append("expired at \(WallClock.text(expiresAt))") }
             let type = try store.activityType(activity.type)
-            let document = activity.type == RecentDocuments.type
-            let obstacle = document ? RecentDocuments.obstacle(to: activity, applicationDirectories: applicationDirectories) : nil
-            if document {
-                reasons.append(obstacle.map { "a recent document that cannot be opened here: \($0)" }
-                               ?? "a recent document: continuing opens it in the app that used it")
+            let outside = openedOutside(activity)
+            if let outside {
+                reasons.append(outside.obstacle ?? outside.opens)
             } else if type == nil, let page = activity.webpageURL {
                 reasons.append("no app here registered \(activity.type): continuing opens its web page, \(page), in the default browser")
             } else if type == nil {
@@ -132,9 +130,9 @@ struct ActivitiesInterface: Sendable {
             }
             if !activity.eligibleForHandoff { reasons.append("advertised with eligible_for_handoff=false") }
             if !activity.eligibleForSearch { reasons.append("advertised with eligible_for_search=false") }
-            continuable = !expired && (document ? obstacle == nil : type != nil || activity.webpageURL != nil) && activity.eligibleForHandoff
+            continuable = !expired && (outside.map { $0.obstacle == nil } ?? (type != nil || activity.webpageURL != nil)) && activity.eligibleForHandoff
             searchable = !expired && activity.eligibleForSearch
-            if continuable, !document, let type, type.handler == nil {
+            if continuable, outside == nil, let type, type.handler == nil {
                 reasons.append("type \(type.type) has no handler: a continuation opens a scene for \(type.appID) to read when it starts")
             }
         } else if let tombstone = known.ended {
@@ -155,6 +153,25 @@ struct ActivitiesInterface: Sendable {
         }
         return [Records.Explanation(id: id, state: state, continuable: continuable, searchable: searchable, reasons: reasons,
                                     lastContinuation: last).record]
+    }
+
+    /// For an activity of a source that opens outside any scene (a recent document, a track):
+    /// what continuing it does, and why it cannot be done here (nil when it can).
+    func openedOutside(_ activity: Activity) -> (opens: String, obstacle: String?)? {
+        switch activity.type {
+        case RecentDocuments.type:
+            let obstacle = RecentDocuments.obstacle(to: activity, applicationDirectories: applicationDirectories)
+            return ("a recent document: continuing opens it in the app that used it",
+                    obstacle.map { "a recent document that cannot be opened here: \($0)" })
+        case Media.type:
+            guard let track = MediaTrack(payload: activity.payload) else { return ("a track", "a track that names no URL to play") }
+            let player = track.app(in: applicationDirectories)?.name ?? track.player
+            let obstacle = track.obstacle(applicationDirectories: applicationDirectories)
+            return ("a track: continuing plays it from \(MediaTrack.clockText(track.positionUS)) in \(player)",
+                    obstacle.map { "a track that cannot be played here: \($0)" })
+        default:
+            return nil
+        }
     }
 
     static func neverHere(_ id: String) -> String {

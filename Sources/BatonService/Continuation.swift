@@ -68,8 +68,8 @@ final class Continuations: Sendable {
     }
 
     /// The types whose sources open them outside any scene: a web page in the browser, a recent
-    /// document in the app that used it.
-    static let opensOutside: Set<String> = [RecentDocuments.type, Contract.Sources.WebPages.type]
+    /// document in the app that used it, a track in a media player.
+    static let opensOutside: Set<String> = [RecentDocuments.type, Contract.Sources.WebPages.type, Media.type]
 
     private func continueInScene(_ id: String, options: [String: String], confinedTo confinedApp: String?) async throws -> [DBusValue] {
         let now = clock.now()
@@ -89,6 +89,8 @@ final class Continuations: Sendable {
             return try await continueOnDevice(activity, device: device, options: options, request: request)
         case .outside where activity.type == RecentDocuments.type:
             return try await openRecentDocument(activity, request: request)
+        case .outside where activity.type == Media.type:
+            return try await playTrack(activity, request: request)
         case .outside, .webPage:
             return try await openWebPage(of: activity, request: request)
         case .scene(let type, let choice, let delivery):
@@ -233,6 +235,18 @@ final class Continuations: Sendable {
         }
         return try await openOutside(activity, through: RecentDocuments.handler, request: request,
                                      failure: "the document could not be opened")
+    }
+
+    /// Plays a track where it stopped, through `org.baton.Media` (`baton serve-media`), in the
+    /// player that played it or another here. Where the file or a player is not on this machine, `NotEligible`.
+    private func playTrack(_ activity: Activity, request: Request?) async throws -> [DBusValue] {
+        guard let track = MediaTrack(payload: activity.payload) else {
+            throw BatonError.notEligible("activity \(activity.id) names no track to play")
+        }
+        if let obstacle = track.obstacle(applicationDirectories: applicationDirectories) {
+            throw BatonError.notEligible("activity \(activity.id) cannot be played here: \(obstacle)")
+        }
+        return try await openOutside(activity, through: Media.handler, request: request, failure: "the track could not be played")
     }
 
     /// Asks `handler` to open `activity` outside any scene; replies "/" (and records `request`).

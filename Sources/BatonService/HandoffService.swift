@@ -86,6 +86,8 @@ public final class HandoffService: Sendable {
     let recentlyUsedPath: String?
     /// The task following it, while the source is on.
     let recentDocumentsFollower = SourceFollower()
+    /// The task following the media players, while the source is on.
+    let mediaFollower = SourceFollower()
 
     /// Makes the sync engine, with its settings in `configPath`; its changes are announced on the bus.
     public func attachSync(configPath: String, catchUpPeriod: Duration = .seconds(30)) throws -> SyncEngine {

@@ -77,7 +77,10 @@ extension HandoffService {
     var sources: [String: any ActivitySource] {
         [RecentDocuments.source: RecentDocumentsSource(
             store: store, activities: activities, announcements: self, background: background, follower: recentDocumentsFollower,
-            path: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log)]
+            path: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log),
+         Media.source: MediaSource(
+            store: store, activities: activities, announcements: self, background: background, follower: mediaFollower,
+            connection: connection, log: log)]
     }
 
     /// Starts following every source the user turned on (batond starting).

@@ -12,11 +12,15 @@ public struct MatchRule: Hashable, Sendable {
     public var pathNamespace: ObjectPath?
     /// `arg0`: the first body argument, when it is a string equal to this.
     public var arg0: String?
+    /// `arg0namespace`: the first body argument, when it is a string that is this bus or
+    /// interface name or one below it (`org.mpris.MediaPlayer2` matches `org.mpris.MediaPlayer2.mpv`).
+    public var arg0Namespace: String?
 
     public init(
         sender: String? = nil, interface: String? = nil, member: String? = nil,
-        path: ObjectPath? = nil, pathNamespace: ObjectPath? = nil, arg0: String? = nil
+        path: ObjectPath? = nil, pathNamespace: ObjectPath? = nil, arg0: String? = nil, arg0Namespace: String? = nil
     ) {
+        self.arg0Namespace = arg0Namespace
         self.sender = sender
         self.interface = interface
         self.member = member
@@ -31,6 +35,7 @@ public struct MatchRule: Hashable, Sendable {
         if let interface { try DBusNames.validate(interface, as: .interface) }
         if let member { try DBusNames.validate(member, as: .member) }
         if let arg0 { try DBusNames.validateString(arg0) }
+        if let arg0Namespace { try DBusNames.validate(arg0Namespace, as: .busName) }
         if path != nil && pathNamespace != nil {
             throw .invalidArgs("a match rule cannot have both path and path_namespace")
         }
@@ -49,6 +54,7 @@ public struct MatchRule: Hashable, Sendable {
         add("path", path?.text)
         add("path_namespace", pathNamespace?.text)
         add("arg0", arg0)
+        add("arg0namespace", arg0Namespace)
         return parts.joined(separator: ",")
     }
 
@@ -69,6 +75,10 @@ public struct MatchRule: Hashable, Sendable {
         if let arg0 {
             // Like the bus, arg0 compares string arguments only.
             guard case .string(let first)? = message.body.first, first == arg0 else { return false }
+        }
+        if let arg0Namespace {
+            guard case .string(let first)? = message.body.first,
+                  first == arg0Namespace || first.hasPrefix(arg0Namespace + ".") else { return false }
         }
         return true
     }

@@ -129,6 +129,8 @@ struct InstallTests {
         #expect(web.contains("Exec=\(home.path)/.local/bin/baton serve-web\n"))
         let documents = try String(contentsOf: home.appendingPathComponent(".local/share/dbus-1/services/org.baton.RecentDocuments.service"), encoding: .utf8)
         #expect(documents.contains("Exec=\(home.path)/.local/bin/baton serve-documents\n"))
+        let media = try String(contentsOf: home.appendingPathComponent(".local/share/dbus-1/services/org.baton.Media.service"), encoding: .utf8)
+        #expect(media.contains("Exec=\(home.path)/.local/bin/baton serve-media\n"))
         #expect(fm.fileExists(atPath: home.appendingPathComponent(".local/share/baton/types/org.baton.Web.json").path))
         let dataDirs = try String(contentsOf: home.appendingPathComponent(".config/environment.d/60-baton-data-dirs.conf"), encoding: .utf8)
         #expect(dataDirs.contains("XDG_DATA_DIRS=${HOME}/.local/share:${XDG_DATA_DIRS:-"))

@@ -108,8 +108,12 @@ struct ConnectionTests {
         defer { world.stop() }
         let all = try await world.client.signals(matching: MatchRule(interface: Fixture.interface, member: "Pinged"))
         let onlyB = try await world.client.signals(matching: MatchRule(interface: Fixture.interface, member: "Pinged", arg0: "b"))
+        // arg0namespace: a name and those below it, not a name that merely begins the same.
+        let underB = try await world.client.signals(matching: MatchRule(interface: Fixture.interface, member: "Pinged", arg0Namespace: "b.c"))
         _ = try await world.client.fixture("Ping", [.string("a")])
         _ = try await world.client.fixture("Ping", [.string("b")])
+        _ = try await world.client.fixture("Ping", [.string("b.cd")])
+        _ = try await world.client.fixture("Ping", [.string("b.c.d")])
         var allIterator = all.makeAsyncIterator()
         #expect(await allIterator.next()?.body == [.string("a")])
         #expect(await allIterator.next()?.body == [.string("b")])
@@ -117,6 +121,7 @@ struct ConnectionTests {
         #expect(fromB.body == [.string("b")])
         #expect(fromB.sender == world.server.uniqueName)
         #expect(fromB.path == Fixture.path)
+        #expect(try await first(of: underB).body == [.string("b.c.d")])
     }
 
     @Test func droppingASubscriptionRemovesItsMatchRule() async throws {
