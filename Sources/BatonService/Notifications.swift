@@ -109,10 +109,18 @@ struct NotificationOffers: Sendable {
         let machine = (try? store.remoteDeviceNames())?[activity.deviceID] ?? "another machine"
         let replacing = notices.shown.withLock { $0?.notificationID } ?? 0
         let posted = await postNotification(
-            summary: activity.title, body: "\(app?.name ?? AppEntry.readableName(activity.appID)) on \(machine)", icon: app?.icon,
+            summary: activity.title, body: Self.body(of: activity, app: app, machine: machine), icon: app?.icon,
             actions: ["default", "Continue", "dismiss", "Dismiss"], replacing: replacing)
         guard let posted else { return }
         notices.shown.withLock { $0 = .init(notificationID: posted, activityID: activity.id) }
+    }
+
+    /// The app and the machine ("Notes on desktop"); for a track, where it stopped too
+    /// ("Media on laptop, stopped at 12:34"): the position is why one continues it there.
+    static func body(of activity: Activity, app: AppEntry?, machine: String) -> String {
+        let origin = "\(app?.name ?? AppEntry.readableName(activity.appID)) on \(machine)"
+        guard activity.type == Media.type, let track = MediaTrack(payload: activity.payload), track.positionUS > 0 else { return origin }
+        return "\(origin), stopped at \(MediaTrack.clockText(track.positionUS))"
     }
 
     /// Says why a continuation the desktop asked for (a search result, a notification) did not

@@ -131,6 +131,19 @@ class BatonWindowTests(unittest.TestCase):
         eventually("every activity", lambda: self.titles() == ["Agatha", "Reading list", "Field walk"])
         self.assertTrue(self.describe()[1][0]["detail"].startswith("Hawk Notes · this machine"), self.describe()[1][0])
 
+        # A track the media source recorded: the player that played it, where it stopped, a bar for how far.
+        self.client.register_type("org.baton.media.track", "org.baton.Media", title="Track", required_keys=["url"])
+        self.client.advertise("org.baton.media.track", "A tone — Sox",
+                              {"url": "file:///music/a%20tone.wav", "position_us": 42000000, "length_us": 120000000, "player": "mpv"},
+                              searchable=True)
+        eventually("the track", lambda: self.titles()[0] == "A tone — Sox")
+        try:
+            player = Gio.DesktopAppInfo.new("mpv.desktop").get_name()
+        except TypeError:  # no mpv here: the app's id in words
+            player = "Media"
+        self.assertTrue(self.describe()[1][0]["detail"].startswith("%s · this machine · at 0:42 of 2:00 · " % player),
+                        self.describe()[1][0])
+
         # Drawn: photographed until two photographs agree.
         shot = os.path.join(self.directory, "baton-gtk.png")
         xid = self.describe()[0]["xid"]
