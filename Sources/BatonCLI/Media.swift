@@ -19,17 +19,17 @@ struct ServeMedia: AsyncParsableCommand {
             guard let track = MediaTrack(payload: activity["payload"]?.unwrapped.stringValue ?? "") else {
                 throw BatonError.invalidArgument("the activity names no track to play")
             }
-            let environment = ["HOME", "XDG_DATA_HOME", "XDG_DATA_DIRS"].reduce(into: [String: String]()) { values, name in
-                values[name] = getenv(name).map { String(cString: $0) }
-            }
-            return try await MediaPlayback(connection: connection)
-                .play(track, applicationDirectories: XDGData.applicationDirectories(environment: environment))
+            let environment = ["HOME", "XDG_DATA_HOME", "XDG_DATA_DIRS", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS"]
+                .reduce(into: [String: String]()) { values, name in values[name] = getenv(name).map { String(cString: $0) } }
+            return try await MediaPlayback(connection: connection).play(
+                track, applicationDirectories: XDGData.applicationDirectories(environment: environment),
+                configDirectories: XDGConfig.directories(environment: environment))
         }
     }
 }
 
-/// Plays a track again where it stopped, through MPRIS 2: in the player that played it (or
-/// another installed here, `MediaTrack.app`) — through `OpenUri` when it runs, else started
+/// Plays a track again where it stopped, through MPRIS 2: in the player that played it (else
+/// the default app for its type, `MediaTrack.app`) — through `OpenUri` when it runs, else started
 /// with the URL — then, once its `Metadata` shows the URL, `SetPosition` with the track id it
 /// gives. Players show a new URL before they can seek (mpv drops a `SetPosition` sent then),
 /// so the position is read back and asked again until it holds.
@@ -40,8 +40,8 @@ struct MediaPlayback {
     /// A position this close to the one asked for is there.
     static let tolerance: Int64 = 1_000_000
 
-    func play(_ track: MediaTrack, applicationDirectories: [String]) async throws -> [String: DBusValue] {
-        let app = track.app(in: applicationDirectories)
+    func play(_ track: MediaTrack, applicationDirectories: [String], configDirectories: [String]) async throws -> [String: DBusValue] {
+        let app = track.app(in: applicationDirectories, configDirectories: configDirectories)
         let entry = app.map { RecentlyUsed.entryName($0.desktopID) } ?? track.player
         if let running = await players().first(where: { $0.entry == entry }) {
             do {

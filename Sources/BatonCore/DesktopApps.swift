@@ -183,7 +183,7 @@ public struct DesktopApp: Equatable, Sendable {
     }
 
     /// Desktop entries are small; a file over 1 MiB is not one.
-    private static func readSmallFile(_ path: String) -> String? {
+    static func readSmallFile(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

@@ -59,9 +59,14 @@ public struct MediaTrack: Equatable, Sendable {
     }
 
     /// The app that plays it here: the player that played it when its desktop entry is
-    /// installed, else the first installed app (by id) that opens audio or video; nil when none.
-    public func app(in applicationDirectories: [String]) -> DesktopApp? {
+    /// installed, else the default app for the file's type (`DefaultApps`), else the first
+    /// installed app (by id) that opens audio or video; nil when none.
+    public func app(in applicationDirectories: [String], configDirectories: [String] = []) -> DesktopApp? {
         if !player.isEmpty, let app = DesktopApp.find(id: player, in: applicationDirectories) { return app }
+        let name = (url.split(separator: "?").first ?? "").split(separator: "/").last.map { RecentlyUsed.percentDecoded(String($0)) } ?? ""
+        if let app = DefaultApps.app(forFileNamed: name, configDirectories: configDirectories, applicationDirectories: applicationDirectories) {
+            return app
+        }
         return DesktopApp.all(in: applicationDirectories).first { app in
             app.exec != nil && app.mimeTypes.contains { $0.hasPrefix("audio/") || $0.hasPrefix("video/") }
         }
