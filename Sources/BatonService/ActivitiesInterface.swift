@@ -155,23 +155,12 @@ struct ActivitiesInterface: Sendable {
                                     lastContinuation: last).record]
     }
 
-    /// For an activity of a source that opens outside any scene (a recent document, a track):
-    /// what continuing it does, and why it cannot be done here (nil when it can).
+    /// For an activity of a source that opens outside any scene (a web page, a recent
+    /// document, a track): what continuing it does, and why it cannot be done here (nil when it can).
     func openedOutside(_ activity: Activity) -> (opens: String, obstacle: String?)? {
-        switch activity.type {
-        case RecentDocuments.type:
-            let obstacle = RecentDocuments.obstacle(to: activity, applicationDirectories: applicationDirectories)
-            return ("a recent document: continuing opens it in the app that used it",
-                    obstacle.map { "a recent document that cannot be opened here: \($0)" })
-        case Media.type:
-            guard let track = MediaTrack(payload: activity.payload) else { return ("a track", "a track that names no URL to play") }
-            let player = track.app(in: applicationDirectories)?.name ?? track.player
-            let obstacle = track.obstacle(applicationDirectories: applicationDirectories)
-            return ("a track: continuing plays it from \(MediaTrack.clockText(track.positionUS)) in \(player)",
-                    obstacle.map { "a track that cannot be played here: \($0)" })
-        default:
-            return nil
-        }
+        guard let opener = OutsideOpener.byType[activity.type] else { return nil }
+        return (opener.opens(activity, applicationDirectories),
+                opener.obstacle(activity, applicationDirectories).map { "\(opener.refused): \($0)" })
     }
 
     static func neverHere(_ id: String) -> String {

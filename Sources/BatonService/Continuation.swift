@@ -67,9 +67,6 @@ final class Continuations: Sendable {
         return continued
     }
 
-    /// The types whose sources open them outside any scene: a web page in the browser, a recent
-    /// document in the app that used it, a track in a media player.
-    static let opensOutside: Set<String> = [RecentDocuments.type, Contract.Sources.WebPages.type, Media.type]
 
     private func continueInScene(_ id: String, options: [String: String], confinedTo confinedApp: String?) async throws -> [DBusValue] {
         let now = clock.now()
@@ -83,15 +80,17 @@ final class Continuations: Sendable {
         let activity = try activities.continuable(id, now: now)
         let route = try ContinuationRoute.route(
             for: activity, confinedTo: confinedApp, options: parsed, thisDevice: thisDevice, type: try store.activityType(activity.type),
-            unrecorded: activities.unrecorded(activity.id) == .advertisedWhilePaused, opensOutside: Self.opensOutside)
+            unrecorded: activities.unrecorded(activity.id) == .advertisedWhilePaused, opensOutside: Set(OutsideOpener.byType.keys))
         switch route {
         case .onDevice(let device):
             return try await continueOnDevice(activity, device: device, options: options, request: request)
-        case .outside where activity.type == RecentDocuments.type:
-            return try await openRecentDocument(activity, request: request)
-        case .outside where activity.type == Media.type:
-            return try await playTrack(activity, request: request)
-        case .outside, .webPage:
+        case .outside:
+            guard let opener = OutsideOpener.byType[activity.type] else { return try await openWebPage(of: activity, request: request) }
+            if let obstacle = opener.obstacle(activity, applicationDirectories) {
+                throw BatonError.notEligible("activity \(activity.id) is \(opener.refused): \(obstacle)")
+            }
+            return try await openOutside(activity, through: opener.handler, request: request, failure: opener.failure)
+        case .webPage:
             return try await openWebPage(of: activity, request: request)
         case .scene(let type, let choice, let delivery):
             let existing: Scene?
@@ -215,51 +214,23 @@ final class Continuations: Sendable {
         return [.objectPath(path)]
     }
 
-    /// The handler of web pages, `org.baton.Web` (`baton serve-web`, started by the bus).
-    static let webHandler = (name: Contract.Sources.WebPages.app, path: Contract.Sources.handlerPath)
-
-    /// Opens a web page, or the page of an activity no app here can continue, through the web
-    /// pages' handler; no scene. Replies "/", as a continuation on another machine does (and so
-    /// does a repeat of `request`, without opening the page again).
+    /// Opens the page of an activity no app here can continue, through the web pages' handler
+    /// (`org.baton.Web`, `baton serve-web`); no scene. Replies "/", as a continuation on another
+    /// machine does (and so does a repeat of `request`, without opening the page again).
     private func openWebPage(of activity: Activity, request: Request?) async throws -> [DBusValue] {
-        try await openOutside(activity, through: Self.webHandler, request: request,
+        try await openOutside(activity, through: Contract.Sources.WebPages.app, request: request,
                               failure: "no app here continues \(activity.type), and its web page could not be opened")
     }
 
-    /// Opens a recent document in the app that used it, through `org.baton.RecentDocuments`
-    /// (`baton serve-documents`): batond's unit confines what it starts, so an app is started
-    /// by a process the bus starts. Where the file or the app is not on this machine, `NotEligible`.
-    private func openRecentDocument(_ activity: Activity, request: Request?) async throws -> [DBusValue] {
-        if let obstacle = RecentDocuments.obstacle(to: activity, applicationDirectories: applicationDirectories) {
-            throw BatonError.notEligible("activity \(activity.id) cannot be opened here: \(obstacle)")
-        }
-        return try await openOutside(activity, through: RecentDocuments.handler, request: request,
-                                     failure: "the document could not be opened")
-    }
-
-    /// Plays a track where it stopped, through `org.baton.Media` (`baton serve-media`), in the
-    /// player that played it or another here. Where the file or a player is not on this machine, `NotEligible`.
-    private func playTrack(_ activity: Activity, request: Request?) async throws -> [DBusValue] {
-        guard let track = MediaTrack(payload: activity.payload) else {
-            throw BatonError.notEligible("activity \(activity.id) names no track to play")
-        }
-        if let obstacle = track.obstacle(applicationDirectories: applicationDirectories) {
-            throw BatonError.notEligible("activity \(activity.id) cannot be played here: \(obstacle)")
-        }
-        return try await openOutside(activity, through: Media.handler, request: request, failure: "the track could not be played")
-    }
-
     /// Asks `handler` to open `activity` outside any scene; replies "/" (and records `request`).
-    private func openOutside(
-        _ activity: Activity, through handler: (name: String, path: String), request: Request?, failure: String
-    ) async throws -> [DBusValue] {
+    private func openOutside(_ activity: Activity, through handler: String, request: Request?, failure: String) async throws -> [DBusValue] {
         do {
-            _ = try await askHandler(handler.name, at: handler.path, scene: "/", activity: activity)
+            _ = try await askHandler(handler, at: Contract.Sources.handlerPath, scene: "/", activity: activity)
         } catch let unreachable as HandlerUnreachable {
             throw BatonError.handlerFailed("\(failure): \(unreachable.reason)")
         }
         if let request { try await store.writing { try $0.record(request, result: "") } }
-        log.debug("\(handler.name) opened \(activity.id)")
+        log.debug("\(handler) opened \(activity.id)")
         signals.continued(activity, into: "/", created: false)
         // Another machine's: it hears where its activity went, as for any continuation.
         if activity.isRemote { tellItsMachine(activity) }

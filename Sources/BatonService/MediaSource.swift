@@ -11,7 +11,6 @@ import Logging
 enum Media {
     static let type = Contract.Sources.Media.type
     static let app = Contract.Sources.Media.app
-    static let handler = (name: app, path: Contract.Sources.handlerPath)
     static let source = Contract.Sources.Media.name
     /// A track stays an activity for a week after it was last played (the history keeps it after):
     /// a podcast paused on Friday is still there to continue on Monday.

@@ -17,7 +17,6 @@ import Synchronization
 enum RecentDocuments {
     static let type = Contract.Sources.RecentDocuments.type
     static let app = Contract.Sources.RecentDocuments.app
-    static let handler = (name: app, path: Contract.Sources.handlerPath)
     /// The source's name, which the user turns on and off. It is off until then, since what it
     /// records (file names) would start crossing machines.
     static let source = Contract.Sources.RecentDocuments.name
