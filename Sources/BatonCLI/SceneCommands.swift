@@ -329,7 +329,8 @@ struct Status: AsyncParsableCommand {
             print([counted(types, "activity type", "activity types"), counted(activities, "live activity", "live activities"),
                    counted(scenes, "scene", "scenes")].joined(separator: ", "))
             print("notifications of other machines' activities \(notifications ? "on" : "off") (baton notifications); "
-                  + "recent documents \(recentDocuments ? "recorded" : "not recorded") (baton sources)")
+                  + "recent documents \(recentDocuments ? "recorded" : "not recorded"), "
+                  + "media \(sourcesOn.contains(Contract.Sources.Media.name) ? "recorded" : "not recorded") (baton sources)")
             if !blocked.isEmpty { print("blocked (their activities are refused): \(blocked.joined(separator: ", "))") }
             if paused {
                 print("recording paused " + (pausedUntil == 0 ? "until baton resume" : "until \(WallClock.text(pausedUntil))")

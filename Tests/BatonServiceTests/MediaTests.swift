@@ -23,6 +23,7 @@ import TestSupport
         #expect(try await stage.tracks().isEmpty)
         let enabled = try await world.baton(["sources", "enable", "media"])
         #expect(enabled.status == 0 && enabled.stdout == "media: on\n", "\(enabled)")
+        #expect(try await world.baton(["status"]).stdout.contains("media recorded (baton sources)"))
 
         // On: the track playing now is an activity, titled by its name.
         try await eventually("the track playing is an activity", timeout: .seconds(20)) { try await !stage.tracks().isEmpty }

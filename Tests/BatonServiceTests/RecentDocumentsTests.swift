@@ -51,13 +51,13 @@ import TestSupport
         // Off until the user turns it on: what was used before is not recorded, then or later.
         let listed = try await world.baton(["sources"])
         #expect(listed.status == 0 && listed.stdout.contains("recent-documents") && listed.stdout.contains("off"), "\(listed)")
-        #expect(try await world.baton(["status"]).stdout.contains("recent documents not recorded (baton sources)"))
+        #expect(try await world.baton(["status"]).stdout.contains("recent documents not recorded, media not recorded (baton sources)"))
         try await Self.use([before.absoluteString], in: world)
         let enabled = try await world.baton(["sources", "enable", "recent-documents"])
         #expect(enabled.status == 0 && enabled.stdout == "recent-documents: on\n", "\(enabled)")
         let sources = try await world.call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Status"), .string("Sources")])
         #expect(sources.first?.unwrapped == .array(.string, [.string("recent-documents")]))
-        #expect(try await world.baton(["status"]).stdout.contains("recent documents recorded (baton sources)"))
+        #expect(try await world.baton(["status"]).stdout.contains("recent documents recorded, media not recorded (baton sources)"))
 
         try await Self.use([notes.absoluteString], in: world)
         try await eventually("the document used is an activity", timeout: .seconds(20)) { try await !Self.documents(world).isEmpty }
