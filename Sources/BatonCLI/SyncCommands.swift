@@ -83,11 +83,13 @@ struct Sync: AsyncParsableCommand {
                         + "\"device_name\":\(StrictJSON.quote(facts.text(Name.deviceName))),\"last_sync_at\":\(last),\"outbox\":\(outbox)}")
                 }
                 guard state != "off" else { return print("sync is off; set it up with baton sync init URL (see baton sync --help)") }
-                print("sync is \(state) through \(transport == "folder" ? "a synced folder" : "a PostgreSQL server") as \(facts.text(Name.deviceName)) (\(facts.text(Name.deviceID)))")
-                print("last synced \(last == 0 ? "never" : relativeTime(last)); \(counted(outbox, "change", "changes")) waiting to be sent")
                 typealias Key = Contract.Sync.DeviceKey
                 let devices = (try await global.daemon().call(Contract.Sync.devices).first?.arrayValue ?? [])
                     .compactMap { $0.stringKeyedValue?.mapValues(\.unwrapped) }
+                let folder = devices.first { $0[Key.thisDevice]?.boolValue == true }?[Key.folder]?.stringValue
+                let place = transport == "folder" ? "the synced folder \(folder ?? "")" : "a PostgreSQL server"
+                print("sync is \(state) through \(place) as \(facts.text(Name.deviceName)) (\(facts.text(Name.deviceID)))")
+                print("last synced \(last == 0 ? "never" : relativeTime(last)); \(counted(outbox, "change", "changes")) waiting to be sent")
                 let others = devices.filter { $0[Key.thisDevice]?.boolValue != true }
                 for other in others {
                     let seen = other[Key.lastSeen]?.uint64Value ?? 0

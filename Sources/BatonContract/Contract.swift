@@ -282,6 +282,8 @@ extension Contract {
             public static let lastSeen = "last_seen"
             public static let revoked = "revoked"
             public static let thisDevice = "this_device"
+            /// This device's only, when the devices meet in a synced folder: the folder's path here.
+            public static let folder = "folder"
         }
     }
 

@@ -72,7 +72,9 @@ struct SyncInterface: Sendable {
 
     func syncDevices(_ call: MethodCall) throws -> [DBusValue] {
         typealias Key = Contract.Sync.DeviceKey
-        let devices = try SyncCalls.syncingNow { try engine().knownDevices() }
+        let engine = try engine()
+        let devices = try SyncCalls.syncingNow { try engine.knownDevices() }
+        let folder = engine.settings?.folder
         let records = devices.map { device in
             var record = RecordBuilder()
             record.field(Key.id, string: device.id)
@@ -80,6 +82,7 @@ struct SyncInterface: Sendable {
             record.field(Key.name, string: device.name)
             record.field(Key.revoked, boolean: device.revoked)
             record.field(Key.thisDevice, boolean: device.isThisDevice)
+            if device.isThisDevice, let folder { record.field(Key.folder, string: folder) }
             return record.value
         }
         return [.array(.dictionary(key: .string, value: .variant), records)]

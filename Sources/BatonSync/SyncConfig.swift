@@ -10,6 +10,8 @@ public struct SyncConfig: Codable, Sendable, Equatable {
     public var url: String
     /// What `url` names: `folder` (a `file://` URL or a path) or `postgresql`.
     public var transport: String { FolderTransport.folder(in: url) == nil ? "postgresql" : "folder" }
+    /// The synced folder the devices meet in; nil when they meet on a server.
+    public var folder: String? { FolderTransport.folder(in: url) }
     public var user: String
     public var deviceID: String
     public var deviceName: String

@@ -121,7 +121,11 @@ import TestSupport
                                                         "org.baton.Handoff1.Sync", "Transport"])
         #expect(transport.stdout == "s \"folder\"\n", "\(transport)")
         let status = try await laptop.baton(["sync", "status"])
-        #expect(status.stdout.hasPrefix("sync is ") && status.stdout.contains("through a synced folder as laptop"), "\(status)")
+        #expect(status.stdout.hasPrefix("sync is ") && status.stdout.contains("through the synced folder \(laptopFolder) as laptop"), "\(status)")
+        // gdbus, another client nobody here wrote, reads it from Devices.
+        let listed = try await laptop.run("gdbus", ["call", "--session", "--dest", "org.baton.Handoff1", "--object-path", "/org/baton/Handoff1",
+                                                    "--method", "org.baton.Handoff1.Sync.Devices"])
+        #expect(listed.stdout.contains("'folder': <'\(laptopFolder)'>"), "\(listed)")
 
         _ = try await desktop.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
             .string("org.example.notes.note"), .string("org.example.notes"), .stringMap([:]),
