@@ -373,3 +373,44 @@ extension FolderSyncTests {
         #expect(gone.count == 1 && gone.first?.contains("retrying until the folder is back") == true, "\(said.lines)")
     }
 }
+
+extension FolderSyncTests {
+    /// A folder that cannot be written (here made immutable with chattr, which stops root too, as
+    /// a disk mounted read-only would) makes sync offline, said once; writable again, sync
+    /// resumes and what was advertised meanwhile crosses.
+    @Test func aFolderThatCannotBeWrittenIsSaidOnceAndSyncResumesWhenItCanBe() async throws {
+        let chattr = try Executables.require("chattr", package: "e2fsprogs")
+        let folder = try TemporaryDirectory.make(prefix: "baton-sync-readonly").path
+        let said = Said()
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop", log: said), laptop = try SyncEngineTests.TestDevice(name: "laptop")
+        defer { desktop.close(); laptop.close() }
+        try desktop.store.write { try $0.register(type) }
+        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
+        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
+        try await eventually("the desktop is online") { desktop.engine.state == .online }
+
+        let locked = try await Executables.run(chattr, ["+i", folder])
+        guard locked.status == 0 else {
+            throw TestSupportError("chattr +i \(folder) failed (a file system without immutable files?): \(locked)")
+        }
+        let meanwhile = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Meanwhile", payload: "{}", createdAt: 1, updatedAt: 1)
+        // Made writable again whatever happens: an immutable folder outlives the test otherwise.
+        let whileLocked: (any Error)?
+        do {
+            _ = try desktop.store.write { try $0.insert(meanwhile) }
+            try await eventually("the desktop is offline", timeout: .seconds(20)) { desktop.engine.state == .offline }
+            whileLocked = nil
+        } catch {
+            whileLocked = error
+        }
+        let unlocked = try await Executables.run(chattr, ["-i", folder])
+        #expect(unlocked.status == 0, "\(unlocked)")
+        if let whileLocked { throw whileLocked }
+        try await eventually("the laptop has what the desktop advertised while the folder could not be written", timeout: .seconds(20)) {
+            try laptop.store.activity(id: meanwhile.id, now: 2) != nil
+        }
+        #expect(desktop.engine.state == .online)
+        let notWritable = said.lines.filter { $0.contains("is not writable") }
+        #expect(notWritable.count == 1 && notWritable.first?.contains("sync resumes when it is") == true, "\(said.lines)")
+    }
+}
