@@ -12,12 +12,16 @@ public struct MediaTrack: Equatable, Sendable {
     public var lengthUS: Int64
     /// The player's desktop id without `.desktop` (MPRIS `DesktopEntry`: "mpv"); empty when it gave none.
     public var player: String
+    /// Whether it was playing when written: false once paused, stopped, or the player quit,
+    /// which is when another machine offers to continue it.
+    public var playing: Bool
 
-    public init(url: String, positionUS: Int64, lengthUS: Int64, player: String) {
+    public init(url: String, positionUS: Int64, lengthUS: Int64, player: String, playing: Bool = false) {
         self.url = url
         self.positionUS = positionUS
         self.lengthUS = lengthUS
         self.player = player
+        self.playing = playing
     }
 
     /// The track in an activity's payload; nil when the payload has no URL.
@@ -27,10 +31,12 @@ public struct MediaTrack: Equatable, Sendable {
         positionUS = members.number("position_us").map { Int64(clamping: Int($0)) } ?? 0
         lengthUS = members.number("length_us").map { Int64(clamping: Int($0)) } ?? 0
         player = members.string("player") ?? ""
+        playing = members.first { $0.key == "playing" }?.rawValue == "true"
     }
 
     public var payload: String {
-        "{\"url\":\(StrictJSON.quote(url)),\"position_us\":\(positionUS),\"length_us\":\(lengthUS),\"player\":\(StrictJSON.quote(player))}"
+        "{\"url\":\(StrictJSON.quote(url)),\"position_us\":\(positionUS),\"length_us\":\(lengthUS),\"player\":\(StrictJSON.quote(player)),"
+            + "\"playing\":\(playing)}"
     }
 
     /// The file the URL names on this machine; nil for a stream.

@@ -275,7 +275,8 @@ private struct Players {
     private func write(_ player: inout Player, at now: ContinuousClock.Instant) async {
         guard let url = player.state.url else { return }
         let state = player.state
-        let track = MediaTrack(url: url, positionUS: max(0, state.positionUS), lengthUS: max(0, state.lengthUS), player: player.desktopEntry)
+        let track = MediaTrack(
+            url: url, positionUS: max(0, state.positionUS), lengthUS: max(0, state.lengthUS), player: player.desktopEntry, playing: state.isPlaying)
         let title = String(MediaTrack.title(title: state.title, artists: state.artists, url: url).prefix(200))  // 200 characters fit the title limit
         guard let id = await source.record(track, title: title, into: player.activity) else { return }
         player.activity = id

@@ -23,6 +23,8 @@ final class HandoffNotices: Sendable {
 
     let shown = Mutex<Shown?>(nil)
     let serverMissingLogged = Atomic(false)
+    /// The track last offered when it stopped, and where: offered again only where it stops next.
+    let lastTrackOffered = Mutex<(id: String, positionUS: Int64)?>(nil)
     /// The latest offer's notification under way: the next waits for it.
     let lastOffer = Mutex<Task<Void, any Error>?>(nil)
     /// Where a withdrawal is sent, and the task that sends it.
@@ -85,11 +87,27 @@ struct NotificationOffers: Sendable {
         return arrived
             .filter { activity in
                 // A machine whose clock runs ahead sends changes from the future: fresh too.
+                // A track is offered once it stopped playing there (`stoppedTracks`), not while it plays.
                 activity.isRemote && activity.eligibleForHandoff && !activity.isExpired(at: now)
+                    && (activity.type != Media.type || MediaTrack(payload: activity.payload)?.playing == false)
                     && activity.updatedAt &+ Self.noticeFreshness >= now
                     && (try? store.isBlocked(activity.appID)) == false
             }
             .max { $0.updatedAt < $1.updatedAt }
+    }
+
+    /// Of the activities another machine just updated, its tracks that stopped playing there,
+    /// each once per place it stopped: "continue from the laptop" is offered when the laptop
+    /// stops, where it stopped.
+    func stoppedTracks(_ updated: [Activity]) -> [Activity] {
+        updated.filter { activity in
+            guard activity.type == Media.type, let track = MediaTrack(payload: activity.payload), !track.playing else { return false }
+            return notices.lastTrackOffered.withLock { last in
+                guard last?.id != activity.id || last?.positionUS != track.positionUS else { return false }
+                last = (activity.id, track.positionUS)
+                return true
+            }
+        }
     }
 
     /// Shows `activity`'s notification, replacing the one before, after every offer made
@@ -105,7 +123,9 @@ struct NotificationOffers: Sendable {
     }
 
     private func notify(_ activity: Activity) async {
-        let app = AppEntry.find(activity.appID, in: applicationDirectories)
+        // A track is shown as its player's (its name and icon), when that player is installed here.
+        let player = activity.type == Media.type ? MediaTrack(payload: activity.payload)?.player : nil
+        let app = player.flatMap { AppEntry.find($0, in: applicationDirectories) } ?? AppEntry.find(activity.appID, in: applicationDirectories)
         let machine = (try? store.remoteDeviceNames())?[activity.deviceID] ?? "another machine"
         let replacing = notices.shown.withLock { $0?.notificationID } ?? 0
         let posted = await postNotification(

@@ -96,7 +96,8 @@ extension HandoffService {
     func announce(_ applied: Store.Applied) {
         let advertised = applied.advertised.compactMap { try? store.storedActivity(id: $0) }
         let offers = self.offers
-        let offered = offers.offerable(advertised)
+        let stopped = offers.stoppedTracks(applied.updated.compactMap { try? store.storedActivity(id: $0) })
+        let offered = offers.offerable(advertised + stopped)
         for activity in advertised {
             signals.advertised(activity)
         }

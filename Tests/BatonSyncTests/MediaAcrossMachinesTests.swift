@@ -1,11 +1,13 @@
+import BatonCore
 import DBus
 import Foundation
 import Glibc
 import Testing
 import TestSupport
 
-/// A track played on the desktop, continued on the laptop through a PostgreSQL server: a stream
-/// plays on at its position; a file the laptop does not have is refused, with the reason.
+/// A track played on the desktop, continued on the laptop through a PostgreSQL server: once it
+/// stops on the desktop the laptop offers it in a notification that says where; a stream plays
+/// on at its position; a file the laptop does not have is refused, with the reason.
 @Suite(.serialized) struct MediaAcrossMachinesTests {
     /// Serves `directory` over HTTP on a free port of 127.0.0.1, as a radio or podcast host would
     /// (Python's server, which answers the range requests a player seeks with); returns its URL.
@@ -29,6 +31,8 @@ import TestSupport
         defer { desktop.close(); laptop.close() }
         let here = try await MediaStage.prepare(desktop), there = try await MediaStage.prepare(laptop)
         defer { here.stopStartedPlayers(); there.stopStartedPlayers() }
+        let notifications = try await laptop.startNotificationServer()
+        defer { notifications.kill(SIGKILL) }
         let (place, _) = try await MachinesMeet.server.join([desktop, laptop], names: ["desktop", "laptop"])
         defer { place.close() }
         _ = try await desktop.call("org.baton.Handoff1.Status", "EnableSource", [.string("media")])
@@ -53,6 +57,15 @@ import TestSupport
             let got = try? await laptop.call("org.baton.Handoff1.Activities", "Get", [.string(id)]).first?.stringKeyedValue?.mapValues(\.unwrapped)
             return got.flatMap(MediaStage.position) == stopped
         }
+        // Offered on the laptop once it stopped on the desktop (not while it played), where it stopped.
+        try await eventually("the laptop offers the track") { try await !laptop.notified().isEmpty }
+        try await eventually("the offer says where it stopped") {
+            try await laptop.notified().last?.body.hasSuffix(" on desktop, stopped at \(MediaTrack.clockText(stopped))") ?? false
+        }
+        // Shown as its player's; the first offer replaced none (nothing was offered while it played).
+        let offers = try await laptop.notified()
+        #expect(offers.allSatisfy { $0.summary == "a tone.wav" && $0.body.hasPrefix("mpv Media Player on desktop, stopped at ") }
+                && offers.first?.replaces == 0, "\(offers)")
         let asked = ContinuousClock.now
         let continued = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(id), .stringMap([:])])
         #expect(continued == [.objectPath("/")])

@@ -12,16 +12,7 @@ import TestSupport
     static let notifications = "org.freedesktop.Notifications"
     static let path: ObjectPath = "/org/freedesktop/Notifications"
 
-    /// The Notify calls the mock received so far: (replaces_id, summary, body, actions, hints).
-    func notified(_ laptop: BatonWorld) async throws -> [(replaces: UInt32, summary: String, body: String, actions: [String], hints: [String: DBusValue])] {
-        let calls = try await laptop.client.call(Self.notifications, Self.path, "org.freedesktop.DBus.Mock", "GetMethodCalls", [.string("Notify")])
-        return (calls.first?.arrayValue ?? []).compactMap { call in
-            guard let fields = call.structureValue, fields.count == 2, let arguments = fields[1].arrayValue?.map(\.unwrapped),
-                  arguments.count == 8 else { return nil }
-            return (arguments[1].uint32Value ?? 0, arguments[3].stringValue ?? "", arguments[4].stringValue ?? "",
-                    arguments[5].arrayValue?.compactMap(\.stringValue) ?? [], arguments[6].stringKeyedValue?.mapValues(\.unwrapped) ?? [:])
-        }
-    }
+    func notified(_ laptop: BatonWorld) async throws -> [BatonWorld.Notified] { try await laptop.notified() }
 
     func advertise(_ desktop: BatonWorld, _ title: String, _ options: [String: String] = [:]) async throws -> String {
         try #require(try await desktop.call("org.baton.Handoff1.Activities", "Advertise", [

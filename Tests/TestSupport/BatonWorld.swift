@@ -113,3 +113,29 @@ extension BatonWorld {
         return shown?.first?.unwrapped == .string(activityID)
     }
 }
+
+extension BatonWorld {
+    /// A notification python3-dbusmock's notification server was asked to show.
+    public typealias Notified = (replaces: UInt32, summary: String, body: String, actions: [String], hints: [String: DBusValue])
+
+    /// Starts python3-dbusmock's notification server on this bus (a server we did not write,
+    /// needing no display) and waits for its name; kill it at the end.
+    public func startNotificationServer() async throws -> Subprocess {
+        let mock = try Subprocess("/usr/bin/python3", ["-m", "dbusmock", "--template", "notification_daemon",
+                                                        "-p", #"{"capabilities": "body actions"}"#], environment: bus.environment)
+        try await client.waitForName("org.freedesktop.Notifications", timeout: .seconds(15))
+        return mock
+    }
+
+    /// The Notify calls the mock notification server received so far.
+    public func notified() async throws -> [Notified] {
+        let calls = try await client.call("org.freedesktop.Notifications", "/org/freedesktop/Notifications", "org.freedesktop.DBus.Mock",
+                                          "GetMethodCalls", [.string("Notify")])
+        return (calls.first?.arrayValue ?? []).compactMap { call in
+            guard let fields = call.structureValue, fields.count == 2, let arguments = fields[1].arrayValue?.map(\.unwrapped),
+                  arguments.count == 8 else { return nil }
+            return (arguments[1].uint32Value ?? 0, arguments[3].stringValue ?? "", arguments[4].stringValue ?? "",
+                    arguments[5].arrayValue?.compactMap(\.stringValue) ?? [], arguments[6].stringKeyedValue?.mapValues(\.unwrapped) ?? [:])
+        }
+    }
+}
