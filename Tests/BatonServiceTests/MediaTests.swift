@@ -94,4 +94,41 @@ import TestSupport
         #expect(refused?.name == "org.baton.Handoff1.Error.NotEligible" && refused?.message.contains("is not on this machine") == true,
                 "\(String(describing: refused))")
     }
+
+    /// The source obeys the user as every app's Advertise does: while recording is paused a
+    /// track is kept in memory only (its name never reaches the database), and nothing of a
+    /// blocked org.baton.Media is recorded; the first track after the block is newer than it.
+    @Test func whilePausedOrBlockedATrackIsNotWritten() async throws {
+        let world = try await BatonWorld.startedInProcess()
+        defer { world.close() }
+        let stage = try await MediaStage.prepare(world)
+        _ = try await world.call("org.baton.Handoff1.Status", "EnableSource", [.string("media")])
+        #expect(try await world.baton(["pause"]).status == 0)
+        let player = try stage.play()
+        defer { player.kill(SIGKILL) }
+        try await eventually("the track is kept while paused", timeout: .seconds(20)) { try await !stage.tracks().isEmpty }
+        let id = try #require(try await stage.tracks().first?["id"]?.stringValue)
+        let explained = try await world.baton(["activities", "explain", id])
+        #expect(explained.stdout.contains("advertised while recording was paused: kept in memory only"), "\(explained)")
+        _ = try await stage.playerctl(["pause"])  // a write while paused: memory only too
+        try await eventually("the pause is kept") { try await MediaStage.number("playing", in: stage.tracks().first ?? [:]) == 0 }
+        for suffix in ["", "-wal"] {
+            let data = FileManager.default.contents(atPath: world.database + suffix) ?? Data()
+            #expect(data.range(of: Data("a tone.wav".utf8)) == nil, "\(suffix.isEmpty ? "the database" : suffix) holds the track played while paused")
+        }
+
+        // Blocked: the player plays, pauses, plays; nothing is recorded until it is allowed again.
+        #expect(try await world.baton(["resume"]).status == 0)
+        #expect(try await world.baton(["block", "org.baton.Media"]).status == 0)
+        _ = try await stage.playerctl(["play"])
+        _ = try await stage.playerctl(["position", "30"])
+        _ = try await stage.playerctl(["pause"])
+        let allowedAt = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+        #expect(try await world.baton(["unblock", "org.baton.Media"]).status == 0)
+        _ = try await stage.playerctl(["play"])
+        try await eventually("the track is recorded once allowed") { try await !stage.tracks().isEmpty }
+        let created = try #require(try await stage.tracks().first?["created_at"]?.uint64Value)
+        #expect(created >= allowedAt, "recorded at \(created), before it was allowed again at \(allowedAt)")
+        #expect(try await stage.tracks().count == 1)
+    }
 }
