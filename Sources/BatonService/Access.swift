@@ -30,6 +30,12 @@ struct CallerScope: Sendable {
     /// Whether the caller may see and change what belongs to `owner`.
     func sees(_ owner: String) -> Bool { app.map { $0 == owner } ?? true }
 
+    /// `value` (an app's type, scene, …) as this caller may know it: nil when it belongs to
+    /// another app than a sandboxed caller's, for which it does not exist.
+    func visible<Owned>(_ value: Owned?, owner: (Owned) -> String) -> Owned? {
+        value.flatMap { sees(owner($0)) ? $0 : nil }
+    }
+
     /// Narrows a filter's app to the caller's: its own app when the filter names none; false
     /// when it names another app, of which the caller sees nothing.
     func narrow(_ filterApp: inout String?) -> Bool {

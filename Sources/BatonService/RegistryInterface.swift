@@ -50,15 +50,15 @@ struct RegistryInterface: Sendable {
     func unregister(_ call: MethodCall) async throws -> [DBusValue] {
         let type: String = try call.argument(0)
         let unknown = BatonError.unknownActivityType("no activity type \(printable(type)) is registered")
-        if let registered = try store.activityType(type), !CallerScope(call).sees(registered.appID) { throw unknown }
-        guard let removed = try await store.writing({ try $0.unregister(type: type) }) else { throw unknown }
+        guard CallerScope(call).visible(try store.activityType(type), owner: \.appID) != nil,
+              let removed = try await store.writing({ try $0.unregister(type: type) }) else { throw unknown }
         announcements.announceRemoved(removed)
         return []
     }
 
     func list(_ call: MethodCall) async throws -> [DBusValue] {
         let scope = CallerScope(call)
-        return [.array(.dictionary(key: .string, value: .variant), try store.activityTypes().filter { scope.sees($0.appID) }.map(Records.record))]
+        return [.array(.dictionary(key: .string, value: .variant), try store.activityTypes().compactMap { scope.visible($0, owner: \.appID) }.map(Records.record))]
     }
 }
 

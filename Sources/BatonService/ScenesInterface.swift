@@ -55,9 +55,7 @@ struct ScenesInterface: Sendable {
 
     func closeScene(_ call: MethodCall) async throws -> [DBusValue] {
         let id = try SceneAddress.id(from: try call.argument(0, as: ObjectPath.self).text)
-        if let scene = try store.scene(id: id), !CallerScope(call).sees(scene.appID) {
-            throw BatonError.notFound("no scene \(id)")
-        }
+        guard CallerScope(call).visible(try store.scene(id: id), owner: \.appID) != nil else { throw BatonError.notFound("no scene \(id)") }
         try await objects.close(id)
         return []
     }
