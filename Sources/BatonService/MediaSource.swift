@@ -3,6 +3,7 @@ import BatonCore
 import BatonStore
 import DBus
 import Logging
+import Synchronization
 
 /// The media source: each track an MPRIS 2 player plays (mpv, VLC, Rhythmbox, …) after the
 /// source was turned on becomes an `org.baton.media.track` activity of the app
@@ -68,6 +69,9 @@ struct MediaSource: ActivitySource {
             log.error("media: cannot watch the players on the bus (\(error)); the source records nothing")
             return
         }
+        // A change is read whole (GetAll): one pending read per player is enough, so a player that
+        // floods its signals queues one event, not one per signal.
+        let pending = PendingChanges()
         await withTaskGroup(of: Void.self) { group in
             for subscription in subscriptions {
                 group.addTask {
@@ -76,13 +80,13 @@ struct MediaSource: ActivitySource {
                             guard signal.body.count == 3, let name = signal.body[0].stringValue, let previous = signal.body[1].stringValue,
                                   let owner = signal.body[2].stringValue else { continue }
                             sink.yield(.owner(name: name, previous: previous, owner: owner))
-                        } else if let sender = signal.sender {
+                        } else if let sender = signal.sender, pending.add(sender) {
                             sink.yield(.changed(sender))
                         }
                     }
                 }
             }
-            group.addTask { await watch(events, sink: sink) }
+            group.addTask { await watch(events, sink: sink, pending: pending) }
             await group.next()
             group.cancelAll()
         }
@@ -90,7 +94,7 @@ struct MediaSource: ActivitySource {
     }
 
     /// The follower's loop: one `Players` state, changed by one event at a time.
-    private func watch(_ events: AsyncStream<Event>, sink: AsyncStream<Event>.Continuation) async {
+    private func watch(_ events: AsyncStream<Event>, sink: AsyncStream<Event>.Continuation, pending: PendingChanges) async {
         var players = Players(source: self)
         // Subscribed first, so a player that appears now is not missed.
         for (name, owner) in await MPRIS.players(on: connection) { await players.appeared(name, owner: owner) }
@@ -102,6 +106,7 @@ struct MediaSource: ActivitySource {
                 if !previous.isEmpty { await players.left(previous) }
                 if !owner.isEmpty { await players.appeared(name, owner: owner) }
             case .changed(let owner):
+                pending.remove(owner)  // before reading: a change from now on queues another read
                 await players.changed(owner)
             case .tick:
                 tickPending = false
@@ -178,6 +183,16 @@ struct MediaSource: ActivitySource {
         try await store.writing { try $0.register(type) }
         return type
     }
+}
+
+/// The players with a change waiting to be read.
+private final class PendingChanges: Sendable {
+    private let owners = Mutex<Set<String>>([])
+
+    /// True when `owner` had none waiting (then an event is queued for it).
+    func add(_ owner: String) -> Bool { owners.withLock { $0.insert(owner).inserted } }
+
+    func remove(_ owner: String) { _ = owners.withLock { $0.remove(owner) } }
 }
 
 /// The players the media source follows, by unique name, and what it last wrote of each.
