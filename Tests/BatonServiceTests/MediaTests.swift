@@ -131,4 +131,32 @@ import TestSupport
         #expect(created >= allowedAt, "recorded at \(created), before it was allowed again at \(allowedAt)")
         #expect(try await stage.tracks().count == 1)
     }
+
+    /// A player that floods its signals (20 000 PropertiesChanged and as many Seeked, nothing
+    /// that changes its track) is read once per batch, not once per signal: batond keeps
+    /// answering, and a player that appears right after the flood is recorded at once rather
+    /// than behind 40 000 reads of 1 ms each.
+    @Test func aPlayerThatFloodsItsSignalsIsReadOncePerBatch() async throws {
+        let world = try await BatonWorld.startedInProcess()
+        defer { world.close() }
+        _ = try await world.call("org.baton.Handoff1.Status", "EnableSource", [.string("media")])
+        let script = Repository.root.appendingPathComponent("Tests/Scripts/flood-player.py").path
+        let flooder = try Subprocess("/usr/bin/python3", [script, "flood"], environment: world.bus.environment)
+        defer { flooder.kill(SIGKILL) }
+        let name = "org.mpris.MediaPlayer2.flood", path: ObjectPath = "/org/mpris/MediaPlayer2"
+        try await world.client.waitForName(name, timeout: .seconds(15))
+        @Sendable func tracks() async throws -> [String] {
+            let listed = try await world.call("org.baton.Handoff1.Activities", "List", [.stringMap(["app_id": "org.baton.Media"])])
+            return (listed.first?.arrayValue ?? []).compactMap { $0.stringKeyedValue?["target_content_id"]?.unwrapped.stringValue }
+        }
+        try await eventually("the flooding player's track is an activity") { try await tracks() == ["file:///music/flood.ogg"] }
+
+        let signals = 20_000
+        _ = try await world.client.call(name, path, "org.baton.Test.Flood", "Flood", [.uint32(UInt32(signals))], timeout: .seconds(60))
+        let next = try Subprocess("/usr/bin/python3", [script, "next"], environment: world.bus.environment)
+        defer { next.kill(SIGKILL) }
+        try await eventually("the player that came after the flood is recorded") { try await tracks().contains("file:///music/next.ogg") }
+        let reads = try #require(try await world.client.call(name, path, "org.baton.Test.Flood", "Stats").first?.uint32Value)
+        #expect(reads < UInt32(signals / 20), "read \(reads) times for \(2 * signals) signals")
+    }
 }
