@@ -15,7 +15,7 @@ struct Sources: AsyncParsableCommand {
             as an activity that continuing opens in that app. Off until turned on: file names would start \
             reaching your other machines. Turning it off keeps what it recorded; baton forget \
             org.baton.RecentDocuments --yes removes that.
-            media: each track a media player plays (mpv, VLC, Rhythmbox: any MPRIS 2 player), as an activity kept at \
+            media: each track a media player plays (any MPRIS 2 player that says its track's URL, as mpv does), as an activity kept at \
             the position it reached, that continuing plays from there. Off until turned on; baton forget org.baton.Media \
             --yes removes what it recorded.
             Examples: baton sources; baton sources enable recent-documents; baton sources enable media; baton sources disable media

@@ -42,6 +42,14 @@ public struct MediaTrack: Equatable, Sendable {
     /// The file the URL names on this machine; nil for a stream.
     public var localPath: String? { RecentlyUsed.localPath(url) }
 
+    /// The URL's last part, decoded, without a query: the file's name ("a tone.wav"); empty when none.
+    public var fileName: String { Self.fileName(in: url) }
+
+    static func fileName(in url: String) -> String {
+        let path = url.split(separator: "?").first.map(String.init) ?? url
+        return path.split(separator: "/").last.map { RecentlyUsed.percentDecoded(String($0)) } ?? ""
+    }
+
     /// A stream on the web: its URL is the activity's web page too.
     public var isWebStream: Bool { url.hasPrefix("http://") || url.hasPrefix("https://") }
 
@@ -51,9 +59,8 @@ public struct MediaTrack: Equatable, Sendable {
         let title = title.map { String($0[...].trimmingSpaces) } ?? ""
         let artist = artists.map { String($0[...].trimmingSpaces) }.filter { !$0.isEmpty }.joined(separator: ", ")
         if !title.isEmpty { return artist.isEmpty ? title : "\(title) — \(artist)" }
-        let path = url.split(separator: "?").first.map(String.init) ?? url
-        let last = path.split(separator: "/").last.map { RecentlyUsed.percentDecoded(String($0)) } ?? ""
-        return last.isEmpty ? url : last
+        let name = fileName(in: url)
+        return name.isEmpty ? url : name
     }
 
     /// A position as a player shows it: "1:02:03", "12:34", "0:05".
@@ -69,8 +76,7 @@ public struct MediaTrack: Equatable, Sendable {
     /// installed app (by id) that opens audio or video; nil when none.
     public func app(in applicationDirectories: [String], configDirectories: [String] = []) -> DesktopApp? {
         if !player.isEmpty, let app = DesktopApp.find(id: player, in: applicationDirectories) { return app }
-        let name = (url.split(separator: "?").first ?? "").split(separator: "/").last.map { RecentlyUsed.percentDecoded(String($0)) } ?? ""
-        if let app = DefaultApps.app(forFileNamed: name, configDirectories: configDirectories, applicationDirectories: applicationDirectories) {
+        if let app = DefaultApps.app(forFileNamed: fileName, configDirectories: configDirectories, applicationDirectories: applicationDirectories) {
             return app
         }
         return DesktopApp.all(in: applicationDirectories).first { app in

@@ -181,6 +181,15 @@ struct ActivityRepository: Sendable {
         Outcome(ended: try await store.writing { try $0.deleteAll(appID: app) })
     }
 
+    /// A source's activity type (recent documents, tracks), registered on first use, and again if
+    /// the user forgot the source's app meanwhile (`ForgetApp` unregisters its types).
+    func sourceType(_ name: String, app: String, options: [String: String]) async throws -> ActivityType {
+        if let type = try store.activityType(name) { return type }
+        let type = try ActivityType.registration(type: name, appID: app, options: options, limits: store.limits)
+        try await store.writing { try $0.register(type) }
+        return type
+    }
+
     /// Refuses what the user blocked: nothing of a blocked app is recorded or changed.
     func refuseIfBlocked(_ app: String) throws {
         guard try store.isBlocked(app) else { return }

@@ -5,7 +5,7 @@ import DBus
 import Logging
 import Synchronization
 
-/// The media source: each track an MPRIS 2 player plays (mpv, VLC, Rhythmbox, …) after the
+/// The media source: each track an MPRIS 2 player plays (one that says its track's URL, as mpv does) after the
 /// source was turned on becomes an `org.baton.media.track` activity of the app
 /// `org.baton.Media`, kept at the player's position. Continuing one plays it again where it
 /// stopped, through the handler `org.baton.Media` (`baton serve-media`, started by the bus).
@@ -164,7 +164,7 @@ struct MediaSource: ActivitySource {
     }
 
     private func advertise(_ track: MediaTrack, title: String, now: UInt64) async throws -> String {
-        let type = try await registeredType()
+        let type = try await activities.sourceType(Media.type, app: Media.app, options: ["title": "Track", "required_keys": "url"])
         var options = ["target_content_id": track.url, "eligible_for_search": "true", "expires_in": String(Media.lifetime)]
         if track.isWebStream { options["webpage_url"] = track.url }
         let advertisement = try Advertisement.parse(type: type, title: title, payload: track.payload, options: options, limits: store.limits)
@@ -175,14 +175,6 @@ struct MediaSource: ActivitySource {
         return outcome.id
     }
 
-    /// The type, registered again if the user forgot org.baton.Media meanwhile.
-    private func registeredType() async throws -> ActivityType {
-        if let type = try store.activityType(Media.type) { return type }
-        let type = try ActivityType.registration(
-            type: Media.type, appID: Media.app, options: ["title": "Track", "required_keys": "url"], limits: store.limits)
-        try await store.writing { try $0.register(type) }
-        return type
-    }
 }
 
 /// The players with a change waiting to be read.

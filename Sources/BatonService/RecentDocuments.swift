@@ -132,7 +132,8 @@ struct RecentDocumentsSource: ActivitySource {
         if let name = document.app { payload += ",\"app_name\":\(StrictJSON.quote(name))" }
         if let program = document.exec.flatMap(DesktopApp.program) { payload += ",\"app_program\":\(StrictJSON.quote(program))" }
         payload += ",\"modified\":\(document.usedAt)}"
-        let type = try await registeredType()
+        let type = try await activities.sourceType(
+            RecentDocuments.type, app: RecentDocuments.app, options: ["title": "Document", "required_keys": "uri"])
         let advertisement = try Advertisement.parse(
             type: type, title: String(document.displayName.prefix(200)), payload: payload,  // 200 characters fit the title limit
             options: ["target_content_id": document.uri, "eligible_for_search": "true", "expires_in": String(RecentDocuments.lifetime)], limits: limits)
@@ -143,14 +144,6 @@ struct RecentDocumentsSource: ActivitySource {
         return outcome.id
     }
 
-    /// The type, registered again if the user forgot org.baton.RecentDocuments meanwhile.
-    private func registeredType() async throws -> ActivityType {
-        if let type = try store.activityType(RecentDocuments.type) { return type }
-        let type = try ActivityType.registration(
-            type: RecentDocuments.type, appID: RecentDocuments.app, options: ["title": "Document", "required_keys": "uri"], limits: limits)
-        try await store.writing { try $0.register(type) }
-        return type
-    }
 
     private func endQuietly(_ id: String) async {
         if let ended = try? await activities.invalidate(id) { announcements.announce(ended) }

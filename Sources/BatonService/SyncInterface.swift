@@ -95,18 +95,19 @@ extension HandoffService {
     /// Tells the bus what other devices' records changed here.
     func announce(_ applied: Store.Applied) {
         let advertised = applied.advertised.compactMap { try? store.storedActivity(id: $0) }
+        // Read once: for the offers of tracks that stopped, then for whom each Updated is for.
+        let updated = applied.updated.map { id in (id: id, activity: try? store.storedActivity(id: id)) }
         let offers = self.offers
-        let stopped = offers.stoppedTracks(applied.updated.compactMap { try? store.storedActivity(id: $0) })
+        let stopped = offers.stoppedTracks(updated.compactMap(\.activity))
         let offered = offers.offerable(advertised + stopped)
         for activity in advertised {
             signals.advertised(activity)
         }
         if let offered { offers.offer(offered) }
         notices.withdraw(of: applied.continuedElsewhere)
-        for id in applied.updated {
+        for (id, activity) in updated {
             // Told to host clients only when it cannot be read now (it went meanwhile).
-            let app = (try? store.storedActivity(id: id))?.appID
-            signals.updated(id, app: app)
+            signals.updated(id, app: activity?.appID)
         }
         announceRemoved(applied.ended)
         // Another machine asked for these here: each scene is on the bus before its app is asked.

@@ -20,6 +20,8 @@ import TestSupport
         // Off until the user turns it on: a track playing before is not recorded.
         try await eventually("mpv plays", timeout: .seconds(20)) { (try? await stage.playerctl(["status"])) == "Playing" }
         #expect(try await world.baton(["sources"]).stdout.contains("media"))
+        let sources = try await world.call("org.freedesktop.DBus.Properties", "Get", [.string("org.baton.Handoff1.Status"), .string("Sources")])
+        #expect(sources.first?.unwrapped == .array(.string, []), "off by default: \(sources)")
         #expect(try await stage.tracks().isEmpty)
         let enabled = try await world.baton(["sources", "enable", "media"])
         #expect(enabled.status == 0 && enabled.stdout == "media: on\n", "\(enabled)")

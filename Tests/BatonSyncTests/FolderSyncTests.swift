@@ -348,17 +348,30 @@ extension FolderSyncTests {
 }
 
 extension FolderSyncTests {
+    /// A folder of its own with two devices in it, the desktop online and logging to `said`.
+    func twoDevicesOnline(prefix: String) async throws
+        -> (folder: String, said: Said, desktop: SyncEngineTests.TestDevice, laptop: SyncEngineTests.TestDevice) {
+        let folder = try TemporaryDirectory.make(prefix: prefix).path
+        let said = Said()
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop", log: said), laptop = try SyncEngineTests.TestDevice(name: "laptop")
+        do {
+            try desktop.store.write { try $0.register(type) }
+            let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
+            try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
+            try await eventually("the desktop is online") { desktop.engine.state == .online }
+        } catch {
+            desktop.close()
+            laptop.close()
+            throw error
+        }
+        return (folder, said, desktop, laptop)
+    }
+
     /// A folder that goes (a disk unmounted, here moved away) makes sync offline, said once;
     /// when it is back, sync resumes and what was advertised meanwhile crosses.
     @Test func aFolderThatGoesIsSaidOnceAndSyncResumesWhenItIsBack() async throws {
-        let folder = try TemporaryDirectory.make(prefix: "baton-sync-away").path
-        let said = Said()
-        let desktop = try SyncEngineTests.TestDevice(name: "desktop", log: said), laptop = try SyncEngineTests.TestDevice(name: "laptop")
+        let (folder, said, desktop, laptop) = try await twoDevicesOnline(prefix: "baton-sync-away")
         defer { desktop.close(); laptop.close() }
-        try desktop.store.write { try $0.register(type) }
-        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
-        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
-        try await eventually("the desktop is online") { desktop.engine.state == .online }
 
         #expect(rename(folder, folder + ".away") == 0)
         try await eventually("the desktop is offline") { desktop.engine.state == .offline }
@@ -380,14 +393,8 @@ extension FolderSyncTests {
     /// resumes and what was advertised meanwhile crosses.
     @Test func aFolderThatCannotBeWrittenIsSaidOnceAndSyncResumesWhenItCanBe() async throws {
         let chattr = try Executables.require("chattr", package: "e2fsprogs")
-        let folder = try TemporaryDirectory.make(prefix: "baton-sync-readonly").path
-        let said = Said()
-        let desktop = try SyncEngineTests.TestDevice(name: "desktop", log: said), laptop = try SyncEngineTests.TestDevice(name: "laptop")
+        let (folder, said, desktop, laptop) = try await twoDevicesOnline(prefix: "baton-sync-readonly")
         defer { desktop.close(); laptop.close() }
-        try desktop.store.write { try $0.register(type) }
-        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
-        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
-        try await eventually("the desktop is online") { desktop.engine.state == .online }
 
         let locked = try await Executables.run(chattr, ["+i", folder])
         guard locked.status == 0 else {
