@@ -226,7 +226,7 @@ public final class SyncEngine: Sendable {
             guard let last = batch.last else { return }
             var seqs: [Int64] = [], hlcs: [Int64] = [], sealed: [ByteBuffer] = []
             for record in batch {
-                let context = Seal.recordContext(user: config.user, device: config.deviceID, seq: record.logSeq, epoch: epoch)
+                let context = Seal.recordContext(user: config.user, device: config.deviceID, seq: record.logSeq, epoch: epoch, hlc: record.hlc)
                 seqs.append(record.logSeq)
                 hlcs.append(record.hlc)
                 sealed.append(ByteBuffer(bytes: try Seal.seal(record.body, key: key, context: context)))
@@ -274,7 +274,6 @@ public final class SyncEngine: Sendable {
                 var records: [Store.RemoteRecord] = []
                 var forged: [Int64] = []
                 for (seq, epoch, hlc, sealed) in fetched {
-                    let context = Seal.recordContext(user: config.user, device: device.id, seq: seq, epoch: epoch)
                     if keys[epoch] == nil { keys[epoch] = try await epochKey(epoch, on: session) }
                     guard let key = keys[epoch] else {
                         // Not skipped: the key may still come (a device that joined after a revocation
@@ -284,10 +283,12 @@ public final class SyncEngine: Sendable {
                             have: it was revoked, or no other device has given it the key yet
                             """)
                     }
-                    guard let body = Seal.open(Array(sealed.readableBytesView), key: key, context: context) else {
+                    guard let body = Seal.openRecord(
+                        Array(sealed.readableBytesView), key: key, user: config.user, device: device.id, seq: seq, epoch: epoch, hlc: hlc)
+                    else {
                         // With the epoch's key at hand, a record that does not open was not sealed by the
-                        // user's device at this place in its log (forged, damaged, or moved from another's
-                        // log in a folder): never applied, nor its time observed.
+                        // user's device at this place in its log and at this time (forged, damaged, retimed,
+                        // or moved from another's log in a folder): never applied, nor its time observed.
                         forged.append(seq)
                         records.append(Store.RemoteRecord(seq: seq, hlc: 0, change: nil))
                         continue
@@ -306,7 +307,7 @@ public final class SyncEngine: Sendable {
                 if let first = forged.first {
                     log.warning("""
                         sync: skipped \(forged.count) record(s) of device \(device.name) from seq \(first) that do not open with the user's key \
-                        (forged, damaged, or moved from another device's log); nothing of them was applied
+                        (forged, damaged, their time changed, or moved from another device's log); nothing of them was applied
                         """)
                 }
                 guard let last = records.last else { break }

@@ -77,8 +77,10 @@ enum Proquint {
 }
 
 /// Sealing and opening with an epoch's key (ChaCha20-Poly1305). What a sealed box belongs to —
-/// user, device, sequence number, epoch — is bound as associated data, so the server cannot
-/// move a record to another log or position without opening failing.
+/// user, device, sequence number, epoch, and for a record the time it was written — is bound as
+/// associated data, so whoever holds the records (the server's tables, the synced folder) cannot
+/// move one to another log or position, or change the time that settles its conflicts, without
+/// opening failing.
 public enum Seal {
     public static func seal(_ plaintext: [UInt8], key: SymmetricKey, context: String) throws(SyncError) -> [UInt8] {
         do {
@@ -95,9 +97,24 @@ public enum Seal {
         return Array(plaintext)
     }
 
-    /// A record's associated data.
-    public static func recordContext(user: String, device: String, seq: Int64, epoch: Int32) -> String {
+    /// A record's associated data: its place and its hybrid-logical time (`hlc`).
+    public static func recordContext(user: String, device: String, seq: Int64, epoch: Int32, hlc: Int64) -> String {
+        "baton record 2\u{1F}\(user)\u{1F}\(device)\u{1F}\(seq)\u{1F}\(epoch)\u{1F}\(hlc)"
+    }
+
+    /// The associated data of a record sealed before its time was bound (its place only), by a
+    /// batond older than the time binding. Such records still open, so a log begun then reads to
+    /// its end; their time is as the transport gives it.
+    public static func placeOnlyRecordContext(user: String, device: String, seq: Int64, epoch: Int32) -> String {
         "baton record\u{1F}\(user)\u{1F}\(device)\u{1F}\(seq)\u{1F}\(epoch)"
+    }
+
+    /// A record's body, or nil when it was not sealed with `key` at this place and time.
+    public static func openRecord(
+        _ sealed: [UInt8], key: SymmetricKey, user: String, device: String, seq: Int64, epoch: Int32, hlc: Int64
+    ) -> [UInt8]? {
+        open(sealed, key: key, context: recordContext(user: user, device: device, seq: seq, epoch: epoch, hlc: hlc))
+            ?? open(sealed, key: key, context: placeOnlyRecordContext(user: user, device: device, seq: seq, epoch: epoch))
     }
 
     /// The check value's associated data: a known text sealed per epoch, opened on `Join`.

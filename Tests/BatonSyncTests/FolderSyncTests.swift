@@ -157,13 +157,8 @@ extension FolderSyncTests {
     /// from one device's place to another's, a log cut short, 10 000 files of junk. Sync goes
     /// on, nothing forged is applied, and what was skipped is said, once.
     @Test func aHostileFolderAppliesNothingForgedAndSaysWhatItSkipped() async throws {
-        let folder = try TemporaryDirectory.make(prefix: "baton-sync-hostile").path
-        let said = Said()
-        let desktop = try SyncEngineTests.TestDevice(name: "desktop"), laptop = try SyncEngineTests.TestDevice(name: "laptop", log: said)
+        let (folder, said, desktop, laptop) = try await twoDevicesOnline(prefix: "baton-sync-hostile", laptopSays: true)
         defer { desktop.close(); laptop.close() }
-        try desktop.store.write { try $0.register(type) }
-        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
-        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
         let first = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "First", payload: #"{"id":"1"}"#, createdAt: 1, updatedAt: 1)
         _ = try desktop.store.write { try $0.insert(first) }
         try await eventually("the laptop has the first") { try laptop.store.activity(id: first.id, now: 2) != nil }
@@ -184,7 +179,7 @@ extension FolderSyncTests {
         let transport = FolderTransport(path: folder, me: nil, log: Logger(label: "planter"), now: { 1 })
         let stranger = SymmetricKey(size: .bits256)
         let forgedBody = try SyncRecord.hello.encoded()
-        let forged = try Seal.seal(forgedBody, key: stranger, context: Seal.recordContext(user: user, device: "stranger-device", seq: 1, epoch: 0))
+        let forged = try Seal.seal(forgedBody, key: stranger, context: Seal.recordContext(user: user, device: "stranger-device", seq: 1, epoch: 0, hlc: Int64.max / 2))
         try files.createDirectory(atPath: folder + "/stranger-device", withIntermediateDirectories: true)
         try await transport.append(user: user, device: "stranger-device", epoch: 0, seqs: [1], hlcs: [Int64.max / 2], sealed: [ByteBuffer(bytes: forged)])
         // The desktop's real log, moved to another device's place, and cut short under a third.
@@ -211,6 +206,53 @@ extension FolderSyncTests {
         #expect(lines.contains { $0.contains("moved-device") && $0.contains("do not open with the user's key") }, "\(lines)")
         #expect(lines.contains { $0.contains("short-device") && $0.contains("cut short") }, "\(lines)")
         #expect(lines.filter { $0.contains("random-device") }.count == 1, "said once: \(lines)")
+    }
+}
+
+extension FolderSyncTests {
+    /// A record's time settles its conflicts, so it is sealed with it: whoever can write the
+    /// folder cannot make a genuine record newer (to win) or older (to lose). A record whose time
+    /// was changed in the desktop's own log is skipped and said, and the log goes on after it.
+    @Test func aRecordWhoseTimeWasChangedInTheFolderIsNotApplied() async throws {
+        let (folder, said, desktop, laptop) = try await twoDevicesOnline(prefix: "baton-sync-retimed", laptopSays: true)
+        defer { desktop.close(); laptop.close() }
+        func advertise(_ title: String) async throws -> Activity {
+            let activity = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: title, payload: "{}", createdAt: 1, updatedAt: 1)
+            _ = try desktop.store.write { try $0.insert(activity) }
+            try await eventually("\(title) is in the folder") { try desktop.store.outboxCount() == 0 }
+            return activity
+        }
+        let first = try await advertise("First")
+        try await eventually("the laptop has the first") { try laptop.store.activity(id: first.id, now: 2) != nil }
+
+        // The laptop stops reading; the desktop writes one record, whose time is then moved a day on in its file.
+        laptop.close()
+        let desktopID = try #require(desktop.engine.settings?.deviceID)
+        let before = Set(try FileManager.default.contentsOfDirectory(atPath: folder + "/" + desktopID))
+        let retimed = try await advertise("Retimed")
+        let written = try #require(Set(try FileManager.default.contentsOfDirectory(atPath: folder + "/" + desktopID)).subtracting(before)
+            .first { $0.hasPrefix("log-") })
+        var bytes = try #require(FileManager.default.contents(atPath: folder + "/" + desktopID + "/" + written)).map { $0 }
+        // The first record's time: after the 12-byte magic, its seq (8 bytes) and epoch (4), 8 bytes big-endian.
+        let hlcAt = 12 + 8 + 4
+        let hlc = bytes[hlcAt..<(hlcAt + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let later = hlc + (86_400_000 << 16)
+        for index in 0..<8 { bytes[hlcAt + index] = UInt8(truncatingIfNeeded: later >> UInt64(56 - 8 * index)) }
+        let temporary = folder + "/" + desktopID + "/.syncthing." + written + ".tmp"
+        #expect(FileManager.default.createFile(atPath: temporary, contents: Data(bytes)))
+        #expect(rename(temporary, folder + "/" + desktopID + "/" + written) == 0)
+        let after = try await advertise("After")
+
+        // Back: the laptop reads on past the retimed record, and applies only what came after it.
+        let settings = SyncConfig.path(besideDatabase: laptop.store.path)
+        let returned = try SyncEngine(store: laptop.store, configPath: settings, log: Logger(label: "sync.laptop.back") { _ in said },
+                                      answerTimeout: .seconds(3), onApplied: { _ in }, onChange: {})
+        let loop = Task { await returned.run() }
+        defer { loop.cancel() }
+        try await eventually("the laptop has what came after", timeout: .seconds(20)) { try laptop.store.activity(id: after.id, now: 2) != nil }
+        #expect(try laptop.store.activity(id: retimed.id, now: 2) == nil, "a record whose time was changed is not applied")
+        #expect(said.lines.contains { $0.contains("desktop") && $0.contains("their time changed") }, "\(said.lines)")
+        #expect(laptop.store.clock.stamp(wallMicroseconds: 0) < Int64(bitPattern: later), "the changed time was not observed")
     }
 }
 
@@ -348,12 +390,14 @@ extension FolderSyncTests {
 }
 
 extension FolderSyncTests {
-    /// A folder of its own with two devices in it, the desktop online and logging to `said`.
-    func twoDevicesOnline(prefix: String) async throws
+    /// A folder of its own with two devices in it, the desktop online; the desktop logs to
+    /// `said`, or the laptop does (`laptopSays`).
+    func twoDevicesOnline(prefix: String, laptopSays: Bool = false) async throws
         -> (folder: String, said: Said, desktop: SyncEngineTests.TestDevice, laptop: SyncEngineTests.TestDevice) {
         let folder = try TemporaryDirectory.make(prefix: prefix).path
         let said = Said()
-        let desktop = try SyncEngineTests.TestDevice(name: "desktop", log: said), laptop = try SyncEngineTests.TestDevice(name: "laptop")
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop", log: laptopSays ? nil : said)
+        let laptop = try SyncEngineTests.TestDevice(name: "laptop", log: laptopSays ? said : nil)
         do {
             try desktop.store.write { try $0.register(type) }
             let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")

@@ -31,14 +31,21 @@ import Testing
 
     @Test func aSealedRecordOpensOnlyWithItsKeyInItsPlace() throws {
         let key = UserKey.generate().epochZeroKey
-        let context = Seal.recordContext(user: "ana", device: "d1", seq: 7, epoch: 0)
+        let context = Seal.recordContext(user: "ana", device: "d1", seq: 7, epoch: 0, hlc: 1_000)
         let sealed = try Seal.seal(Array("Agatha's notes".utf8), key: key, context: context)
         #expect(Seal.open(sealed, key: key, context: context) == Array("Agatha's notes".utf8))
+        #expect(Seal.openRecord(sealed, key: key, user: "ana", device: "d1", seq: 7, epoch: 0, hlc: 1_000) == Array("Agatha's notes".utf8))
         #expect(!String(decoding: sealed, as: UTF8.self).contains("Agatha"))
-        // Another key, another position in the log, another device's log: nothing opens.
+        // Another key, another position in the log, another device's log, another time: nothing opens.
         #expect(Seal.open(sealed, key: UserKey.generate().epochZeroKey, context: context) == nil)
-        #expect(Seal.open(sealed, key: key, context: Seal.recordContext(user: "ana", device: "d1", seq: 8, epoch: 0)) == nil)
-        #expect(Seal.open(sealed, key: key, context: Seal.recordContext(user: "ana", device: "d2", seq: 7, epoch: 0)) == nil)
+        #expect(Seal.openRecord(sealed, key: key, user: "ana", device: "d1", seq: 8, epoch: 0, hlc: 1_000) == nil)
+        #expect(Seal.openRecord(sealed, key: key, user: "ana", device: "d2", seq: 7, epoch: 0, hlc: 1_000) == nil)
+        #expect(Seal.openRecord(sealed, key: key, user: "ana", device: "d1", seq: 7, epoch: 1, hlc: 1_000) == nil)
+        #expect(Seal.openRecord(sealed, key: key, user: "ana", device: "d1", seq: 7, epoch: 0, hlc: 1_001) == nil)
+        // A record an older batond sealed with its place only still opens where it is, at any time the transport says.
+        let older = try Seal.seal(Array("older".utf8), key: key, context: Seal.placeOnlyRecordContext(user: "ana", device: "d1", seq: 7, epoch: 0))
+        #expect(Seal.openRecord(older, key: key, user: "ana", device: "d1", seq: 7, epoch: 0, hlc: 5) == Array("older".utf8))
+        #expect(Seal.openRecord(older, key: key, user: "ana", device: "d1", seq: 8, epoch: 0, hlc: 5) == nil)
         var altered = sealed
         altered[altered.count / 2] ^= 1
         #expect(Seal.open(altered, key: key, context: context) == nil)

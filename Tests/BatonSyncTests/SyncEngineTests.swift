@@ -164,7 +164,7 @@ import TestSupport
         ]
         for (index, body) in bodies.enumerated() {
             let seq = Int64(index + 1)
-            let sealed = try Seal.seal(Array(body.utf8), key: key, context: Seal.recordContext(user: "ana", device: "rogue", seq: seq, epoch: 0))
+            let sealed = try Seal.seal(Array(body.utf8), key: key, context: Seal.recordContext(user: "ana", device: "rogue", seq: seq, epoch: 0, hlc: 1))
             try await rogue.run("INSERT INTO baton.record (user_name, device_id, seq, epoch, hlc, sealed) VALUES ('ana', 'rogue', \(seq), 0, 1, '\(hex(sealed))')")
         }
         try await rogue.run("NOTIFY \(SyncEngine.channel(user: "ana"))")
