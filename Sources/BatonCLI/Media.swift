@@ -21,7 +21,7 @@ struct ServeMedia: AsyncParsableCommand {
             }
             let environment = ["HOME", "XDG_DATA_HOME", "XDG_DATA_DIRS", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS"]
                 .reduce(into: [String: String]()) { values, name in values[name] = getenv(name).map { String(cString: $0) } }
-            return try await MediaPlayback(connection: connection).play(
+            return try await MediaPlayback(connection: connection, recentlyUsedPath: XDGData.recentlyUsedPath(environment: environment)).play(
                 track, applicationDirectories: XDGData.applicationDirectories(environment: environment),
                 configDirectories: XDGConfig.directories(environment: environment))
         }
@@ -30,11 +30,15 @@ struct ServeMedia: AsyncParsableCommand {
 
 /// Plays a track again where it stopped, through MPRIS 2: in the player that played it (else
 /// the default app for its type, `MediaTrack.app`) — through `OpenUri` when it runs, else started
-/// with the URL — then, once its `Metadata` shows the URL, `SetPosition` with the track id it
-/// gives. Players show a new URL before they can seek (mpv drops a `SetPosition` sent then),
-/// so the position is read back and asked again until it holds.
+/// with the URL — then, once its `Metadata` shows the URL (or, from a player that says none, once
+/// it shows a length and has recorded the file as a recent document, as Totem does),
+/// `SetPosition` with the track id it gives, else `Seek` by the distance. Players show a new URL
+/// before they can seek (mpv drops a `SetPosition` sent then), so the position is read back and
+/// asked again until it holds.
 struct MediaPlayback {
     let connection: Connection
+    /// Where players that say no URL record what they open.
+    let recentlyUsedPath: String?
     /// How long the player may take to start, open the track and seek.
     static let deadline: Duration = .seconds(8)
     /// A position this close to the one asked for is there.
@@ -43,6 +47,8 @@ struct MediaPlayback {
     func play(_ track: MediaTrack, applicationDirectories: [String], configDirectories: [String]) async throws -> [String: DBusValue] {
         let app = track.app(in: applicationDirectories, configDirectories: configDirectories)
         let entry = app.map { RecentlyUsed.entryName($0.desktopID) } ?? track.player
+        let program = PlayedDocuments.program(ofEntry: entry, in: applicationDirectories)
+        let asked = WallClock.nowMicroseconds()
         if let running = await players().first(where: { $0.entry == entry }) {
             do {
                 _ = try await connection.call(running.owner, MPRIS.path, MPRIS.player, "OpenUri", [.string(track.url)], timeout: .seconds(5))
@@ -62,7 +68,8 @@ struct MediaPlayback {
         var playing: (owner: String, state: MPRIS.PlayerState)?
         while playing == nil {
             for player in await players() where player.entry == entry || entry.isEmpty {
-                if let state = await read(player.owner), let url = state.url, Self.same(url, track.url) {
+                guard let state = await read(player.owner) else { continue }
+                if let url = state.url ?? recorded(by: program, since: asked, loaded: state), Self.same(url, track.url) {
                     playing = (player.owner, state)
                     break
                 }
@@ -74,17 +81,29 @@ struct MediaPlayback {
             try await Task.sleep(for: .milliseconds(100))
         }
         guard let owner = playing?.owner, var state = playing?.state else { return [:] }
-        if track.positionUS > Self.tolerance, state.canSeek, let trackPath = MPRIS.trackPath(state.trackID) {
+        if track.positionUS > Self.tolerance, state.canSeek {
             while abs(state.positionUS - track.positionUS) > Self.tolerance {
                 guard ContinuousClock.now - started < Self.deadline else {
                     throw BatonError.handlerFailed("\(entry) plays \(track.url) but did not go to \(MediaTrack.clockText(track.positionUS))")
                 }
-                _ = try? await connection.call(owner, MPRIS.path, MPRIS.player, "SetPosition", [.objectPath(trackPath), .int64(track.positionUS)])
+                if let trackPath = MPRIS.trackPath(state.trackID) {
+                    _ = try? await connection.call(owner, MPRIS.path, MPRIS.player, "SetPosition", [.objectPath(trackPath), .int64(track.positionUS)])
+                } else {
+                    // No track id to name (Totem): the same place, asked as a distance from here.
+                    _ = try? await connection.call(owner, MPRIS.path, MPRIS.player, "Seek", [.int64(track.positionUS - state.positionUS)])
+                }
                 try await Task.sleep(for: .milliseconds(200))
                 state = await read(owner) ?? state
             }
         }
         return ["url": .string(track.url), "player": .string(entry), "position_us": .int64(state.positionUS)]
+    }
+
+    /// What a player that says no URL plays, once it has loaded something (a length): the file
+    /// its program recorded since the track was asked for.
+    func recorded(by program: String?, since: UInt64, loaded state: MPRIS.PlayerState) -> String? {
+        guard let program, let recentlyUsedPath, state.lengthUS > 0 else { return nil }
+        return PlayedDocuments.track(playedBy: program, since: since, recordedIn: recentlyUsedPath)
     }
 
     /// The same track: file URLs by the path they name (players encode them differently), others as written.

@@ -6,11 +6,20 @@ import Glibc
 public enum XDGData {
     /// Most important first.
     public static func directories(environment: [String: String]) -> [String] {
-        let home = environment["HOME"] ?? ""
-        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (home.isEmpty ? nil : home + "/.local/share")
         let dataDirs = (environment["XDG_DATA_DIRS"].flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share")
             .split(separator: ":").map(String.init).filter { $0.hasPrefix("/") }
-        return [dataHome].compactMap { $0 } + dataDirs
+        return [home(environment: environment)].compactMap { $0 } + dataDirs
+    }
+
+    /// `$XDG_DATA_HOME`, or `~/.local/share`; nil when neither is known.
+    public static func home(environment: [String: String]) -> String? {
+        let home = environment["HOME"] ?? ""
+        return environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (home.isEmpty ? nil : home + "/.local/share")
+    }
+
+    /// The user's `recently-used.xbel` (GTK's recent documents), in the data home.
+    public static func recentlyUsedPath(environment: [String: String]) -> String? {
+        home(environment: environment).map { $0 + "/recently-used.xbel" }
     }
 
     /// Where desktop entries are: the `applications` directory of each, most important first.
@@ -183,18 +192,18 @@ public struct DesktopApp: Equatable, Sendable {
     }
 
     /// Desktop entries are small; a file over 1 MiB is not one.
-    static func readSmallFile(_ path: String) -> String? {
+    static func readSmallFile(_ path: String, limit: Int = 1 << 20) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16_384)
-        while bytes.count <= 1 << 20 {
+        while bytes.count <= limit {
             let count = read(fd, &buffer, buffer.count)
             if count <= 0 { break }
             bytes += buffer[0..<count]
         }
-        return bytes.count > 1 << 20 ? nil : String(decoding: bytes, as: UTF8.self)
+        return bytes.count > limit ? nil : String(decoding: bytes, as: UTF8.self)
     }
 
     private static func fileNames(in directory: String) -> [String] {

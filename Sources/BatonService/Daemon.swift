@@ -100,8 +100,8 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
     }
     let service = HandoffService(
         connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller,
-        applicationDirectories: XDGData.directories(environment: environment).map { $0 + "/applications" },
-        recentlyUsedPath: XDGData.directories(environment: environment).first.map { $0 + "/recently-used.xbel" })
+        applicationDirectories: XDGData.applicationDirectories(environment: environment),
+        recentlyUsedPath: XDGData.recentlyUsedPath(environment: environment))
     let bus = BusService(
         service: service, connection: connection, systemd: SystemdNotifier(environment: environment),
         typeDirectories: options.typeDirectories ?? DeclaredTypes.directories(environment: environment), logger: logger)

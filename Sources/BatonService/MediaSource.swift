@@ -2,11 +2,12 @@ import BatonContract
 import BatonCore
 import BatonStore
 import DBus
+import Glibc
 import Logging
 import Synchronization
 
-/// The media source: each track an MPRIS 2 player plays (one that says its track's URL, as mpv does) after the
-/// source was turned on becomes an `org.baton.media.track` activity of the app
+/// The media source: each track an MPRIS 2 player plays after the source was turned on — the URL
+/// it says (mpv), else the file it recorded as a recent document (Totem, `PlayedDocuments`) — becomes an `org.baton.media.track` activity of the app
 /// `org.baton.Media`, kept at the player's position. Continuing one plays it again where it
 /// stopped, through the handler `org.baton.Media` (`baton serve-media`, started by the bus).
 enum Media {
@@ -33,6 +34,9 @@ struct MediaSource: ActivitySource {
     let background: BackgroundTasks
     let follower: SourceFollower
     let connection: Connection
+    /// The user's `recently-used.xbel`, where players that say no URL record what they open.
+    let recentlyUsedPath: String?
+    let applicationDirectories: [String]
     let log: Logger
 
     func followIfOn() {
@@ -52,6 +56,8 @@ struct MediaSource: ActivitySource {
         case changed(String)
         /// Time to read the positions of the players that play.
         case tick
+        /// An app recorded a recent document: what a player that says no URL plays may be known now.
+        case recorded
     }
 
     private func follow() async {
@@ -86,6 +92,9 @@ struct MediaSource: ActivitySource {
                     }
                 }
             }
+            if let recentlyUsedPath {
+                group.addTask { await followRecentDocuments(recentlyUsedPath, sink: sink) }
+            }
             group.addTask { await watch(events, sink: sink, pending: pending) }
             await group.next()
             group.cancelAll()
@@ -111,8 +120,26 @@ struct MediaSource: ActivitySource {
             case .tick:
                 tickPending = false
                 await players.readPlaying()
+            case .recorded:
+                await players.readRecorders()
             }
             if !tickPending, players.anyPlaying { tickPending = scheduleTick(sink) }
+        }
+    }
+
+    /// Says when `recently-used.xbel` changes (inotify), until cancelled: a player that says no URL
+    /// records its file there, often just after it says it plays.
+    private func followRecentDocuments(_ path: String, sink: AsyncStream<Event>.Continuation) async {
+        // GTK makes the directory when it first writes the file: it may not be there yet.
+        if let slash = path.lastIndex(of: "/") { mkdir(String(path[..<slash]), 0o700) }
+        guard let watcher = try? DirectoryWatcher(file: path) else {
+            log.warning("media: cannot watch \(path); a player that says no URL is read every \(Media.playingInterval) only")
+            return
+        }
+        await withTaskCancellationHandler {
+            for await _ in watcher.changes { sink.yield(.recorded) }
+        } onCancel: {
+            watcher.stop()
         }
     }
 
@@ -127,6 +154,22 @@ struct MediaSource: ActivitySource {
     func read(_ owner: String) async -> MPRIS.PlayerState? { await MPRIS.state(of: owner, on: connection) }
 
     func desktopEntry(_ owner: String) async -> String { await MPRIS.desktopEntry(of: owner, on: connection) }
+
+    /// Where to look for what a player that says no URL plays: its desktop entry's program and
+    /// when its process started; nil when either is unknown.
+    func recorder(_ owner: String, entry: String) async -> (program: String, since: UInt64)? {
+        guard let program = PlayedDocuments.program(ofEntry: entry, in: applicationDirectories),
+              let pid = try? await connection.call(
+                  "org.freedesktop.DBus", ObjectPath("/org/freedesktop/DBus"), "org.freedesktop.DBus", "GetConnectionUnixProcessID",
+                  [.string(owner)]).first?.uint32Value,
+              let started = PlayedDocuments.processStart(pid) else { return nil }
+        return (program, started)
+    }
+
+    /// The track a player that says no URL plays, from the recent documents.
+    func recordedTrack(_ recorder: (program: String, since: UInt64)) -> String? {
+        recentlyUsedPath.flatMap { PlayedDocuments.track(playedBy: recorder.program, since: recorder.since, recordedIn: $0) }
+    }
 
     // MARK: Writing
 
@@ -195,6 +238,8 @@ private struct Players {
     struct Player {
         let name: String
         var desktopEntry: String
+        /// For a player that says no URL: whose recent documents say what it plays, and since when.
+        var recorder: (program: String, since: UInt64)?
         /// What the player said when last read, and when (steady play moves on from there).
         var state: MPRIS.PlayerState
         var readAt: ContinuousClock.Instant
@@ -217,12 +262,14 @@ private struct Players {
 
     init(source: MediaSource) { self.source = source }
 
-    var anyPlaying: Bool { players.values.contains { $0.state.isPlaying && $0.state.url != nil } }
+    /// Whether a player plays a track it says or records (one that records it may not have yet).
+    var anyPlaying: Bool { players.values.contains { $0.state.isPlaying && ($0.state.url != nil || $0.recorder != nil) } }
 
     mutating func appeared(_ name: String, owner: String) async {
         guard let state = await source.read(owner) else { return }
         let entry = await source.desktopEntry(owner)
-        players[owner] = Player(name: name, desktopEntry: entry, state: MPRIS.PlayerState(), readAt: .now)
+        let recorder = state.url == nil ? await source.recorder(owner, entry: entry) : nil
+        players[owner] = Player(name: name, desktopEntry: entry, recorder: recorder, state: MPRIS.PlayerState(), readAt: .now)
         await update(owner, to: state)
     }
 
@@ -237,6 +284,13 @@ private struct Players {
         await update(owner, to: state)
     }
 
+    /// Reads again the players whose track is known from what they record.
+    mutating func readRecorders() async {
+        for (owner, player) in players where player.recorder != nil {
+            if let state = await source.read(owner) { await update(owner, to: state) }
+        }
+    }
+
     mutating func readPlaying() async {
         for (owner, player) in players where player.state.isPlaying {
             if let state = await source.read(owner) { await update(owner, to: state) }
@@ -246,8 +300,10 @@ private struct Players {
     /// Takes in what the player says now: a new track ends the last one at its position and is
     /// recorded once it plays; the same track is written again when it paused or played, sought,
     /// or played on for `Media.playingInterval`.
-    private mutating func update(_ owner: String, to state: MPRIS.PlayerState) async {
+    private mutating func update(_ owner: String, to said: MPRIS.PlayerState) async {
         guard var player = players[owner] else { return }
+        var state = said
+        if state.url == nil, let recorder = player.recorder { state.url = source.recordedTrack(recorder) }
         let now = ContinuousClock.now
         if player.state.url != state.url { await finish(&player, at: now) }
         player.state = state

@@ -80,7 +80,7 @@ extension HandoffService {
             path: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log),
          Media.source: MediaSource(
             store: store, activities: activities, announcements: self, background: background, follower: mediaFollower,
-            connection: connection, log: log)]
+            connection: connection, recentlyUsedPath: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log)]
     }
 
     /// Starts following every source the user turned on (batond starting).

@@ -1,4 +1,5 @@
 import BatonCore
+import Foundation
 import Testing
 
 struct RecentlyUsedTests {
@@ -62,5 +63,44 @@ struct RecentlyUsedTests {
         for text in ["", "<", "<<<>>>", "<bookmark href=\"x\"", "<bookmark href='file:///a' modified='2000-02-29T23:59:59Z'>", "&&&;", String(repeating: "<a ", count: 1000)] {
             #expect(RecentlyUsed.documents(in: text) == [], "\(text.prefix(40))")
         }
+    }
+}
+
+/// What a player that says no URL plays: the newest audio or video file its program recorded
+/// since it started (Totem's bookmark as Totem 43 wrote it here: name "Videos", exec `'totem %u'`).
+struct PlayedDocumentsTests {
+    static func document(_ uri: String, mime: String?, exec: String?, at usedAt: UInt64) -> RecentlyUsed.Document {
+        RecentlyUsed.Document(uri: uri, mimeType: mime, app: "Videos", exec: exec, usedAt: usedAt)
+    }
+
+    @Test func theNewestAudioOrVideoFileTheProgramRecordedSinceItStarted() throws {
+        let started: UInt64 = 100_000_000
+        let documents = [
+            Self.document("file:///m/old.ogg", mime: "audio/x-vorbis+ogg", exec: "'totem %u'", at: started - PlayedDocuments.startSlack - 1),
+            Self.document("file:///m/a%20tone.wav", mime: "audio/x-wav", exec: "'totem %u'", at: started + 1),
+            Self.document("file:///m/film.webm", mime: "video/webm", exec: "'/usr/bin/totem %u'", at: started + 5),
+            Self.document("file:///m/notes.txt", mime: "text/plain", exec: "'totem %u'", at: started + 9),
+            Self.document("file:///m/other.ogg", mime: "audio/ogg", exec: "'mpv %u'", at: started + 9),
+            Self.document("file:///m/untyped", mime: nil, exec: "'totem %u'", at: started + 9),
+        ]
+        #expect(PlayedDocuments.track(playedBy: "totem", since: started, in: documents) == "file:///m/film.webm")
+        #expect(PlayedDocuments.track(playedBy: "totem", since: started, in: Array(documents.prefix(2))) == "file:///m/a%20tone.wav")
+        // Recorded before the player started (beyond the slack): another run's, not this one's.
+        #expect(PlayedDocuments.track(playedBy: "totem", since: started, in: Array(documents.prefix(1))) == nil)
+        #expect(PlayedDocuments.track(playedBy: "vlc", since: started, in: documents) == nil)
+    }
+
+    @Test func aProcessStartIsReadFromProc() throws {
+        let proc = FileManager.default.temporaryDirectory.appendingPathComponent("baton-proc-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: proc) }
+        try FileManager.default.createDirectory(atPath: proc + "/4242", withIntermediateDirectories: true)
+        try "cpu  1 2 3\nbtime 1764633600\nprocesses 9\n".write(toFile: proc + "/stat", atomically: true, encoding: .utf8)
+        // The command may hold spaces and parentheses: fields are counted after its last ')'.
+        try "4242 (tot) em) S 1 4242 4242 0 -1 4194560 5 0 0 0 1 2 0 0 20 0 4 0 250 0 0\n"
+            .write(toFile: proc + "/4242/stat", atomically: true, encoding: .utf8)
+        let hertz = UInt64(sysconf(Int32(_SC_CLK_TCK)))
+        #expect(PlayedDocuments.processStart(4242, proc: proc) == 1_764_633_600_000_000 + 250 * 1_000_000 / hertz)
+        #expect(PlayedDocuments.processStart(4243, proc: proc) == nil)
+        #expect(PlayedDocuments.processStart(UInt32(getpid())).map { $0 <= WallClock.nowMicroseconds() } == true)
     }
 }

@@ -97,6 +97,71 @@ import TestSupport
                 "\(String(describing: refused))")
     }
 
+    /// Totem (GNOME Videos), a real GTK player under Xvfb, says no URL and no track id: its track
+    /// is the file it recorded as a recent document. Sought with playerctl (a relative seek, the
+    /// only one Totem takes without a track id), paused, quit: the activity keeps its position;
+    /// continued, Totem is started by the bus (its desktop entry is D-Bus activatable) and the
+    /// handler seeks it there by the distance.
+    @Test func aTrackTotemPlaysIsTheFileItRecordedAndContinuesThere() async throws {
+        let totem = try Executables.require("totem", package: "totem")
+        let display = try await VirtualDisplay(width: 800, height: 600)
+        defer { display.close() }
+        let world = try await BatonWorld.startedInProcess()
+        defer { world.close() }
+        let stage = try await MediaStage.prepare(world)
+        let desktop = ["DISPLAY": display.name, "GSETTINGS_BACKEND": "memory", "NO_AT_BRIDGE": "1"]
+        let environment = desktop.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
+        try world.bus.installService(name: "org.gnome.Totem",
+                                     exec: "/usr/bin/env \(environment) XDG_DATA_HOME=\(world.bus.dataHome) \(totem) --gapplication-service")
+        func quitTotem() async {
+            // Totem leaves the bus without answering Quit.
+            _ = try? await world.run("busctl", ["--user", "call", "org.mpris.MediaPlayer2.totem", "/org/mpris/MediaPlayer2", "org.mpris.MediaPlayer2", "Quit"])
+        }
+        @Sendable func totemctl(_ arguments: [String]) async throws -> String {
+            let result = try await world.run("playerctl", ["--player=totem"] + arguments)
+            guard result.status == 0 else { throw TestSupportError("playerctl \(arguments): \(result)") }
+            return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        @Sendable func position() async throws -> Int64 { Int64((Double(try await totemctl(["position"])) ?? -1) * 1_000_000) }
+        _ = try await world.call("org.baton.Handoff1.Status", "EnableSource", [.string("media")])
+
+        let player = try Subprocess(totem, [stage.track.path], environment: world.bus.environment.merging(desktop) { $1 }, ownGroup: true)
+        defer { player.kill(SIGKILL) }
+        try await eventually("Totem plays", timeout: .seconds(30)) { (try? await totemctl(["status"])) == "Playing" }
+        #expect(try await totemctl(["metadata"]).contains("xesam:url") == false, "Totem says no URL (else this test tests nothing new)")
+        try await eventually("the track Totem plays is an activity", timeout: .seconds(20)) { try await !stage.tracks().isEmpty }
+        let track = try #require(try await stage.tracks().first)
+        #expect(track["target_content_id"] == .string(stage.track.absoluteString) && track["title"] == .string("a tone.wav"), "\(track)")
+        let payload = try #require(track["payload"]?.stringValue)
+        #expect(payload.contains(#""player":"org.gnome.Totem""#), "\(payload)")
+        let id = try #require(track["id"]?.stringValue)
+
+        _ = try await totemctl(["position", "40+"])
+        _ = try await totemctl(["pause"])
+        try await eventually("the seek and the pause are recorded") {
+            let newest = try await stage.tracks().first ?? [:]
+            return (MediaStage.position(in: newest) ?? 0) > 39_000_000 && MediaStage.number("playing", in: newest) == 0
+        }
+        let paused = try await position()
+        #expect(abs((try await stage.recorded("position_us") ?? 0) - paused) < 1_000_000, "Totem at \(paused)")
+        // Totem says the length once the file is open, which may be after the track was first written.
+        #expect(try await stage.recorded("length_us") == 120_000_000)
+        await quitTotem()
+        #expect(await player.wait() == 0)
+        let kept = try #require(try await stage.recorded("position_us"))
+        #expect(try await stage.tracks().count == 1, "one activity per track")
+
+        let asked = ContinuousClock.now
+        let continued = try await world.call("org.baton.Handoff1.Activities", "Continue", [.string(id), .stringMap([:])])
+        #expect(continued == [.objectPath("/")])
+        let started = try await world.client.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixProcessID",
+                                                  [.string("org.mpris.MediaPlayer2.totem")]).first?.uint32Value
+        defer { if let started { Glibc.kill(pid_t(started), SIGKILL) } }
+        let resumed = try await position()
+        #expect(MediaStage.position(resumed, isNear: kept, playingSince: asked), "continued at \(resumed), stopped at \(kept)")
+        await quitTotem()
+    }
+
     /// The source obeys the user as every app's Advertise does: while recording is paused a
     /// track is kept in memory only (its name never reaches the database), and nothing of a
     /// blocked org.baton.Media is recorded; the first track after the block is newer than it.
