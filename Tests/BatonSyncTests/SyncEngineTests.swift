@@ -20,12 +20,13 @@ import TestSupport
         let loop: Task<Void, Never>
         let name: String
 
-        /// `log`: where the engine's messages go (stderr, as batond's, when nil).
-        init(name: String, log handler: (any LogHandler)? = nil) throws {
+        /// `log`: where the engine's messages go (stderr, as batond's, when nil); `clock`: the
+        /// store's, which the engine stamps its records with.
+        init(name: String, log handler: (any LogHandler)? = nil, clock: any DaemonClock = SystemClock()) throws {
             self.name = name
             let directory = try TemporaryDirectory.make(prefix: "baton-device-\(name)")
             let database = directory.appendingPathComponent("baton.sqlite").path
-            store = try Store(path: database)
+            store = try Store(path: database, clock: clock)
             var log = handler.map { handler in Logger(label: "sync.\(name)") { _ in handler } } ?? Logger(label: "sync.\(name)")
             log.logLevel = ProcessInfo.processInfo.environment["BATON_SYNC_DEBUG"] == nil ? .warning : .trace
             engine = try SyncEngine(store: store, configPath: SyncConfig.path(besideDatabase: database), log: log, answerTimeout: .seconds(3),
