@@ -490,6 +490,11 @@ enum Schema {
         migrator.registerMigration("v19") { db in
             try db.execute(sql: "CREATE TABLE source_on (name TEXT PRIMARY KEY, read_until INTEGER NOT NULL)")
         }
+        // This machine's requests that another machine end its activity, kept after they were
+        // sent so that a snapshot of the log (compaction) sends them again (`enqueueSnapshot`).
+        migrator.registerMigration("v20") { db in
+            try db.execute(sql: "CREATE TABLE sync_lasting_request (hlc INTEGER PRIMARY KEY, at INTEGER NOT NULL, body BLOB NOT NULL)")
+        }
         return migrator
     }
 }

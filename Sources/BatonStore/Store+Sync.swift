@@ -166,10 +166,14 @@ extension Store {
         }
     }
 
+    /// How long a request to end another machine's activity is sent again with each snapshot of
+    /// this machine's log: a machine shut for longer misses it (and keeps its activity).
+    public static let lastingRequestLifetime: UInt64 = 90 * 24 * 3600 * 1_000_000
+
     static func forgetSync(in db: Database) throws {
         try db.execute(sql: """
             DELETE FROM sync_state; DELETE FROM outbox; DELETE FROM sqlite_sequence WHERE name = 'outbox';
-            DELETE FROM sync_cursor; DELETE FROM remote_device; DELETE FROM remote_type;
+            DELETE FROM sync_cursor; DELETE FROM remote_device; DELETE FROM remote_type; DELETE FROM sync_lasting_request;
             """)
     }
 
@@ -337,7 +341,8 @@ extension WriteTransaction {
 
     /// Puts this machine's whole state into the outbox again, for a log that drops what came
     /// before (compaction): each type, each activity as it is now — stamped with the time of
-    /// its last change, so that a request made since still wins over it — then the record
+    /// its last change, so that a request made since still wins over it — then this machine's
+    /// requests to end another machine's activity (`sync_lasting_request`), then the record
     /// `complete(ids, types)` makes of what it lists. Returns the last seq staged before it: the
     /// records up to it are all superseded once the snapshot has been sent.
     public func enqueueSnapshot(complete: (_ activities: [String], _ types: [String]) throws -> [UInt8]) throws -> Int64 {
@@ -350,6 +355,16 @@ extension WriteTransaction {
             SELECT 'activity', id, ?, CASE WHEN last > 0 THEN last ELSE baton_hlc() END FROM (
                 SELECT id, seq, max(hlc, coalesce((SELECT max(o.hlc) FROM outbox o WHERE o.kind = 'activity' AND o.key = activity.id), 0)) AS last
                 FROM activity WHERE device_id = '') ORDER BY seq
+            """, arguments: [now])
+        // This machine's requests to end another's activity, at the time they were made (which a
+        // later change by the activity's writer still overrides): a machine away past the log the
+        // snapshot replaces hears them too. Applied twice, a request ends nothing more.
+        let today = wallClock.now()
+        try db.execute(sql: "DELETE FROM sync_lasting_request WHERE at < ?",
+                       arguments: [Time.encode(today > Store.lastingRequestLifetime ? today - Store.lastingRequestLifetime : 0)])
+        try db.execute(sql: """
+            INSERT INTO outbox (kind, key, at, hlc, body)
+            SELECT 'request', 'lasting-' || hlc, ?, hlc, body FROM sync_lasting_request ORDER BY hlc
             """, arguments: [now])
         let activities = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE device_id = '' ORDER BY seq"))
         let types = try String.fetchAll(db.cachedStatement(sql: "SELECT type FROM activity_type ORDER BY type"))
@@ -386,8 +401,10 @@ extension WriteTransaction {
         let removed = try end(.remote(id, from: nil), .invalidated("invalidated on this machine"), history: true)
         guard !removed.isEmpty else { return [] }
         // Until its writer says otherwise: a change it made later than this request wins.
-        try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = ? WHERE activity_id = ?")
-            .execute(arguments: [try insertRequest(body), id])
+        let hlc = try insertRequest(body)
+        try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = ? WHERE activity_id = ?").execute(arguments: [hlc, id])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_lasting_request (hlc, at, body) VALUES (?, ?, ?)")
+            .execute(arguments: [hlc, Time.encode(wallClock.now()), Data(body)])
         return removed
     }
 

@@ -390,6 +390,48 @@ extension FolderSyncTests {
 }
 
 extension FolderSyncTests {
+    /// A request to end another machine's activity outlives the log it was written in: the
+    /// laptop, away while the desktop invalidated the laptop's activity and then compacted its
+    /// log past that request, ends the activity when it comes back.
+    @Test func aRequestMadeWhileAMachineWasAwaySurvivesCompaction() async throws {
+        let (folder, _, desktop, laptop) = try await twoDevicesOnline(prefix: "baton-sync-request")
+        defer { desktop.close(); laptop.close() }
+        try laptop.store.write { try $0.register(type) }
+        let mine = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Laptop's Agatha", payload: "{}", createdAt: 1, updatedAt: 1)
+        _ = try laptop.store.write { try $0.insert(mine) }
+        try await eventually("the desktop has the laptop's activity") { try desktop.store.activity(id: mine.id, now: 2) != nil }
+
+        // Away: the desktop invalidates it (here at once; there when the laptop reads the request), then compacts.
+        laptop.close()
+        let remote = try #require(try desktop.store.activity(id: mine.id, now: 2))
+        #expect(try await desktop.engine.invalidate(remote).map(\.id) == [mine.id])
+        let desktopID = try #require(desktop.engine.settings?.deviceID)
+        let note = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "note", payload: "{}", createdAt: 1, updatedAt: 1)
+        try desktop.store.write { try $0.register(type) }
+        _ = try desktop.store.write { try $0.insert(note) }
+        var latest = note
+        for round in 0..<(FolderTransport.compactionFiles + 8) {
+            latest.title = "note, round \(round)"
+            try desktop.store.write { [latest] in try $0.update(latest) }
+            try await eventually("round \(round) is sent") { try desktop.store.outboxCount() == 0 }
+        }
+        try await eventually("the desktop compacted its log past the request") {
+            !(try FileManager.default.contentsOfDirectory(atPath: folder + "/" + desktopID).contains { $0.hasPrefix("log-000000000001-") })
+        }
+
+        // Back: the laptop reads the desktop's log from its new start, and the request is in it.
+        let returned = try SyncEngine(store: laptop.store, configPath: SyncConfig.path(besideDatabase: laptop.store.path),
+                                      log: Logger(label: "sync.laptop.back"), answerTimeout: .seconds(3), onApplied: { _ in }, onChange: {})
+        let loop = Task { await returned.run() }
+        defer { loop.cancel() }
+        try await eventually("the laptop has the desktop's note", timeout: .seconds(20)) { [latest] in
+            try laptop.store.activity(id: note.id, now: 2)?.title == latest.title
+        }
+        try await eventually("the laptop ended its activity as the desktop asked") { try laptop.store.activity(id: mine.id, now: 2) == nil }
+    }
+}
+
+extension FolderSyncTests {
     /// A folder of its own with two devices in it, the desktop online; the desktop logs to
     /// `said`, or the laptop does (`laptopSays`).
     func twoDevicesOnline(prefix: String, laptopSays: Bool = false) async throws
