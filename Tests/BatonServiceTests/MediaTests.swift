@@ -163,8 +163,9 @@ import TestSupport
     }
 
     /// The source obeys the user as every app's Advertise does: while recording is paused a
-    /// track is kept in memory only (its name never reaches the database), and nothing of a
-    /// blocked org.baton.Media is recorded; the first track after the block is newer than it.
+    /// track is kept in memory only (its name never reaches the database), nothing of a
+    /// blocked org.baton.Media is recorded (the first track after the block is newer than it),
+    /// and forgetting it removes every track while the source goes on recording.
     @Test func whilePausedOrBlockedATrackIsNotWritten() async throws {
         let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
@@ -197,6 +198,17 @@ import TestSupport
         let created = try #require(try await stage.tracks().first?["created_at"]?.uint64Value)
         #expect(created >= allowedAt, "recorded at \(created), before it was allowed again at \(allowedAt)")
         #expect(try await stage.tracks().count == 1)
+
+        // Forgotten: the track goes; the source goes on, and the next change records the track anew.
+        let before = try #require(try await stage.tracks().first?["id"]?.stringValue)
+        let forgotten = try await world.baton(["forget", "org.baton.Media", "--yes"])
+        #expect(forgotten.status == 0, "\(forgotten)")
+        #expect(try await !stage.tracks().contains { $0["id"] == .string(before) })
+        _ = try await stage.playerctl(["pause"])
+        try await eventually("the track is recorded again after forgetting") {
+            let tracks = try await stage.tracks()
+            return tracks.count == 1 && tracks[0]["id"] != .string(before) && MediaStage.number("playing", in: tracks[0]) == 0
+        }
     }
 
     /// A player that floods its signals (20 000 PropertiesChanged and as many Seeked, nothing
