@@ -80,12 +80,15 @@ final class SceneObjects: Sendable {
         let content = names.contains(Contract.Scene.Property.handlesContent) ? (try? store.handlesContent(sceneID: scene.id)) ?? [] : []
         let values = properties(of: scene, handlesContent: content)
         let interface = interface
-        for name in names where interface.property(named: name)?.changeSignal != .emits {
-            log.error("\(Contract.Interface.scene).\(name) is not announced when it changes")
+        var changed: [String: DBusValue] = [:]
+        for name in names {
+            guard interface.property(named: name)?.changeSignal == .emits, let value = values[name] else {
+                log.error("\(Contract.Interface.scene).\(name) is not announced when it changes")
+                continue
+            }
+            changed[name] = value
         }
-        connection.emitPropertiesChanged(
-            path: SceneAddress.objectPath(forID: scene.id), interface: Contract.Interface.scene,
-            changed: values.filter { names.contains($0.key) && interface.property(named: $0.key)?.changeSignal == .emits })
+        connection.emitPropertiesChanged(path: SceneAddress.objectPath(forID: scene.id), interface: Contract.Interface.scene, changed: changed)
     }
 
     /// `StorageChanged(changed, removed)` of the scene `id`; nothing when nothing changed.
