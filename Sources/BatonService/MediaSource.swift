@@ -92,12 +92,13 @@ struct MediaSource: ActivitySource {
                     }
                 }
             }
-            if let recentlyUsedPath {
-                group.addTask { await followRecentDocuments(recentlyUsedPath, sink: sink) }
-            }
             group.addTask { await watch(events, sink: sink, pending: pending) }
+            // Outside the group, whose first task to end ends the follower: a watch that cannot be
+            // set up (or whose directory goes) leaves the players followed, only less promptly.
+            let recorded = recentlyUsedPath.map { path in Task { await followRecentDocuments(path, sink: sink) } }
             await group.next()
             group.cancelAll()
+            recorded?.cancel()
         }
         sink.finish()
     }
@@ -265,12 +266,20 @@ private struct Players {
     /// Whether a player plays a track it says or records (one that records it may not have yet).
     var anyPlaying: Bool { players.values.contains { $0.state.isPlaying && ($0.state.url != nil || $0.recorder != nil) } }
 
+    /// What the player says, stamped when it was asked: the position it gives is of a moment
+    /// after that, so steady play counted from there does not fall behind the player by however
+    /// long the answer took to arrive (under load, longer than a player's own reply).
+    private func reading(_ owner: String) async -> (state: MPRIS.PlayerState, askedAt: ContinuousClock.Instant)? {
+        let asked = ContinuousClock.now
+        return await source.read(owner).map { ($0, asked) }
+    }
+
     mutating func appeared(_ name: String, owner: String) async {
-        guard let state = await source.read(owner) else { return }
+        guard let read = await reading(owner) else { return }
         let entry = await source.desktopEntry(owner)
-        let recorder = state.url == nil ? await source.recorder(owner, entry: entry) : nil
-        players[owner] = Player(name: name, desktopEntry: entry, recorder: recorder, state: MPRIS.PlayerState(), readAt: .now)
-        await update(owner, to: state)
+        let recorder = read.state.url == nil ? await source.recorder(owner, entry: entry) : nil
+        players[owner] = Player(name: name, desktopEntry: entry, recorder: recorder, state: MPRIS.PlayerState(), readAt: read.askedAt)
+        await update(owner, to: read)
     }
 
     /// The player left the bus: its track keeps the position it had reached.
@@ -280,36 +289,36 @@ private struct Players {
     }
 
     mutating func changed(_ owner: String) async {
-        guard players[owner] != nil, let state = await source.read(owner) else { return }
-        await update(owner, to: state)
+        guard players[owner] != nil, let read = await reading(owner) else { return }
+        await update(owner, to: read)
     }
 
     /// Reads again the players whose track is known from what they record.
     mutating func readRecorders() async {
         for (owner, player) in players where player.recorder != nil {
-            if let state = await source.read(owner) { await update(owner, to: state) }
+            if let read = await reading(owner) { await update(owner, to: read) }
         }
     }
 
     mutating func readPlaying() async {
         for (owner, player) in players where player.state.isPlaying {
-            if let state = await source.read(owner) { await update(owner, to: state) }
+            if let read = await reading(owner) { await update(owner, to: read) }
         }
     }
 
     /// Takes in what the player says now: a new track ends the last one at its position and is
     /// recorded once it plays; the same track is written again when it paused or played, sought,
     /// or played on for `Media.playingInterval`.
-    private mutating func update(_ owner: String, to said: MPRIS.PlayerState) async {
+    private mutating func update(_ owner: String, to read: (state: MPRIS.PlayerState, askedAt: ContinuousClock.Instant)) async {
         guard var player = players[owner] else { return }
-        var state = said
+        var state = read.state
         if state.url == nil, let recorder = player.recorder { state.url = source.recordedTrack(recorder) }
         let now = ContinuousClock.now
         if player.state.url != state.url { await finish(&player, at: now) }
         player.state = state
-        player.readAt = now
+        player.readAt = read.askedAt
         if state.url != nil, player.activity != nil || state.isPlaying, needsWrite(player, at: now) {
-            await write(&player, at: now)
+            await write(&player, at: read.askedAt)
         }
         players[owner] = player
     }
