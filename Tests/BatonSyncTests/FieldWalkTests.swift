@@ -30,9 +30,7 @@ import TestSupport
         func example(_ field: ActivityField) -> String? { field.declared.example.flatMap(field.declared.option) }
         let title = try #require(example(.title)), payload = try #require(example(.payload))
 
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+        let setup = try await SyncServer.fresh()
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started(), fresh = try await BatonWorld.started()
         defer { desktop.close(); laptop.close(); fresh.close() }
         try await setup.join([desktop, laptop], names: ["desktop", "laptop"])

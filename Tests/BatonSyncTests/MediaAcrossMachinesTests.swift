@@ -63,9 +63,13 @@ import TestSupport
             try await laptop.notified().last?.body.hasSuffix(" on desktop, stopped at \(MediaTrack.clockText(stopped))") ?? false
         }
         // Shown as its player's; the first offer replaced none (nothing was offered while it played).
+        // The pause may be offered before the seek, and at 0:00 when the stream had not played a
+        // moment yet (seen under the suite's load): a position of 0 is not shown.
         let offers = try await laptop.notified()
-        #expect(offers.allSatisfy { $0.summary == "a tone.wav" && $0.body.hasPrefix("mpv Media Player on desktop, stopped at ") }
-                && offers.first?.replaces == 0, "\(offers)")
+        #expect(offers.allSatisfy { offer in
+            offer.summary == "a tone.wav"
+                && (offer.body == "mpv Media Player on desktop" || offer.body.hasPrefix("mpv Media Player on desktop, stopped at "))
+        } && offers.first?.replaces == 0, "\(offers)")
         let asked = ContinuousClock.now
         let continued = try await laptop.call("org.baton.Handoff1.Activities", "Continue", [.string(id), .stringMap([:])])
         #expect(continued == [.objectPath("/")])

@@ -29,11 +29,9 @@ import TestSupport
         let desktop = try TestDevice(name: "desktop", clock: desktopClock), laptop = try TestDevice(name: "laptop", clock: laptopClock)
         defer { desktop.close(); laptop.close() }
         try desktop.store.write { try $0.register(type) }
-        let postgres = meeting == .server ? try await PostgresServer() : nil
-        defer { postgres?.close() }
         switch meeting {
         case .server:
-            let sync = try await SyncServer(try #require(postgres))
+            let sync = try await SyncServer.fresh()
             try await laptop.join(on: sync, words: try await desktop.initialize(on: sync))
         case .folder:
             let folder = try TemporaryDirectory.make(prefix: "baton-sync-month").path

@@ -115,9 +115,7 @@ import TestSupport
     /// on a third.
     @Test func dunstShowsItAndItsDefaultActionContinuesIt() async throws {
         let dunstctl = try Executables.require("dunstctl", package: "dunst")
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+        let setup = try await SyncServer.fresh()
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started(), tablet = try await BatonWorld.started()
         defer { desktop.close(); laptop.close(); tablet.close() }
         let screen = try await VirtualDisplay()

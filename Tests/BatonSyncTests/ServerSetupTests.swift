@@ -7,9 +7,7 @@ import TestSupport
 /// record; revocation is final.
 @Suite(.serialized) struct ServerSetupTests {
     @Test func usersAreIsolatedAndLogsAreAppendOnly() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let sync = try await SyncServer(server)
+        let sync = try await SyncServer.fresh()
         let ana1 = try await sync.addDevice(user: "ana"), ana2 = try await sync.addDevice(user: "ana")
         let bo = try await sync.addDevice(user: "bo")
 
@@ -54,13 +52,11 @@ import TestSupport
         try await ana1.run("UPDATE baton.device SET sealed_name = '\\x98', name_epoch = 1 WHERE device_id = 'd1'")
         #expect(try await ana2.run("SELECT name_epoch || ':' || encode(sealed_name, 'hex') FROM baton.device WHERE device_id = 'd1'") == "1:98")
 
-        #expect(try await server.psql("SELECT count(*) FROM baton.record", database: SyncServer.database) == "3\n")
+        #expect(try await sync.psql("SELECT count(*) FROM baton.record") == "3\n")
     }
 
     @Test func setupRunsTwiceAndRemovesADevice() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let sync = try await SyncServer(server)
+        let sync = try await SyncServer.fresh()
         try await sync.setup(["init"])
         let device = try await sync.addDevice(user: "ana")
         #expect(try await device.run("SELECT baton.current_member()") == "ana")

@@ -50,9 +50,7 @@ import TestSupport
     }
 
     @Test func whatOneDeviceAdvertisesTheOtherSeesAndTheServerCannotRead() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let sync = try await SyncServer(server)
+        let sync = try await SyncServer.fresh()
         let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop")
         defer { desktop.close(); laptop.close() }
 
@@ -98,11 +96,11 @@ import TestSupport
         #expect(desktop.engine.rounds.load(ordering: .relaxed) + laptop.engine.rounds.load(ordering: .relaxed) - rounds <= 2)
 
         // The server's tables: ids, numbers, times and ciphertext, never a title, payload, keyword, type or name.
-        let dump = try await server.psql("""
+        let dump = try await sync.psql("""
             SELECT string_agg(t::text, E'\\n') FROM (
                 SELECT r::text AS t FROM baton.record r UNION ALL SELECT d::text FROM baton.device d
                 UNION ALL SELECT k::text FROM baton.user_key k) x
-            """, database: SyncServer.database)
+            """)
         #expect(dump.contains(desktop.engine.settings?.deviceID ?? "?"))
         for marker in ["Marker", "marker", "agatha", "hawknotes", "characterDetail", "desktop", "laptop"] {
             #expect(!dump.contains(marker), "the server holds \(marker) in plain text")
@@ -128,7 +126,7 @@ import TestSupport
         let role = url.split(separator: "/")[1].split(separator: ":")[0]
         let encrypted = try await server.psql(
             "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.usename = '\(role)'",
-            database: SyncServer.database)
+            database: sync.database)
         #expect(encrypted == "t\n")
     }
 
@@ -137,9 +135,7 @@ import TestSupport
     /// the future) has those records skipped — the one validation local writes get; the rest
     /// of its log still applies.
     @Test func hostileRecordsAreSkippedAndTheLogGoesOn() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let sync = try await SyncServer(server)
+        let sync = try await SyncServer.fresh()
         let laptop = try TestDevice(name: "laptop"), desktop = try TestDevice(name: "desktop")
         defer { laptop.close(); desktop.close() }
         let words = try await desktop.initialize(on: sync)
@@ -177,6 +173,7 @@ import TestSupport
     }
 
     @Test func theOutboxWaitsForTheServerAndNothingIsLostOrDuplicated() async throws {
+        // A cluster of its own: the test stops it.
         let server = try await PostgresServer()
         defer { server.close() }
         let sync = try await SyncServer(server)
@@ -202,8 +199,8 @@ import TestSupport
         #expect(Set(try laptop.store.activities(.init(), now: 2).map(\.title)) == Set(titles))
         try await eventually("the outbox is empty") { try desktop.store.outboxCount() == 0 }
         let desktopID = try #require(desktop.engine.settings?.deviceID)
-        let logged = try await server.psql(
-            "SELECT count(*), count(DISTINCT seq), max(seq) FROM baton.record WHERE device_id = '\(desktopID)'", database: SyncServer.database)
+        let logged = try await sync.psql(
+            "SELECT count(*), count(DISTINCT seq), max(seq) FROM baton.record WHERE device_id = '\(desktopID)'")
         // Its hello, the type, then the 50 activities: each once, seqs without a gap.
         #expect(logged == "52|52|52\n")
     }
@@ -213,9 +210,7 @@ extension SyncEngineTests {
     /// A revoked device cannot read what is written after its revocation, nor append; the
     /// others go on, and a device that joins afterwards gets the new key from one of them.
     @Test func aRevokedDeviceCannotReadWhatComesAfter() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let sync = try await SyncServer(server)
+        let sync = try await SyncServer.fresh()
         let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop"), stolen = try TestDevice(name: "stolen")
         defer { desktop.close(); laptop.close(); stolen.close() }
         try desktop.store.write { try $0.register(type) }
@@ -249,7 +244,7 @@ extension SyncEngineTests {
         try await eventually("the thief's changes wait in its outbox") { try stolen.store.outboxCount() >= 2 && stolen.engine.state == .offline }
         let stolenID = try #require(stolen.engine.settings?.deviceID)
         // Only the hello it wrote when it joined.
-        #expect(try await server.psql("SELECT count(*) FROM baton.record WHERE device_id = '\(stolenID)'", database: SyncServer.database) == "1\n")
+        #expect(try await sync.psql("SELECT count(*) FROM baton.record WHERE device_id = '\(stolenID)'") == "1\n")
         #expect(try laptop.store.activities(.init(), now: 2).map(\.title).sorted() == ["After", "Before"])
 
         // A device that joins later gets the new key from the desktop or the laptop.
@@ -267,9 +262,9 @@ extension SyncEngineTests {
         for device in [desktop, laptop, tablet] {
             let id = try #require(device.engine.settings?.deviceID)
             try await eventually("\(device.name) reseals its name", timeout: .seconds(20)) {
-                try await server.psql("SELECT name_epoch FROM baton.device WHERE device_id = '\(id)'", database: SyncServer.database) == "1\n"
+                try await sync.psql("SELECT name_epoch FROM baton.device WHERE device_id = '\(id)'") == "1\n"
             }
-            let hex = try await server.psql("SELECT encode(sealed_name, 'hex') FROM baton.device WHERE device_id = '\(id)'", database: SyncServer.database)
+            let hex = try await sync.psql("SELECT encode(sealed_name, 'hex') FROM baton.device WHERE device_id = '\(id)'")
             let sealed = try #require(Hex.decode(hex.trimmingCharacters(in: .whitespacesAndNewlines)))
             #expect(Seal.open(sealed, key: stolenKey, context: Seal.nameContext(user: user, device: id)) == nil, "\(device.name)")
             resealed.append(id)
@@ -285,10 +280,8 @@ extension SyncEngineTests {
     /// rounds fail with the server named, and the loop goes offline — and nothing waits for good.
     /// (The bound is 20 s, not 3: beside other suites, timers on the two cores' shared pool run late.)
     @Test func aServerThatStopsAnsweringIsGivenUpOnAtTheDeadline() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let sync = try await SyncServer(server)
-        let proxy = try TCPProxy(to: server.port)
+        let sync = try await SyncServer.fresh()
+        let proxy = try TCPProxy(to: sync.server.port)
         defer { proxy.close() }
         let desktop = try TestDevice(name: "desktop"), laptop = try TestDevice(name: "laptop"), tablet = try TestDevice(name: "tablet")
         defer { desktop.close(); laptop.close(); tablet.close() }

@@ -16,10 +16,8 @@ import TestSupport
     /// drops what was not sent yet, so `baton sync leave` says that and leaves only when told
     /// to (no terminal here to ask on: `--yes`).
     @Test func offlineIsShownAndLeavingWithChangesNotSentAsksFirst() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
-        let proxy = try TCPProxy(to: server.port)
+        let setup = try await SyncServer.fresh()
+        let proxy = try TCPProxy(to: setup.server.port)
         defer { proxy.close() }
         let world = try await BatonWorld.started()
         defer { world.close() }
@@ -47,10 +45,8 @@ import TestSupport
     }
 
     @Test func cutConnectionsAndKilledDaemonsLoseNothingAndDuplicateNothing() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
-        let proxy = try TCPProxy(to: server.port)
+        let setup = try await SyncServer.fresh()
+        let proxy = try TCPProxy(to: setup.server.port)
         defer { proxy.close() }
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
@@ -94,8 +90,8 @@ import TestSupport
             try await desktop.syncProperty("Outbox")?.uint32Value == 0
         }
         let deviceID = try #require(try await desktop.syncProperty("DeviceId")?.stringValue)
-        let log = try await server.psql(
-            "SELECT count(*), count(DISTINCT seq), max(seq) FROM baton.record WHERE device_id = '\(deviceID)'", database: SyncServer.database)
+        let log = try await setup.psql(
+            "SELECT count(*), count(DISTINCT seq), max(seq) FROM baton.record WHERE device_id = '\(deviceID)'")
         // Its hello, the type and each note once: seqs 1 … 227, none twice, none missing.
         #expect(log == "\(advertised + 2)|\(advertised + 2)|\(advertised + 2)\n")
         #expect(Int(proxy.send("count")) ?? 0 > 2, "the proxy carried the connections it cut")
@@ -105,10 +101,8 @@ import TestSupport
     /// afterwards. When the laptop is back the later change wins on both machines (README, "The
     /// rules when machines disagree"); an invalidation asked after the last change wins.
     @Test func anInvalidationMadeOfflineLosesToALaterChangeOnTheActivitysMachine() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
-        let proxy = try TCPProxy(to: server.port)
+        let setup = try await SyncServer.fresh()
+        let proxy = try TCPProxy(to: setup.server.port)
         defer { proxy.close() }
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }

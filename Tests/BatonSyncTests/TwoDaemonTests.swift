@@ -12,9 +12,7 @@ import TestSupport
     static let type = "com.raywenderlich.hawknotes.staterestore.characterDetail"
 
     @Test func advertisedOnOneMachineSeenOnTheOther() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+        let setup = try await SyncServer.fresh()
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
 
@@ -95,15 +93,13 @@ import TestSupport
         #expect(devices.compactMap { $0.field("name")?.stringValue } == ["laptop", "desktop"])
         // Each device tells the server when it connected (after joining, so later than that).
         #expect(devices.last?.field("last_seen")?.uint64Value ?? 0 > 0)
-        #expect(try await server.psql("SELECT bool_and(last_seen > joined_at) FROM baton.device", database: SyncServer.database) == "t\n")
+        #expect(try await setup.psql("SELECT bool_and(last_seen > joined_at) FROM baton.device") == "t\n")
         #expect(try await laptop.syncProperty("State")?.stringValue == "online")
     }
 
     /// The same through `baton`, as the README tells a user to do it.
     @Test func theCommandLineSetsUpSyncAndShowsWhereActivitiesCameFrom() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+        let setup = try await SyncServer.fresh()
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
 
@@ -155,9 +151,7 @@ extension TwoDaemonTests {
     /// the server move LastSyncAt alone), and `baton watch` shows sync's state as
     /// `sync-changed`, never a round by itself nor as a scene.
     @Test func syncAnnouncesWhatChangedAndWatchShowsItsState() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+        let setup = try await SyncServer.fresh()
         let world = try await BatonWorld.started()
         defer { world.close() }
         let announced = try await SignalLog(world.client, MatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
@@ -210,9 +204,7 @@ extension TwoDaemonTests {
     static let otherApp = "org.example.Other"
 
     @Test func aSandboxedAppsActivityReachesOnlyThatAppOnTheOtherMachine() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+        let setup = try await SyncServer.fresh()
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
         let initialized = try await desktop.baton(["sync", "init", try await setup.addDevice(user: "ana").url, "--name", "desktop", "--json"])
@@ -246,9 +238,7 @@ extension TwoDaemonTests {
     static let type = "org.example.notes.page"
 
     @Test func anotherMachinesActivityIsFoundAndOpenedThere() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+        let setup = try await SyncServer.fresh()
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
         _ = try await setup.join([desktop, laptop], names: ["desktop", "laptop"])
@@ -291,12 +281,10 @@ extension TwoDaemonTests {
     }
 }
 
-/// Runs `body` with a desktop and a laptop that sync through a PostgreSQL of their own, the
+/// Runs `body` with a desktop and a laptop that sync through a PostgreSQL database of their own, the
 /// laptop's default browser a `TestBrowser` (installed before the laptop's batond starts).
 func withBrowsingMachines(_ body: (_ desktop: BatonWorld, _ laptop: BatonWorld, _ browser: TestBrowser) async throws -> Void) async throws {
-    let server = try await PostgresServer()
-    defer { server.close() }
-    let setup = try await SyncServer(server)
+    let setup = try await SyncServer.fresh()
     let desktop = try await BatonWorld.started(), laptop = try BatonWorld()
     defer { desktop.close(); laptop.close() }
     let browser = try TestBrowser(on: laptop.bus)
@@ -352,9 +340,7 @@ extension TwoDaemonTests {
     /// database file, its WAL or the outbox, and never reaches the server or the other machine;
     /// at Resume the activity is as it was before the pause, and recording goes on.
     @Test func anUpdateWhilePausedStaysInMemoryAndIsUndoneAtResume() async throws {
-        let server = try await PostgresServer()
-        defer { server.close() }
-        let setup = try await SyncServer(server)
+        let setup = try await SyncServer.fresh()
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
         let login = try await setup.addDevice(user: "ana")

@@ -1,7 +1,7 @@
 import BatonCore
 import Foundation
 
-/// Where the test's machines meet to sync: a PostgreSQL of the test's own, or folders that a
+/// Where the test's machines meet to sync: a PostgreSQL database of the test's own, or folders that a
 /// copier keeps the same as a sync tool does (one per machine). The same promises hold for both.
 public enum MachinesMeet: String, Sendable, CaseIterable {
     case server, folder
@@ -12,14 +12,9 @@ public enum MachinesMeet: String, Sendable, CaseIterable {
     public func join(_ worlds: [BatonWorld], names: [String]) async throws -> (place: MeetingPlace, words: String) {
         switch self {
         case .server:
-            let server = try await PostgresServer()
-            do {
-                let words = try await SyncServer(server).join(worlds, names: names)
-                return (MeetingPlace { server.close() }, words)
-            } catch {
-                server.close()
-                throw error
-            }
+            let words = try await SyncServer.fresh().join(worlds, names: names)
+            // The database stays until the shared cluster ends with the test process.
+            return (MeetingPlace {}, words)
         case .folder:
             guard let first = worlds.first, names.count == worlds.count else { throw TestSupportError("one name for each daemon") }
             let folders = try worlds.indices.map { try TemporaryDirectory.make(prefix: "baton-synced-\($0)").path }

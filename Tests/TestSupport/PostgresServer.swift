@@ -74,13 +74,37 @@ public final class PostgresServer: @unchecked Sendable {
 
     /// Ends the server at once (SIGQUIT: immediate shutdown) and removes its files.
     public func close() {
-        if let pidFile = try? String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8),
-           let line = pidFile.split(separator: "\n").first, let pid = pid_t(line), pid > 0 {
+        if let pid = postmasterPID() {
             kill(pid, SIGQUIT)
             // The postmaster takes its children down and exits; its files go once it has.
             for _ in 0..<500 where kill(pid, 0) == 0 { usleep(10_000) }
         }
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Makes the server end, and its files go, when the test process does, however it ends (a
+    /// crash, SIGKILL at a deadline): a watcher started now waits for the end of a socket whose
+    /// other end only this process holds, then does what `close()` does. For a server shared by the
+    /// tests of one process, which no test may close.
+    public func endWithThisProcess() throws {
+        guard let pid = postmasterPID() else { throw TestSupportError("no postmaster.pid in \(data)") }
+        var ends: [Int32] = [0, 0]
+        // Close-on-exec from the start (Glibc's module has no pipe2): no other child inherits
+        // this process's end and keeps the watcher waiting.
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            throw TestSupportError("socketpair failed: errno \(errno)")
+        }
+        defer { Glibc.close(ends[0]) }
+        _ = try Subprocess("/bin/sh", ["-c", """
+            read -r _; kill -QUIT "$1"; while kill -0 "$1" 2>/dev/null; do sleep 0.1; done; rm -rf "$2"
+            """, "sh", String(pid), directory.path], stdin: ends[0], ownGroup: true)
+        // ends[1] stays open, unused, for as long as this process lives.
+    }
+
+    private func postmasterPID() -> pid_t? {
+        guard let pidFile = try? String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8),
+              let line = pidFile.split(separator: "\n").first, let pid = pid_t(line), pid > 0 else { return nil }
+        return pid
     }
 
     /// Runs SQL as the superuser in `database` (psql, stopping at the first error); returns what it printed.
