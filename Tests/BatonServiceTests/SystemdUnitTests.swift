@@ -49,7 +49,9 @@ struct SystemdUnitTests {
         #expect(seen["stop_status"] == "0", "\(report)")
         #expect((Int(seen["burst_stored"] ?? "") ?? 0) >= 100, "\(report)")
         #expect(seen["acked_not_stored"] == "0" && seen["stored_not_acked"] == "0", "\(report)")
-        // A batond that cannot start is not retried forever: the start limit stops it, and its log says why.
+        // A batond that cannot start is not retried forever: the unit's start limit stops it (not the
+        // manager's, shortened to 1 s to make restarts quick), and its log says why.
+        #expect(seen["default_start_limit"] == "1s", "\(report)")
         #expect(seen["start_limit_state"] == "failed" && seen["start_attempts"] == "5", "\(report)")
     }
 }
