@@ -64,7 +64,7 @@ final class Ghost: Sendable {
             DELETE FROM baton.record WHERE device_id = '\(device)' AND seq IN (SELECT seq FROM bench_ghost);
             UPDATE baton.log_head SET seq = (SELECT max(seq) FROM baton.record WHERE device_id = '\(device)') WHERE device_id = '\(device)';
             SELECT min(seq) - 1 FROM bench_ghost;
-            """, database: SyncServer.database).trimmingCharacters(in: .whitespacesAndNewlines)
+            """, database: setup.database).trimmingCharacters(in: .whitespacesAndNewlines)
         guard let lead = Int(lead) else { throw TestSupportError("setting the ghost's records aside printed '\(lead)'") }
 
         var pipe: [Int32] = [0, 0]
@@ -74,7 +74,7 @@ final class Ghost: Sendable {
         defer { Glibc.close(null) }
         let psql = try Subprocess(
             "/usr/bin/psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1"],
-            environment: ProcessInfo.processInfo.environment.merging(setup.server.psqlEnvironment(database: SyncServer.database)) { $1 },
+            environment: ProcessInfo.processInfo.environment.merging(setup.server.psqlEnvironment(database: setup.database)) { $1 },
             stdin: pipe[0], stdout: null)
         Glibc.close(pipe[0])
         return Ghost(ids: ids, lead: lead, psql: psql, input: pipe[1])

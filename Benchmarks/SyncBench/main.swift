@@ -162,14 +162,14 @@ let aDevice = try await a.syncProperty("DeviceId")?.stringValue ?? ""
 /// The last seq of `device`'s log on the server.
 func logHead(of device: String) async throws -> Int {
     Int(try await server.psql("SELECT coalesce(max(seq), 0) FROM baton.record WHERE device_id = '\(device)'",
-                              database: SyncServer.database).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                              database: setup.database).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
 }
 /// Records `device` appended after seq `after`, and in how many statements (each its own
 /// transaction, so its own `committed_at`).
 func appended(by device: String, after: Int) async throws -> (records: Int, batches: Int) {
     let counts = try await server.psql("""
         SELECT count(*) || ' ' || count(DISTINCT committed_at) FROM baton.record WHERE device_id = '\(device)' AND seq > \(after)
-        """, database: SyncServer.database).split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        """, database: setup.database).split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     guard counts.count == 2 else { throw TestSupportError("counting A's batches printed \(counts)") }
     return (counts[0], counts[1])
 }
