@@ -104,6 +104,8 @@ let package = Package(
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.
         .executableTarget(name: "dbus-echo-server", dependencies: ["DBus"], path: "Benchmarks/EchoServer"),
+        // Benchmarks: a connection's calls while thousands of its calls wait (Benchmarks/pending-calls).
+        .executableTarget(name: "bench-pending-calls", dependencies: ["DBus"], path: "Benchmarks/PendingCalls"),
         // Benchmarks: the least a Swift program can do to make baton's benchmarked call (no DBus module).
         .executableTarget(name: "cli-floor", dependencies: ["CDBus"], path: "Benchmarks/CLIFloor", linkerSettings: packedRelocations),
         // Benchmarks: sync across machines on loopback (scripts/bench-sync): latency, catch-up, a fleet of 200 devices.

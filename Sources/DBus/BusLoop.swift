@@ -30,6 +30,10 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     private var watches: [OpaquePointer] = []
     private var timeouts: [(timeout: OpaquePointer, deadline: UInt64)] = []
     private var pending: [UInt32: PendingCall] = [:]
+    /// No later than the earliest deadline in `pending` (the call that had it may have been
+    /// answered since): the loop looks through the calls when it comes, not on every pass,
+    /// which with thousands of calls in flight cost more than reading their replies.
+    private var nextCallDeadline = UInt64.max
     private var subscriptions: [UInt64: SignalSubscription] = [:]
     private var closeWaiters: [CheckedContinuation<Void, Never>] = []
     /// Incoming method calls not yet taken by the dispatcher, oldest at `inboxHead`; each
@@ -271,7 +275,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         for entry in timeouts where dbus_timeout_get_enabled(entry.timeout) != 0 {
             next = min(next, entry.deadline)
         }
-        for call in pending.values { next = min(next, call.deadline) }
+        next = min(next, nextCallDeadline)
         guard next != .max else { return -1 }
         let now = monotonicNanoseconds()
         guard next > now else { return 0 }
@@ -294,10 +298,12 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
     }
 
     private func expireCalls() {
-        guard !pending.isEmpty else { return }
         let now = monotonicNanoseconds()
-        for (serial, call) in pending where call.deadline <= now {
-            pending[serial] = nil
+        guard now >= nextCallDeadline else { return }
+        let expired = pending.filter { $0.value.deadline <= now }
+        for serial in expired.keys { pending[serial] = nil }
+        nextCallDeadline = pending.values.lazy.map(\.deadline).min() ?? .max
+        for call in expired.values {
             call.continuation.resume(throwing: DBusError(
                 name: DBusError.Name.noReply,
                 message: "no reply within \(call.timeout); the service may be busy or gone"))
@@ -318,6 +324,7 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         _ = runAfterDispatchJobs()
         for call in pending.values { call.continuation.resume(throwing: DBusError.disconnected()) }
         pending.removeAll()
+        nextCallDeadline = .max
         for subscription in subscriptions.values { subscription.continuation.finish() }
         subscriptions.removeAll()
         for waiter in drainWaiters { waiter() }
@@ -388,9 +395,9 @@ final class BusLoop: TaskExecutor, @unchecked Sendable {
         }
         let (seconds, attoseconds) = timeout.components
         let nanoseconds = UInt64(max(seconds, 0)) * 1_000_000_000 + UInt64(max(attoseconds, 0) / 1_000_000_000)
-        pending[serial] = PendingCall(
-            continuation: continuation, deadline: monotonicNanoseconds() &+ nanoseconds,
-            timeout: timeout, cancellation: cancellation)
+        let deadline = monotonicNanoseconds() &+ nanoseconds
+        pending[serial] = PendingCall(continuation: continuation, deadline: deadline, timeout: timeout, cancellation: cancellation)
+        nextCallDeadline = min(nextCallDeadline, deadline)
     }
 
     func cancelCall(_ cancellation: CallCancellation) {

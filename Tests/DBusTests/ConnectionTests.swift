@@ -22,6 +22,35 @@ struct ConnectionTests {
         #expect(try await world.client.fixture("Release") == [.uint32(1)])
     }
 
+    /// Each waiting call ends at its own deadline, whichever calls were answered or sent since:
+    /// the loop wakes for the earliest deadline it knows, which may belong to an answered call.
+    @Test func eachCallTimesOutAtItsOwnDeadline() async throws {
+        let world = try await Fixture.start()
+        defer { world.stop() }
+        let clock = ContinuousClock()
+        let started = clock.now
+        func hold(_ timeout: Duration) -> Task<Duration, any Error> {
+            Task {
+                do {
+                    _ = try await world.client.fixture("Hold", timeout: timeout)
+                } catch let error as DBusError where error.name == DBusError.Name.noReply {
+                    return clock.now - started
+                }
+                throw TestSupportError("Hold returned before Release")
+            }
+        }
+        let late = hold(.milliseconds(900))
+        // Answered before its deadline, which was the earliest.
+        #expect(try await world.client.fixture("EchoString", [.string("x")], timeout: .milliseconds(300)) == [.string("x")])
+        // Sent after, due before the first.
+        let early = hold(.milliseconds(400))
+        let (earlyEnded, lateEnded) = try await within(.seconds(10), "both calls' timeouts") {
+            (try await early.value, try await late.value)
+        }
+        #expect(earlyEnded >= .milliseconds(400) && lateEnded >= .milliseconds(900) && earlyEnded < lateEnded, "\(earlyEnded) \(lateEnded)")
+        #expect(try await world.client.fixture("Release") == [.uint32(2)])
+    }
+
     @Test func cancellingTheCallerEndsTheCall() async throws {
         let world = try await Fixture.start()
         defer { world.stop() }
