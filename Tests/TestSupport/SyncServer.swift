@@ -17,7 +17,7 @@ public struct SyncServer: Sendable {
     fileprivate init(_ server: PostgresServer, database: String, copying template: String? = nil) async throws {
         self.server = server
         self.database = database
-        try await server.psql("CREATE DATABASE \(database)" + (template.map { " TEMPLATE \($0)" } ?? ""))
+        try await server.psql("CREATE DATABASE \(database)" + (template.map { " TEMPLATE \($0) STRATEGY file_copy" } ?? ""))
     }
 
     /// A database of the test's own on the cluster the test process shares, copied from one the
