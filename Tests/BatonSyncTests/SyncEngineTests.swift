@@ -8,8 +8,9 @@ import TestSupport
 
 /// Two devices, each a real store and a sync engine, against a real PostgreSQL server set up
 /// by the administrator's script: what one advertises the other sees, ends when it ends, and
-/// the server holds ciphertext only.
-@Suite(.serialized) struct SyncEngineTests {
+/// the server holds ciphertext only. Its tests run side by side (each has its devices and its
+/// database): one after another they were the parallel stage's last suite, 66 s of its 66.
+@Suite struct SyncEngineTests {
     let type = ActivityType(type: "com.raywenderlich.hawknotes.staterestore.characterDetail", appID: "com.raywenderlich.hawknotes",
                             title: "Character", handler: "com.raywenderlich.hawknotes", requiredKeys: ["id"])
 
