@@ -33,7 +33,7 @@ try await service.export("/org/baton/Bench", [
 try await service.requestName("org.baton.BenchHold")
 
 let client = try Connection(.session)
-let held = (0..<waiting).map { _ in
+for _ in 0..<waiting {
     Task { _ = try? await client.call("org.baton.BenchHold", "/org/baton/Bench", "org.baton.Bench1", "Hold", timeout: .seconds(3_600)) }
 }
 // Every call sent and waiting: the service has them when its name's owner answers a call.

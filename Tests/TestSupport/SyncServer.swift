@@ -91,8 +91,13 @@ private actor SharedCluster {
     func next() async throws -> (PostgresServer, Int) {
         let made = self.made ?? Task {
             let server = try await PostgresServer()
-            try server.endWithThisProcess()
-            try await SyncServer(server, database: Self.template).setup(["init"])
+            do {
+                try server.endWithThisProcess()
+                try await SyncServer(server, database: Self.template).setup(["init"])
+            } catch {
+                server.close()
+                throw error
+            }
             return server
         }
         self.made = made
