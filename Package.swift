@@ -30,7 +30,6 @@ let package = Package(
         .library(name: "BatonKit", targets: ["BatonKit"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -49,6 +48,12 @@ let package = Package(
             pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]
         ),
+        // Debian's libsqlite3 through pkg-config (libsqlite3-dev): the store's database.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         // glibc's <malloc.h>: malloc_trim, for an idle batond to hand back what malloc keeps free.
         .systemLibrary(name: "CMalloc"),
         // A small, safe Swift API over libdbus: one bus thread, typed values, exported objects.
@@ -58,10 +63,9 @@ let package = Package(
         // The D-Bus contract declared once for the daemon, BatonKit and baton: names, paths, methods and
         // signals with their arguments, records, scene values, the error mapping both ways. No Foundation.
         .target(name: "BatonContract", dependencies: ["DBus", "BatonCore"]),
-        // Persistence of the domain in SQLite (WAL) through GRDB: one writer connection, one reader.
-        .target(name: "BatonStore", dependencies: [
-            "BatonCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
-        ]),
+        // Persistence of the domain in SQLite (WAL) through a small layer of our own over libsqlite3:
+        // one writer connection, one reader.
+        .target(name: "BatonStore", dependencies: ["BatonCore", "CSQLite"]),
         // Sync across machines: the key and its recovery words, sealed records, the outbox drained to PostgreSQL
         // and the other devices' logs applied to the store, as one Service.
         .target(name: "BatonSync", dependencies: [
@@ -93,7 +97,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "TestSupport"]),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore"]),
         .testTarget(name: "BatonContractTests", dependencies: ["BatonContract", "BatonCore", "DBus", "CDBus"]),
-        .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonSync", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonSync", "TestSupport", "CSQLite"]),
         .testTarget(name: "BatonServiceTests", dependencies: [
             "BatonService", "TestSupport", "batond", "hawk-notes", "baton", .product(name: "Logging", package: "swift-log"),
         ]),

@@ -1,5 +1,5 @@
 import Dispatch
-import GRDBSQLite
+import CSQLite
 import Synchronization
 
 /// Copies the write-ahead log back into the database file on a thread of its own, so

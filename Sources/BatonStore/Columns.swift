@@ -1,13 +1,10 @@
-import GRDB
-import GRDBSQLite
+import CSQLite
 
-/// The current row of a GRDB statement, read by column index straight from SQLite.
-///
-/// GRDB's `Row` maps every column name when a cursor starts: for one activity that was
-/// most of a lookup's cost (see Benchmarks/README.md). Only valid while its cursor is on
-/// the row.
+/// The current row of a statement, read by column index straight from SQLite (no name is
+/// looked up). Only valid while the statement is on the row: `Statement.rows` and `row` hand
+/// it to a decoding closure, never further.
 struct Columns {
-    let statement: SQLiteStatement
+    let statement: OpaquePointer
 
     func isNull(_ index: Int32) -> Bool { sqlite3_column_type(statement, index) == SQLITE_NULL }
 
@@ -38,41 +35,4 @@ struct Columns {
     func int64(_ column: some TableColumns) -> Int64 { int64(column.rawValue) }
     func time(_ column: some TableColumns) -> UInt64 { time(column.rawValue) }
     func optionalTime(_ column: some TableColumns) -> UInt64? { optionalTime(column.rawValue) }
-}
-
-/// A GRDB cursor (GRDB steps the statement and reports its errors) whose elements are
-/// decoded from `Columns` rather than from a `Row`.
-final class ColumnCursor<Element>: DatabaseCursor {
-    var _isDone = false
-    let _statement: Statement
-    private let decode: (Columns) -> Element
-
-    init(_ statement: Statement, arguments: StatementArguments, decode: @escaping (Columns) -> Element) throws {
-        _statement = statement
-        // Resets the statement and binds the arguments, as GRDB's own cursors begin.
-        try statement.setArguments(arguments)
-        self.decode = decode
-    }
-
-    func _element(sqliteStatement: SQLiteStatement) throws -> Element {
-        decode(Columns(statement: sqliteStatement))
-    }
-
-    deinit {
-        // As GRDB's cursors do when they go: a statement left mid-step would keep the read
-        // transaction from ending. (GRDB resets a statement again before its next use.)
-        sqlite3_reset(_statement.sqliteStatement)
-    }
-}
-
-extension Statement {
-    /// Every row, decoded.
-    func rows<T>(_ arguments: StatementArguments, _ decode: @escaping (Columns) -> T) throws -> [T] {
-        try Array(ColumnCursor(self, arguments: arguments, decode: decode))
-    }
-
-    /// The first row, decoded, or nil.
-    func row<T>(_ arguments: StatementArguments, _ decode: @escaping (Columns) -> T) throws -> T? {
-        try ColumnCursor(self, arguments: arguments, decode: decode).next()
-    }
 }

@@ -1,7 +1,6 @@
 import BatonCore
-import Dispatch
+import CSQLite
 import Glibc
-import GRDB
 
 /// Keeps batond from serving, or writing into, a database it cannot trust.
 ///
@@ -45,30 +44,25 @@ public enum Quarantine {
         var info = stat()
         guard stat(path, &info) == 0, info.st_size > 0 else { return nil }
         guard info.st_size >= 100, hasSQLiteHeader(path) else { return "it is not an SQLite database" }
-        var configuration = Configuration()
-        configuration.readonly = true
-        // Another program holding the file's lock is not damage: wait for it as a write would.
-        configuration.busyMode = .timeout(Store.lockTimeout)
         do {
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
-            defer { try? queue.close() }
-            return try queue.inDatabase { db -> String? in
-                // The schema, every table's and index's definition, read whole.
-                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE sql IS NOT NULL")
-                // A file cut short: its header counts more pages than it holds. (Pages only in the
-                // WAL are counted too, so the WAL's length is part of what the file holds.)
-                let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
-                let pageSize = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
-                var wal = stat()
-                let walBytes = stat(path + "-wal", &wal) == 0 ? Int64(wal.st_size) : 0
-                guard pages * pageSize <= Int64(info.st_size) + walBytes else {
-                    return "it holds \(info.st_size) bytes where its header counts \(pages) pages of \(pageSize)"
-                }
-                return nil
+            // Another program holding the file's lock is not damage: wait for it as a write would.
+            let db = try SQLiteConnection(path: path, readOnly: true, busy: .timeout(Store.lockTimeout))
+            defer { db.close() }
+            // The schema, every table's and index's definition, read whole.
+            _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE sql IS NOT NULL")
+            // A file cut short: its header counts more pages than it holds. (Pages only in the
+            // WAL are counted too, so the WAL's length is part of what the file holds.)
+            let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            let pageSize = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            var wal = stat()
+            let walBytes = stat(path + "-wal", &wal) == 0 ? Int64(wal.st_size) : 0
+            guard pages * pageSize <= Int64(info.st_size) + walBytes else {
+                return "it holds \(info.st_size) bytes where its header counts \(pages) pages of \(pageSize)"
             }
-        } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
-            return "SQLite could not read it: \(error.message ?? "damaged")"
-        } catch let error as DatabaseError {
+            return nil
+        } catch where [SQLITE_CORRUPT, SQLITE_NOTADB].contains(error.code) {
+            return "SQLite could not read it: \(error.message)"
+        } catch {
             throw StorageFailure.named(error, path: path)
         }
     }

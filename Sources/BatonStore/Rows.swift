@@ -1,6 +1,4 @@
 import BatonCore
-import Foundation
-import GRDB
 
 // Each table's columns are declared once, as a row type's `Column` enum: the SQL column
 // lists, the statement arguments (an exhaustive switch, so the compiler asks for every new
@@ -91,7 +89,7 @@ enum ActivityRow {
 
     /// The values of the columns, in their order.
     static func arguments(_ activity: Activity) -> StatementArguments {
-        StatementArguments(fields.map { field -> (any DatabaseValueConvertible)? in
+        StatementArguments(fields.map { field -> (any SQLiteBindable)? in
             switch field.value(of: activity) {
             case .text(let value): value
             case .optionalText(let value): value
@@ -204,14 +202,14 @@ enum StorageColumns {
         ON CONFLICT(scene_id, key) DO UPDATE SET kind = excluded.kind, value = excluded.value, size = excluded.size
         """
 
-    static func stored(_ value: StorageValue) -> (Kind, DatabaseValue) {
+    static func stored(_ value: StorageValue) -> (Kind, SQLiteValue) {
         switch value {
-        case .bool(let v): (.bool, v.databaseValue)
-        case .int(let v): (.int, v.databaseValue)
-        case .double(let v): (.double, v.databaseValue)
-        case .string(let v): (.string, v.databaseValue)
-        // GRDB binds empty bytes as NULL; the insert stores NULL as an empty blob (`insertSQL`).
-        case .bytes(let v): (.bytes, Data(v).databaseValue)
+        case .bool(let v): (.bool, v.sqliteValue)
+        case .int(let v): (.int, .integer(v))
+        case .double(let v): (.double, .real(v))
+        case .string(let v): (.string, .text(v))
+        // Empty bytes bind as an empty blob; GRDB bound them as NULL, which the insert stores as one too.
+        case .bytes(let v): (.bytes, .blob(v))
         }
     }
 

@@ -1,9 +1,8 @@
-import GRDB
 
 /// The database schema, one migration per version; never edit a shipped migration.
 enum Schema {
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
+    static var migrator: Migrator {
+        var migrator = Migrator()
         migrator.registerMigration("v1") { db in
             try db.execute(sql: """
                 CREATE TABLE activity_type (

@@ -1,22 +1,23 @@
 import BatonCore
+import CSQLite
 import Glibc
-import GRDB
 
 /// SQLite's failures that the machine explains rather than a bug, as the named errors
 /// callers get (`StorageFull`, `StorageUnavailable`, `StorageCorrupt`). Everything else
-/// stays a `DatabaseError`, which the service replies as `Failed`: a bug of ours.
+/// stays an `SQLiteError`, which the service replies as `Failed`: a bug of ours.
 enum StorageFailure {
-    static func named(_ error: DatabaseError, path: String) -> any Error {
-        switch error.resultCode {
-        case .SQLITE_FULL:
+    static func named(_ error: SQLiteError, path: String) -> any Error {
+        // By the primary code, the extended code's low byte (SQLITE_IOERR_WRITE is an IOERR).
+        switch error.code {
+        case SQLITE_FULL:
             return BatonError.storageFull("the disk holding \(path) is full; free some space and try again")
-        case .SQLITE_BUSY, .SQLITE_LOCKED:
+        case SQLITE_BUSY, SQLITE_LOCKED:
             return BatonError.storageUnavailable(
                 "the database \(path) is locked by another program (waited \(Int(Store.lockTimeout)) s; `fuser \(path)` names it); try again")
-        case .SQLITE_IOERR, .SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PROTOCOL, .SQLITE_NOLFS, .SQLITE_AUTH:
+        case SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_PROTOCOL, SQLITE_NOLFS, SQLITE_AUTH, SQLITE_ABORT:
             return BatonError.storageUnavailable(
-                "the database \(path) cannot be written now (\(error.message ?? "I/O error")); check the disk and its permissions, then try again")
-        case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                "the database \(path) cannot be written now (\(error.message)); check the disk and its permissions, then try again")
+        case SQLITE_CORRUPT, SQLITE_NOTADB:
             return damaged(path: path)
         default:
             return error

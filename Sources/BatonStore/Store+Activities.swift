@@ -1,5 +1,4 @@
 import BatonCore
-import GRDB
 
 extension Store {
     // MARK: Writing activities
@@ -156,7 +155,7 @@ extension Store {
             if newest.isEmpty { return [] }
 
             if newest.count < limit {
-                let titled = try Set(Int64.fetchCursor(db.cachedStatement(sql: Self.searchTitledSeqs), arguments: [match]))
+                let titled = try Set(Int64.fetchAll(db.cachedStatement(sql: Self.searchTitledSeqs), arguments: [match]))
                 return newest.filter { titled.contains($0.seq) }.map(\.activity)
                     + newest.filter { !titled.contains($0.seq) }.map(\.activity)
             }
@@ -172,14 +171,11 @@ extension Store {
 
     /// At most `limit` rows of a search query, with the seq each was indexed under.
     private static func matches(
-        _ db: Database, _ sql: String, _ arguments: StatementArguments, limit: Int
+        _ db: SQLiteConnection, _ sql: String, _ arguments: StatementArguments, limit: Int
     ) throws -> [(seq: Int64, activity: Activity)] {
-        var found: [(seq: Int64, activity: Activity)] = []
-        let rows = try ColumnCursor(db.cachedStatement(sql: sql), arguments: arguments) { row in
+        try db.cachedStatement(sql: sql).rows(arguments, limit: limit) { row in
             (row.int64(searchSeqColumn), ActivityRow.decode(row))
         }
-        while found.count < limit, let match = try rows.next() { found.append(match) }
-        return found
     }
 
     /// Live matches from a search index, newest first.

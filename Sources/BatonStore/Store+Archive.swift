@@ -1,6 +1,4 @@
 import BatonCore
-import Foundation
-import GRDB
 
 /// Export and import (`ArchiveDocument`): everything of the user's read in one snapshot,
 /// and a checked document written in one transaction, all or nothing.

@@ -1,5 +1,4 @@
 import BatonCore
-import GRDB
 
 /// Durable continuations: a `Continue` writes its scene as `pending` with a continuation
 /// row before the app's handler is asked, so a continuation the app cannot take now is

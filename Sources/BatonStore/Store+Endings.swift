@@ -1,5 +1,4 @@
 import BatonCore
-import GRDB
 
 /// How activities end. Every deletion of activities goes through `end(id:_:history:in:)`,
 /// which writes, in the caller's transaction, everything an end leaves behind and returns

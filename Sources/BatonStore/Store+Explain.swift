@@ -1,5 +1,4 @@
 import BatonCore
-import GRDB
 
 /// What batond remembers to explain an activity: a tombstone for each that ended (how, and
 /// why, in a sentence) and the outcome of each activity's last continuation, both kept for

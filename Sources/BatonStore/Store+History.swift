@@ -1,6 +1,4 @@
 import BatonCore
-import Foundation
-import GRDB
 
 /// The history: this machine's and other machines' activities that ended (invalidated,
 /// expired, evicted by the quota), kept so that the user can find and continue them later.
@@ -43,7 +41,7 @@ extension Store {
     /// Removes what is older than the history's age limit, then the oldest until it is
     /// within its size limit; returns how many went.
     @discardableResult
-    static func trimHistory(_ db: Database, now: UInt64, limits: Limits) throws -> Int {
+    static func trimHistory(_ db: SQLiteConnection, now: UInt64, limits: Limits) throws -> Int {
         let oldest = now > limits.historySeconds * 1_000_000 ? now - limits.historySeconds * 1_000_000 : 0
         try db.cachedStatement(sql: "DELETE FROM history WHERE ended_at < ?").execute(arguments: [Time.encode(oldest)])
         var removed = db.changesCount

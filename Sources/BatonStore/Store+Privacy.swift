@@ -1,6 +1,4 @@
 import BatonCore
-import Foundation
-import GRDB
 
 /// The user's controls over what is kept: apps blocked from advertising, and forgetting
 /// everything of an app.
@@ -43,9 +41,8 @@ extension Store {
     public func sourcesOn() throws -> [String: UInt64] {
         try read { db in
             var sources: [String: UInt64] = [:]
-            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT name, read_until FROM source_on")) {
-                sources[row["name"]] = Time.decode(row["read_until"])
-            }
+            let rows = try db.cachedStatement(sql: "SELECT name, read_until FROM source_on").rows { ($0.string(0), $0.time(1)) }
+            for (name, until) in rows { sources[name] = until }
             return sources
         }
     }

@@ -1,5 +1,4 @@
 import BatonCore
-import GRDB
 
 /// A write made idempotent by its caller: `request_id` names it, and a repeat within
 /// `Store.requestLifetime` returns the first call's result and writes nothing.
@@ -25,7 +24,7 @@ extension Store {
 
     /// The recorded result of `request` in the caller's transaction; `InvalidArgument` when its
     /// id was used for another method.
-    static func recorded(_ request: Request, in db: Database) throws -> String? {
+    static func recorded(_ request: Request, in db: SQLiteConnection) throws -> String? {
         guard let (method, result) = try db.cachedStatement(sql: "SELECT method, result FROM request WHERE request_id = ?")
             .row([request.id], { ($0.string(0), $0.string(1)) }) else { return nil }
         guard method == request.method else {

@@ -1,5 +1,4 @@
 import BatonCore
-import GRDB
 
 /// An app's runs: `RestoreScenes` at launch hands the app its scenes with why each comes
 /// back, and remembers the caller's unique bus name as the app's instance; `Detach` is a
@@ -18,7 +17,7 @@ extension Store {
         public var discarded: [Scene]
     }
 
-    static func restoreCounters(_ sceneID: String, in db: Database) throws -> (handedOut: Bool, recovers: Int) {
+    static func restoreCounters(_ sceneID: String, in db: SQLiteConnection) throws -> (handedOut: Bool, recovers: Int) {
         let statement = try db.cachedStatement(sql: "SELECT handed_out, recover_count FROM scene WHERE id = ?")
         return try statement.row([sceneID]) { row in (row.bool(0), Int(row.int64(1))) } ?? (false, 0)
     }

@@ -1,6 +1,5 @@
+import FoundationEssentials
 import BatonCore
-import GRDB
-import Foundation
 
 /// What the store does for sync across machines (DESIGN, "Across machines").
 ///
@@ -112,40 +111,34 @@ extension Store {
     /// The outbox triggers, on the writer connection: every new or changed activity of this
     /// machine (but its scene) and every change of its types, while sync is on. An activity's
     /// end writes its own outbox row (`end`).
-    static func keepOutbox(on writer: DatabaseQueue, bell: OutboxBell, clock: HybridClock, wallClock: any DaemonClock) throws {
+    static func keepOutbox(on db: SQLiteConnection, bell: OutboxBell, clock: HybridClock, wallClock: any DaemonClock) throws {
         let synced = ActivityRow.syncedColumns
-        try writer.inDatabase { db in
-            db.add(function: DatabaseFunction("baton_outbox_added", argumentCount: 0, pure: false) { _ in
-                bell.raise()
-                return nil
-            })
-            db.add(function: DatabaseFunction("baton_now", argumentCount: 0, pure: false) { _ in
-                Time.encode(wallClock.now())
-            })
-            db.add(function: DatabaseFunction("baton_hlc", argumentCount: 0, pure: false) { _ in
-                clock.stamp(wallMicroseconds: wallClock.now())
-            })
-            // Never behind a time this machine stamped before it restarted: those waiting in the
-            // outbox, and the newest sent (kept in one row, so opening reads no whole table).
-            clock.observe(try Int64.fetchOne(db, sql: """
-                SELECT max(coalesce((SELECT max(hlc) FROM outbox), 0), coalesce((SELECT last_hlc FROM sync_state), 0))
-                """) ?? 0)
-            let on = "EXISTS (SELECT 1 FROM main.sync_state)"
-            for (name, event, row, kind, key) in [
-                ("outbox_activity_insert", "INSERT ON main.activity", "new", "activity", "id"),
-                ("outbox_activity_update", "UPDATE OF \(synced) ON main.activity", "new", "activity", "id"),
-                ("outbox_type_insert", "INSERT ON main.activity_type", "new", "type", "type"),
-                ("outbox_type_update", "UPDATE ON main.activity_type", "new", "type", "type"),
-                ("outbox_type_delete", "DELETE ON main.activity_type", "old", "type", "type"),
-            ] {
-                let local = kind == "activity" ? "\(row).device_id = '' AND " : ""
-                try db.execute(sql: """
-                    CREATE TEMP TRIGGER \(name) AFTER \(event) WHEN \(local)\(on) BEGIN
-                        INSERT INTO outbox (kind, key, at, hlc) VALUES ('\(kind)', \(row).\(key), baton_now(), baton_hlc());
-                        SELECT baton_outbox_added();
-                    END
-                    """)
-            }
+        try db.addFunction("baton_outbox_added") {
+            bell.raise()
+            return .null
+        }
+        try db.addFunction("baton_now") { .integer(Time.encode(wallClock.now())) }
+        try db.addFunction("baton_hlc") { .integer(clock.stamp(wallMicroseconds: wallClock.now())) }
+        // Never behind a time this machine stamped before it restarted: those waiting in the
+        // outbox, and the newest sent (kept in one row, so opening reads no whole table).
+        clock.observe(try Int64.fetchOne(db, sql: """
+            SELECT max(coalesce((SELECT max(hlc) FROM outbox), 0), coalesce((SELECT last_hlc FROM sync_state), 0))
+            """) ?? 0)
+        let on = "EXISTS (SELECT 1 FROM main.sync_state)"
+        for (name, event, row, kind, key) in [
+            ("outbox_activity_insert", "INSERT ON main.activity", "new", "activity", "id"),
+            ("outbox_activity_update", "UPDATE OF \(synced) ON main.activity", "new", "activity", "id"),
+            ("outbox_type_insert", "INSERT ON main.activity_type", "new", "type", "type"),
+            ("outbox_type_update", "UPDATE ON main.activity_type", "new", "type", "type"),
+            ("outbox_type_delete", "DELETE ON main.activity_type", "old", "type", "type"),
+        ] {
+            let local = kind == "activity" ? "\(row).device_id = '' AND " : ""
+            try db.execute(sql: """
+                CREATE TEMP TRIGGER \(name) AFTER \(event) WHEN \(local)\(on) BEGIN
+                    INSERT INTO outbox (kind, key, at, hlc) VALUES ('\(kind)', \(row).\(key), baton_now(), baton_hlc());
+                    SELECT baton_outbox_added();
+                END
+                """)
         }
     }
 
@@ -170,7 +163,7 @@ extension Store {
     /// this machine's log: a machine shut for longer misses it (and keeps its activity).
     public static let lastingRequestLifetime: UInt64 = 90 * 24 * 3600 * 1_000_000
 
-    static func forgetSync(in db: Database) throws {
+    static func forgetSync(in db: SQLiteConnection) throws {
         try db.execute(sql: """
             DELETE FROM sync_state; DELETE FROM outbox; DELETE FROM sqlite_sequence WHERE name = 'outbox';
             DELETE FROM sync_cursor; DELETE FROM remote_device; DELETE FROM remote_type; DELETE FROM sync_lasting_request;
@@ -192,7 +185,7 @@ extension Store {
     }
 
     /// What an outbox row's change is now: the activity or type as stored, or how it ended.
-    static func change(kind: String, key: String, in db: Database) throws -> SyncChange {
+    static func change(kind: String, key: String, in db: SQLiteConnection) throws -> SyncChange {
         if kind == "type" {
             let type = try db.cachedStatement(sql: ActivityTypeRow.selectSQL + " WHERE type = ?").row([key], ActivityTypeRow.decode)
             return type.map(SyncChange.type) ?? .typeRemoved(key)
@@ -217,7 +210,7 @@ extension Store {
 
     /// When this machine last changed its activity `id`: the time of the change waiting in
     /// the outbox, else of the last one it sent (0 when sync never sent it).
-    static func lastChange(of id: String, in db: Database) throws -> Int64 {
+    static func lastChange(of id: String, in db: SQLiteConnection) throws -> Int64 {
         try Int64.fetchOne(db.cachedStatement(sql: """
             SELECT max(coalesce((SELECT max(hlc) FROM outbox WHERE kind = 'activity' AND key = ?1), 0),
                        coalesce((SELECT hlc FROM activity WHERE id = ?1 AND device_id = ''), 0))
@@ -326,7 +319,7 @@ extension WriteTransaction {
             logSeq += 1
             let body = try encode(row.kind == "request" ? .request(row.body) : try Store.change(kind: row.kind, key: row.key, in: db))
             try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?")
-                .execute(arguments: [logSeq, Data(body), row.seq])
+                .execute(arguments: [logSeq, body, row.seq])
             if row.kind == "activity" {
                 // What a request of another device's to end it races against (`lastChange`).
                 try db.cachedStatement(sql: "UPDATE activity SET hlc = ? WHERE id = ? AND device_id = ''").execute(arguments: [row.hlc, row.key])
@@ -390,7 +383,7 @@ extension WriteTransaction {
         store.outbox.raise()
         let now = wallClock.now()
         return try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', ?, ?, baton_hlc(), ?) RETURNING hlc"),
-                                  arguments: [Identifier.make(at: now), Time.encode(now), Data(body)]) ?? 0
+                                  arguments: [Identifier.make(at: now), Time.encode(now), body]) ?? 0
     }
 
     /// Invalidates another device's activity here and, in the same transaction, puts the
@@ -404,7 +397,7 @@ extension WriteTransaction {
         let hlc = try insertRequest(body)
         try db.cachedStatement(sql: "UPDATE tombstone SET requested_hlc = ? WHERE activity_id = ?").execute(arguments: [hlc, id])
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_lasting_request (hlc, at, body) VALUES (?, ?, ?)")
-            .execute(arguments: [hlc, Time.encode(wallClock.now()), Data(body)])
+            .execute(arguments: [hlc, Time.encode(wallClock.now()), body])
         return removed
     }
 

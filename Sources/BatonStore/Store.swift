@@ -1,11 +1,9 @@
 import BatonCore
-import Dispatch
+import CSQLite
 import Glibc
-import GRDB
-import GRDBSQLite
 import Synchronization
 
-/// Baton's persistent state in one SQLite database (WAL), through GRDB only.
+/// Baton's persistent state in one SQLite database (WAL), through libsqlite3 (`SQLiteConnection`).
 ///
 /// Concurrency (docs/DESIGN.md, "The process"): every write runs on one writer thread, in
 /// the order the writes were queued, on the one writer connection (`writer`); reads run on
@@ -20,8 +18,9 @@ import Synchronization
 /// see another connection's commits only after the store's own next write. SQLite failures the environment explains (a full
 /// disk, a lock, I/O, damage) are thrown as the named `BatonError`s (`StorageFailure`).
 public final class Store: Sendable {
-    private let writer: DatabaseQueue
-    private let reader: DatabaseQueue
+    /// Used on the writer thread only.
+    private let writer: SerializedConnection
+    private let reader: SerializedConnection
     private let writerThread: WriterThread
     private let checkpointer: Checkpointer
     /// Set by every write that may change the search indexes (and so add FTS5 segments),
@@ -68,39 +67,29 @@ public final class Store: Sendable {
         // drops every POSIX lock the process holds on it, SQLite's lock on the WAL index
         // included, and another program could then truncate the index under our mapping.
         for suffix in ["", "-wal", "-shm"] { try Self.makePrivate(path + suffix) }
-        var configuration = Configuration()
-        configuration.label = "baton.writer"
-        configuration.journalMode = .wal
         let writerThread = WriterThread(lockTimeout: Self.lockTimeout)
-        configuration.busyMode = .callback { _ in writerThread.shouldRetryLock() }
         // Made before the writer, so the writer can hand its checkpoints to it.
         let checkpointer = Checkpointer(path: path)
-        configuration.prepareDatabase { db in
-            // Deleted data is overwritten, not left in free pages.
-            try db.execute(sql: "PRAGMA secure_delete = ON")
-            // Statement journals in memory: a statement that fires triggers inside a transaction
-            // keeps one, and past 64 KiB it went to a temporary file, written page by page: most of
-            // what an Advertise at the app's quota wrote (Benchmarks/README, "At the quota").
-            try db.execute(sql: "PRAGMA temp_store = MEMORY")
-            try db.execute(sql: "PRAGMA cache_size = -\(Self.cacheKiB)")
-            if let handle = db.sqliteConnection { checkpointer.attach(to: handle) }
-        }
         // Opening waits for a lock another program holds as a queued write does, then gives up.
         writerThread.lockDeadline.store(Monotonic.now + writerThread.lockTimeout, ordering: .relaxed)
         do {
-            writer = try DatabaseQueue(path: path, configuration: configuration)
+            let writer = try SQLiteConnection(path: path, wal: true, busy: .handler { writerThread.shouldRetryLock() })
+            // Deleted data is overwritten, not left in free pages.
+            try writer.execute(sql: "PRAGMA secure_delete = ON")
+            // Statement journals in memory: a statement that fires triggers inside a transaction
+            // keeps one, and past 64 KiB it went to a temporary file, written page by page: most of
+            // what an Advertise at the app's quota wrote (Benchmarks/README, "At the quota").
+            try writer.execute(sql: "PRAGMA temp_store = MEMORY")
+            try writer.execute(sql: "PRAGMA cache_size = -\(Self.cacheKiB)")
+            checkpointer.attach(to: writer.handle)
             try Schema.migrator.migrate(writer)
             try Self.keepOutbox(on: writer, bell: self.outbox, clock: self.clock, wallClock: self.wallClock)
+            self.writer = SerializedConnection(writer, label: "baton.writer")
 
-            var readOnly = Configuration()
-            readOnly.label = "baton.reader"
-            readOnly.readonly = true
-            // The shared snapshot is a read transaction left open between reads, on purpose.
-            readOnly.allowsUnsafeTransactions = true
-            readOnly.busyMode = .timeout(Self.lockTimeout)
-            readOnly.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = -\(Self.cacheKiB)") }
-            reader = try DatabaseQueue(path: path, configuration: readOnly)
-        } catch let error as DatabaseError {
+            let reader = try SQLiteConnection(path: path, readOnly: true, busy: .timeout(Self.lockTimeout))
+            try reader.execute(sql: "PRAGMA cache_size = -\(Self.cacheKiB)")
+            self.reader = SerializedConnection(reader, label: "baton.reader")
+        } catch let error as SQLiteError {
             throw StorageFailure.named(error, path: path)
         }
         self.checkpointer = checkpointer
@@ -122,24 +111,19 @@ public final class Store: Sendable {
     /// keep what its start-up and its last calls read (Benchmarks/README, "Idle memory").
     /// The writer's on the writer thread, after the writes queued before.
     public func releaseCaches() async throws {
-        try await writerThread.run { [writer] in writer.inDatabase(Self.releaseCache) }
-        reader.inDatabase(Self.releaseCache)
-    }
-
-    private static func releaseCache(_ db: Database) {
-        if let handle = db.sqliteConnection { _ = sqlite3_db_release_memory(handle) }
+        try await writerThread.run { [writer] in writer.use { _ = sqlite3_db_release_memory($0.handle) } }
+        reader.use { _ = sqlite3_db_release_memory($0.handle) }
     }
 
     /// The bytes both connections' page caches hold.
     func cachedBytes() throws -> Int {
-        func used(_ db: Database) -> Int {
+        func used(_ db: SQLiteConnection) -> Int {
             var current: Int32 = 0
             var highest: Int32 = 0
-            guard let handle = db.sqliteConnection else { return 0 }
-            sqlite3_db_status(handle, SQLITE_DBSTATUS_CACHE_USED, &current, &highest, 0)
+            sqlite3_db_status(db.handle, SQLITE_DBSTATUS_CACHE_USED, &current, &highest, 0)
             return Int(current)
         }
-        return try writerThread.runAndWait { writer.inDatabase(used) } + reader.inDatabase(used)
+        return try writerThread.runAndWait { writer.use { used($0) } } + reader.use { used($0) }
     }
 
     /// Checkpoints the WAL into the database file and closes every connection.
@@ -148,12 +132,20 @@ public final class Store: Sendable {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
         forgetTypes()
         endSnapshot()
-        try reader.close()
+        reader.use { $0.close() }
         checkpointer.close()
-        if !damaged.load(ordering: .relaxed) {
-            _ = try writerThread.runAndWait { try writer.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
+        try writerThread.runAndWait {
+            try writer.use { writer in
+                defer { writer.close() }
+                if !damaged.load(ordering: .relaxed) {
+                    do throws(SQLiteError) {
+                        try writer.checkpointTruncating()
+                    } catch {
+                        throw StorageFailure.named(error, path: path)
+                    }
+                }
+            }
         }
-        try writer.close()
     }
 
     /// Creates `path` if needed and makes it 0600, refusing a symbolic link.
@@ -220,14 +212,14 @@ public final class Store: Sendable {
     // MARK: Reading and writing
 
     /// One read on the reader connection, inside the shared snapshot (begun here if none is open).
-    func read<T>(_ body: (Database) throws -> T) throws -> T {
+    func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
         guard !closed.load(ordering: .relaxed) else { throw StoreError.closed }
         do {
-            return try reader.inDatabase { db in
+            return try reader.use { db in
                 if !db.isInsideTransaction { try db.cachedStatement(sql: "BEGIN").execute() }
                 return try body(db)
             }
-        } catch let error as DatabaseError {
+        } catch let error as SQLiteError {
             throw noteDamage(StorageFailure.named(error, path: path))
         }
     }
@@ -236,25 +228,21 @@ public final class Store: Sendable {
     /// its snapshot is its own, so the calls answered meanwhile on the shared reader never
     /// wait for it (an export of a full store reads for hundreds of milliseconds).
     /// With a `budget`, a read still running past it is interrupted: `ReadInterrupted`.
-    func readAlone<T>(budget: Duration? = nil, _ body: (Database) throws -> T) throws -> T {
+    func readAlone<T>(budget: Duration? = nil, _ body: (SQLiteConnection) throws -> T) throws -> T {
         guard !closed.load(ordering: .relaxed) else { throw StoreError.closed }
-        var readOnly = Configuration()
-        readOnly.label = "baton.long-read"
-        readOnly.readonly = true
-        readOnly.busyMode = .timeout(Self.lockTimeout)
         do {
-            let connection = try DatabaseQueue(path: path, configuration: readOnly)
-            defer { try? connection.close() }
-            let stop = budget.map { budget in
-                let stop = DispatchWorkItem { connection.interrupt() }
-                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(budget.components.seconds * 1000)), execute: stop)
-                return stop
+            let connection = try SQLiteConnection(path: path, readOnly: true, busy: .timeout(Self.lockTimeout))
+            defer { connection.close() }
+            if let budget {
+                connection.interrupt(after: Monotonic.now + UInt64(budget.components.seconds) * 1_000_000_000
+                                         + UInt64(budget.components.attoseconds / 1_000_000_000))
             }
-            defer { stop?.cancel() }
-            return try connection.read(body)
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT {
+            try connection.execute(sql: "BEGIN")
+            defer { try? connection.execute(sql: "COMMIT") }
+            return try body(connection)
+        } catch let error as SQLiteError where error.code == SQLITE_INTERRUPT {
             throw ReadInterrupted()
-        } catch let error as DatabaseError {
+        } catch let error as SQLiteError {
             throw noteDamage(StorageFailure.named(error, path: path))
         }
     }
@@ -287,7 +275,7 @@ public final class Store: Sendable {
 
     /// Ends the reads' shared snapshot, if one is open: the next read sees every commit made before it.
     private func endSnapshot() {
-        reader.inDatabase { db in
+        reader.use { db in
             guard db.isInsideTransaction else { return }
             // No statement is left running (each read finishes or resets its own), so COMMIT
             // cannot fail for that; should it fail all the same, ROLLBACK ends it too.
@@ -346,18 +334,17 @@ public final class Store: Sendable {
 
     /// One write transaction (`BEGIN IMMEDIATE`) on the writer connection, on the writer
     /// thread: committed before this returns, rolled back if `updates` or the commit
-    /// throws. BEGIN and COMMIT are cached statements: GRDB's `write` prepares them from
-    /// SQL text on every transaction.
+    /// throws. BEGIN and COMMIT are cached statements, prepared once.
     ///
     /// The reads' snapshot ends before the transaction (so it cannot keep the WAL from
     /// starting over) and after it (so the next read sees the commit).
-    func inTransaction<T>(_ updates: (Database) throws -> T) throws -> T {
+    func inTransaction<T>(_ updates: (SQLiteConnection) throws -> T) throws -> T {
         guard !closed.load(ordering: .relaxed) else { throw StoreError.closed }
         guard !damaged.load(ordering: .relaxed) else { throw StorageFailure.damaged(path: path) }
         return try writerThread.runAndWait { try transaction(updates) }
     }
 
-    private func transaction<T>(_ updates: (Database) throws -> T) throws -> T {
+    private func transaction<T>(_ updates: (SQLiteConnection) throws -> T) throws -> T {
         endSnapshot()
         defer {
             // After the commit or the rollback: the next read of them finds what is stored.
@@ -371,7 +358,7 @@ public final class Store: Sendable {
     }
 
     /// Runs `updates` in one transaction and ends the reads' snapshot after it, committed or not.
-    private func committed<T>(_ updates: (Database) throws -> T) throws -> T {
+    private func committed<T>(_ updates: (SQLiteConnection) throws -> T) throws -> T {
         // A write inside a write would wait for itself on the writer connection's queue.
         precondition(!transactionOpen.load(ordering: .relaxed), "a write began inside another's transaction: use its WriteTransaction")
         transactionOpen.store(true, ordering: .relaxed)
@@ -380,8 +367,10 @@ public final class Store: Sendable {
             endSnapshot()
         }
         do {
-            return try writer.writeWithoutTransaction { db in
+            return try writer.use { db in
                 try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+                db.insideTransaction = true
+                defer { db.insideTransaction = false }
                 do {
                     let changesBefore = db.totalChangesCount
                     let result = try updates(db)
@@ -395,12 +384,12 @@ public final class Store: Sendable {
                 } catch {
                     outbox.lower()
                     historyAdded.store(false, ordering: .relaxed)
-                    // SQLite may have rolled back already (a full disk, for one).
+                    // SQLite may have rolled back already (a full disk, for one): only autocommit tells.
                     if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
                     throw error
                 }
             }
-        } catch let error as DatabaseError {
+        } catch let error as SQLiteError {
             throw noteDamage(StorageFailure.named(error, path: path))
         }
     }
@@ -415,11 +404,11 @@ public final class Store: Sendable {
             guard lastCommit.load(ordering: .relaxed) != 0, hasBeenIdle(for: idle), !damaged.load(ordering: .relaxed) else { return false }
             // A reader's open snapshot would keep the WAL from starting over.
             endSnapshot()
-            do {
-                _ = try writer.writeWithoutTransaction { try $0.checkpoint(.truncate) }
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+            do throws(SQLiteError) {
+                try writer.use { db throws(SQLiteError) in try db.checkpointTruncating() }
+            } catch where error.code == SQLITE_BUSY {
                 return false  // a read began meanwhile: the next round tries again
-            } catch let error as DatabaseError {
+            } catch {
                 throw noteDamage(StorageFailure.named(error, path: path))
             }
             lastCommit.store(0, ordering: .relaxed)

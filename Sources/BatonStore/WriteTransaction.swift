@@ -1,5 +1,4 @@
 import BatonCore
-import GRDB
 
 /// One write transaction, open on the writer thread: all a writer may do to the store.
 ///
@@ -15,7 +14,7 @@ import GRDB
 /// the closure returns.
 public struct WriteTransaction {
     let store: Store
-    let db: Database
+    let db: SQLiteConnection
 
     /// The store's limits, which a write checks what it stores against.
     public var limits: Limits { store.limits }

@@ -1,7 +1,6 @@
 import BatonCore
 @testable import BatonStore
 import Foundation
-import GRDB
 import Testing
 import TestSupport
 

@@ -1,7 +1,6 @@
 import BatonCore
 @testable import BatonStore
 import Foundation
-import GRDB
 import Synchronization
 import Testing
 import TestSupport
@@ -185,8 +184,8 @@ struct StoreTests {
         for index in 0..<3 { #expect(try store.write { try $0.insert(activity("again \(index)", at: 20)) }.isEmpty) }
     }
 
-    /// Every kind of write, one after another, on one connection: each statement is left as
-    /// GRDB leaves it (run to its end, not reset) before the next write reuses it. At e75f674
+    /// Every kind of write, one after another, on one connection, each reusing the statements
+    /// the others left in the connection's cache. At e75f674 (on GRDB)
     /// the quota trim bound the statement Invalidate had just run and SQLite refused it with
     /// SQLITE_MISUSE (error 21), the `Failed` that mixed load saw about once in 4 000 calls.
     @Test func everyWriteFollowsEveryOtherWrite() throws {
@@ -362,7 +361,7 @@ struct StoreTests {
         _ = try store.write { try $0.insert(agatha) }
         #expect(try store.storedActivity(id: agatha.id)?.title == "Agatha")
 
-        let outsider = try DatabaseQueue(path: store.path)
+        let outsider = try OutsideConnection(path: store.path)
         try outsider.write { db in try db.execute(sql: "UPDATE activity SET title = 'Agatha (outside)' WHERE id = ?", arguments: [agatha.id]) }
         #expect(try store.storedActivity(id: agatha.id)?.title == "Agatha", "the snapshot taken by the first read")
 
@@ -415,10 +414,10 @@ struct StoreTests {
     @Test func aHeldSnapshotDoesNotKeepTheWALFromStartingOver() throws {
         try store.write { try $0.register(type) }
         for index in 0..<3 { _ = try store.write { try $0.insert(activity("Note \(index)", at: UInt64(index))) } }
-        let observer = try DatabaseQueue(path: store.path)
+        let observer = try OutsideConnection(path: store.path)
         func checkpoint() throws -> (busy: Int, frames: Int, copied: Int) {
-            let row = try observer.writeWithoutTransaction { db in try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
-            return (row?[0] ?? -1, row?[1] ?? -1, row?[2] ?? -1)
+            let row = try observer.db.makeStatement(sql: "PRAGMA wal_checkpoint(PASSIVE)").row { (Int($0.int64(0)), Int($0.int64(1)), Int($0.int64(2))) }
+            return row ?? (-1, -1, -1)
         }
         // A read takes its snapshot while the WAL holds frames no checkpoint has copied.
         #expect(try store.activities(.init(), now: 10).count == 3)
@@ -437,7 +436,7 @@ struct StoreTests {
         let big = try Store(path: directory.appendingPathComponent("tidy.sqlite").path, limits: limits)
         try big.write { try $0.register(type) }
         for index in 0..<200 { _ = try big.write { try $0.insert(activity("Note \(index)", at: UInt64(index), keywords: ["corpus"])) } }
-        let observer = try DatabaseQueue(path: big.path)
+        let observer = try OutsideConnection(path: big.path)
         func segmentPages() throws -> Int {
             try observer.read { db in
                 try Int.fetchOne(db, sql: "SELECT (SELECT COUNT(*) FROM activity_search_data) + (SELECT COUNT(*) FROM activity_title_search_data)") ?? 0
@@ -455,8 +454,8 @@ struct StoreTests {
 
     @Test func upgradingAVersion1DatabaseIndexesOnlyEligibleActivities() throws {
         let path = directory.appendingPathComponent("v1.sqlite").path
-        let queue = try DatabaseQueue(path: path)
-        try Schema.migrator.migrate(queue, upTo: "v1")
+        let queue = try OutsideConnection(path: path)
+        try Schema.migrator.migrate(queue.db, upTo: "v1")
         try queue.write { db in
             try db.execute(sql: """
                 INSERT INTO activity_type VALUES ('t', 'app', 'T', NULL, '/', '', NULL);
@@ -464,7 +463,7 @@ struct StoreTests {
                 VALUES ('a', 't', 'app', 'Jamie public', '{}', '', 1, 1, 1, 1), ('b', 't', 'app', 'Jamie private', '{}', '', 1, 0, 2, 2);
                 """)
         }
-        try queue.close()
+        queue.close()
         let upgraded = try Store(path: path)
         #expect(try upgraded.search("jamie", limit: 10, now: 5).map(\.title) == ["Jamie public"])
         #expect(try upgraded.write { try $0.deleteActivities(ids: ["a", "b"]) }.map(\.id) == ["a", "b"])
@@ -475,14 +474,14 @@ struct StoreTests {
     /// it adds one, and a database that already has it (v2 as edited later) opens too.
     @Test func upgradingAVersion2DatabaseIndexesScenesByActivity() throws {
         func hasIndex(_ path: String) throws -> Bool {
-            try DatabaseQueue(path: path).read { db in
+            try OutsideConnection(path: path).read { db in
                 try Bool.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'scene_activity'") ?? false
             }
         }
         let shipped = directory.appendingPathComponent("v2.sqlite").path
-        let queue = try DatabaseQueue(path: shipped)
-        try Schema.migrator.migrate(queue, upTo: "v2")
-        try queue.close()
+        let queue = try OutsideConnection(path: shipped)
+        try Schema.migrator.migrate(queue.db, upTo: "v2")
+        queue.close()
         #expect(try !hasIndex(shipped))
         let upgraded = try Store(path: shipped)
         #expect(try hasIndex(shipped))
@@ -491,10 +490,10 @@ struct StoreTests {
         try upgraded.close()
 
         let edited = directory.appendingPathComponent("v2-edited.sqlite").path
-        let editedQueue = try DatabaseQueue(path: edited)
-        try Schema.migrator.migrate(editedQueue, upTo: "v2")
+        let editedQueue = try OutsideConnection(path: edited)
+        try Schema.migrator.migrate(editedQueue.db, upTo: "v2")
         try editedQueue.write { try $0.execute(sql: "CREATE INDEX scene_activity ON scene(activity_id) WHERE activity_id IS NOT NULL") }
-        try editedQueue.close()
+        editedQueue.close()
         #expect(throws: Never.self) { try Store(path: edited).close() }
         #expect(try hasIndex(edited))
     }
@@ -534,7 +533,7 @@ struct StoreTests {
             "none": .bytes([]),
         ])
         // Stored as a zero-length blob, not NULL (which reads back as empty bytes too).
-        let storedType = try DatabaseQueue(path: store.path).read { db in
+        let storedType = try OutsideConnection(path: store.path).read { db in
             try String.fetchOne(db, sql: "SELECT typeof(value) FROM scene_storage WHERE key = 'none'")
         }
         #expect(storedType == "blob")

@@ -2,7 +2,6 @@ import BatonCore
 import BatonSync
 @testable import BatonStore
 import Foundation
-import GRDB
 import Synchronization
 import Testing
 import TestSupport
@@ -265,8 +264,8 @@ struct SyncStoreTests {
 
     @Test func upgradingAVersion10DatabaseKeepsActivitiesTheirSearchAndTheirQuota() throws {
         let path = try TemporaryDirectory.make(prefix: "baton-v10").appendingPathComponent("baton.sqlite").path
-        let queue = try DatabaseQueue(path: path)
-        try Schema.migrator.migrate(queue, upTo: "v10")
+        let queue = try OutsideConnection(path: path)
+        try Schema.migrator.migrate(queue.db, upTo: "v10")
         try queue.write { db in
             try db.execute(sql: """
                 INSERT INTO activity_type VALUES ('t', 'app', 'T', NULL, '/', '', NULL);
@@ -274,7 +273,7 @@ struct SyncStoreTests {
                 VALUES ('a', 't', 'app', 'Jamie public', '{}', '', 1, 1, 1, 1), ('b', 't', 'app', 'Jamie private', '{}', '', 1, 0, 2, 2);
                 """)
         }
-        try queue.close()
+        queue.close()
         let upgraded = try Store(path: path)
         #expect(try upgraded.search("jamie", limit: 10, now: 5).map(\.title) == ["Jamie public"])
         #expect(try upgraded.activities(.init(), now: 5).map(\.deviceID) == ["", ""])
@@ -283,7 +282,7 @@ struct SyncStoreTests {
         #expect(try upgraded.activities(.init(), now: 5).isEmpty)
         #expect(try upgraded.tombstone(activityID: "a")?.reason == "its type t was unregistered")
         try upgraded.close()
-        let counts = try DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT sum(count) FROM app_activity_count") }
+        let counts = try OutsideConnection(path: path).read { db in try Int.fetchOne(db, sql: "SELECT sum(count) FROM app_activity_count") }
         #expect(counts == 0)
     }
 }
