@@ -58,6 +58,9 @@ struct SQLiteLayerTests {
         #expect(try db.cachedStatement(sql: sql).rows(limit: 1) { $0.int64(0) } == [1])
         #expect(try Int64.fetchAll(db.cachedStatement(sql: sql)) == [1, 2, 3])
         #expect(throws: SQLiteError.self) { try db.cachedStatement(sql: "SELECT n FROM t WHERE n = ?").execute(arguments: []) }
+        // One statement each: a second would be ignored silently.
+        #expect(throws: SQLiteError.self) { try db.cachedStatement(sql: "SELECT 1; DELETE FROM t") }
+        #expect(try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM t; \n "), arguments: []) == 3)
         #expect(try Int64.fetchOne(db.cachedStatement(sql: "SELECT n FROM t WHERE n = ?"), arguments: [2]) == 2)
     }
 

@@ -17,13 +17,17 @@ final class Statement {
     /// Prepares `sql` on `connection`; `persistent` tells SQLite the statement will be kept.
     init(sql: String, connection: SQLiteConnection, persistent: Bool) throws(SQLiteError) {
         var prepared: OpaquePointer?
-        var tail: UnsafePointer<CChar>?
-        let code = sqlite3_prepare_v3(connection.handle, sql, -1, persistent ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0, &prepared, &tail)
+        // The text's C copy must outlive the look at what SQLite left unread (`tail` points into it).
+        let (code, rest) = sql.withCString { text in
+            var tail: UnsafePointer<CChar>?
+            let code = sqlite3_prepare_v3(connection.handle, text, -1, persistent ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0, &prepared, &tail)
+            return (code, tail.map { String(cString: $0) } ?? "")
+        }
         guard code == SQLITE_OK, let prepared else {
             throw SQLiteError(code == SQLITE_OK ? SQLITE_MISUSE : code, connection: connection.handle, sql: sql)
         }
         // One statement per Statement: a second one in the text would be silently ignored.
-        if let tail, tail.pointee != 0, !String(cString: tail).allSatisfy(\.isWhitespace) {
+        if !rest.allSatisfy(\.isWhitespace) {
             sqlite3_finalize(prepared)
             throw SQLiteError(SQLITE_MISUSE, message: "more than one statement in one prepared statement", sql: sql)
         }
