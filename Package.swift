@@ -33,13 +33,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        // Sync across machines only (BatonSync): the PostgreSQL client, and the encryption of what leaves the machine.
-        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Sync across machines only (BatonSync): the encryption of what leaves the machine.
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
-        // postgres-nio's own dependency; named for ByteBuffer, the bytea values it sends and reads.
-        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
-        // postgres-nio's own dependency too; named for TLS to the sync server (sslmode in the URL).
-        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // libdbus-1 through pkg-config; Debian's package is libdbus-1-dev.
@@ -53,6 +48,12 @@ let package = Package(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // Debian's libpq through pkg-config (libpq-dev): the sync server's client, TLS and SCRAM included.
+        .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
         ),
         // glibc's <malloc.h>: malloc_trim, for an idle batond to hand back what malloc keeps free.
         .systemLibrary(name: "CMalloc"),
@@ -69,10 +70,7 @@ let package = Package(
         // Sync across machines: the key and its recovery words, sealed records, the outbox drained to PostgreSQL
         // and the other devices' logs applied to the store, as one Service.
         .target(name: "BatonSync", dependencies: [
-            "BatonCore", "BatonStore",
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            "BatonCore", "BatonStore", "CPostgres",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

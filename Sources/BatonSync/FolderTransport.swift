@@ -3,7 +3,6 @@ import Crypto
 import Foundation
 import Glibc
 import Logging
-import NIOCore
 import Synchronization
 
 /// Sync through a folder that a sync tool (Syncthing, Nextcloud, …) keeps the same on every
@@ -72,14 +71,14 @@ struct FolderTransport: SyncTransport {
 
     // MARK: Logs
 
-    func append(user: String, device: String, epoch: Int32, seqs: [Int64], hlcs: [Int64], sealed: [ByteBuffer]) async throws {
+    func append(user: String, device: String, epoch: Int32, seqs: [Int64], hlcs: [Int64], sealed: [[UInt8]]) async throws {
         guard let first = seqs.first, let last = seqs.last else { return }
         // Written again when the commit that took it as sent was lost: the same records, replaced
         // whole by the rename (and a file someone else put there under this name is replaced too).
         let name = "\(device)/log-\(Self.number(first))-\(Self.number(last))"
         var bytes = Array(Self.logMagic.utf8)
         for index in seqs.indices {
-            let body = Array(sealed[index].readableBytesView)
+            let body = sealed[index]
             Self.append(UInt64(bitPattern: seqs[index]), bytes: 8, to: &bytes)
             Self.append(UInt64(UInt32(bitPattern: epoch)), bytes: 4, to: &bytes)
             Self.append(UInt64(bitPattern: hlcs[index]), bytes: 8, to: &bytes)
@@ -98,8 +97,8 @@ struct FolderTransport: SyncTransport {
         return heads
     }
 
-    func records(user: String, device: String, after seq: Int64, limit: Int) async throws -> [(Int64, Int32, Int64, ByteBuffer)] {
-        var records: [(Int64, Int32, Int64, ByteBuffer)] = []
+    func records(user: String, device: String, after seq: Int64, limit: Int) async throws -> [(Int64, Int32, Int64, [UInt8])] {
+        var records: [(Int64, Int32, Int64, [UInt8])] = []
         var next = seq + 1
         let files = try logFiles(of: device).sorted(by: { $0.first < $1.first })
         // Compacted: the records before its log's start are gone, and superseded by what follows.
@@ -189,13 +188,13 @@ struct FolderTransport: SyncTransport {
         try write(Array(root), to: Self.rootName)
     }
 
-    func userKeyCheck(user: String, epoch: Int32) async throws -> ByteBuffer? {
+    func userKeyCheck(user: String, epoch: Int32) async throws -> [UInt8]? {
         if epoch == 0 {
             guard let root = try readRoot(), root.user == user, let check = Hex.decode(root.check) else { return nil }
-            return ByteBuffer(bytes: check)
+            return check
         }
         for device in try deviceDirectories() {
-            if let check = read(device + "/key-\(epoch).check") { return ByteBuffer(bytes: check) }
+            if let check = read(device + "/key-\(epoch).check") { return check }
         }
         return nil
     }
@@ -209,9 +208,9 @@ struct FolderTransport: SyncTransport {
         }.max() ?? 0
     }
 
-    func wrappedKey(user: String, epoch: Int32, device: String) async throws -> ByteBuffer? {
+    func wrappedKey(user: String, epoch: Int32, device: String) async throws -> [UInt8]? {
         for writer in try deviceDirectories() {
-            if let wrapped = read(writer + "/key-\(epoch).for-\(device)") { return ByteBuffer(bytes: wrapped) }
+            if let wrapped = read(writer + "/key-\(epoch).for-\(device)") { return wrapped }
         }
         return nil
     }
@@ -295,7 +294,7 @@ struct FolderTransport: SyncTransport {
     }
 
     /// The records of one log file; nil (and said once) when it is not one.
-    private func readLog(_ name: String) -> [(Int64, Int32, Int64, ByteBuffer)]? {
+    private func readLog(_ name: String) -> [(Int64, Int32, Int64, [UInt8])]? {
         guard let bytes = read(name) else { return nil }
         let magic = Array(Self.logMagic.utf8)
         guard bytes.starts(with: magic) else {
@@ -304,7 +303,7 @@ struct FolderTransport: SyncTransport {
             }
             return nil
         }
-        var records: [(Int64, Int32, Int64, ByteBuffer)] = []
+        var records: [(Int64, Int32, Int64, [UInt8])] = []
         var offset = magic.count
         while offset < bytes.count {
             guard offset + 24 <= bytes.count else { break }
@@ -313,7 +312,7 @@ struct FolderTransport: SyncTransport {
             let hlc = Int64(bitPattern: Self.number(bytes, at: offset + 12, bytes: 8))
             let length = Int(Self.number(bytes, at: offset + 20, bytes: 4))
             guard offset + 24 + length <= bytes.count else { break }
-            records.append((seq, epoch, hlc, ByteBuffer(bytes: bytes[(offset + 24)..<(offset + 24 + length)])))
+            records.append((seq, epoch, hlc, Array(bytes[(offset + 24)..<(offset + 24 + length)])))
             offset += 24 + length
         }
         guard offset == bytes.count else {

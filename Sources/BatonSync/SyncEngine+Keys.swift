@@ -12,7 +12,7 @@ extension SyncEngine {
         if let key = config.key(epoch: epoch) { return key }
         guard let wrapped = try await session.wrappedKey(user: config.user, epoch: epoch, device: config.deviceID),
               let deviceKey = config.deviceKeyValue,
-              let key = deviceKey.unwrap(Array(wrapped.readableBytesView), user: config.user, device: config.deviceID, epoch: epoch) else {
+              let key = deviceKey.unwrap(wrapped, user: config.user, device: config.deviceID, epoch: epoch) else {
             return nil
         }
         try remember(key, epoch: epoch)

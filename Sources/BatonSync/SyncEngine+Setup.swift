@@ -2,7 +2,6 @@ import BatonCore
 import BatonStore
 import Crypto
 import Foundation
-import PostgresNIO
 
 /// Setting a device up (`Init`, `Join`), taking it out (`Leave`) and revoking another: each on
 /// a connection of its own, closed when it is done, every statement within the deadline.
@@ -34,7 +33,7 @@ extension SyncEngine {
             guard let check = try await session.userKeyCheck(user: user, epoch: 0) else {
                 throw SyncError.state("\(user) has no key there yet: set up the first device with `baton sync init URL`")
             }
-            guard Seal.open(Array(check.readableBytesView), key: key.epochZeroKey, context: Seal.checkContext(user: user, epoch: 0)) != nil else {
+            guard Seal.open(check, key: key.epochZeroKey, context: Seal.checkContext(user: user, epoch: 0)) != nil else {
                 throw SyncError.wrongWords("these recovery words are not \(user)'s key; nothing was changed")
             }
             try await join(session, url: url, user: user, key: key, deviceName: deviceName)
@@ -117,12 +116,13 @@ extension SyncEngine {
     ) async throws -> T {
         if let folder = FolderTransport.folder(in: url) { return try await body(folderTransport(folder, me: me), "") }
         let server = try ServerAddress(url)
-        let connection: PostgresConnection
+        let session: PGSession
         do {
-            connection = try await ServerSession.connect(server, timeout: answerTimeout, log: log)
+            session = try await ServerSession.connect(server, timeout: answerTimeout)
         } catch {
             throw SyncError.server("cannot reach the sync server at \(server.host):\(server.port) as \(server.role): \(Self.describe(error))")
         }
-        return try await ServerSession(connection: connection, timeout: answerTimeout, log: log).closing { try await body($0, server.role) }
+        defer { session.close() }
+        return try await body(ServerSession(session: session), server.role)
     }
 }

@@ -3,9 +3,6 @@ import BatonStore
 import Crypto
 import Foundation
 import Logging
-import NIOCore
-import NIOSSL
-import PostgresNIO
 import Synchronization
 
 /// Sync across machines for one batond: sends this device's outbox to its log on the
@@ -151,7 +148,7 @@ public final class SyncEngine: Sendable {
     /// server of a `postgres://` one — and closes it however `body` ends. `me`: this device, once joined.
     func withTransport<T: Sendable>(_ url: String, me: String?, _ body: (any SyncTransport) async throws -> T) async throws -> T {
         if let folder = FolderTransport.folder(in: url) { return try await body(folderTransport(folder, me: me)) }
-        return try await ServerSession.with(try ServerAddress(url), timeout: answerTimeout, log: log) { try await body($0) }
+        return try await ServerSession.with(try ServerAddress(url), timeout: answerTimeout) { try await body($0) }
     }
 
     /// Sends and catches up, then waits for a bell, until the settings change or the connection fails.
@@ -224,12 +221,12 @@ public final class SyncEngine: Sendable {
                 }
             }
             guard let last = batch.last else { return }
-            var seqs: [Int64] = [], hlcs: [Int64] = [], sealed: [ByteBuffer] = []
+            var seqs: [Int64] = [], hlcs: [Int64] = [], sealed: [[UInt8]] = []
             for record in batch {
                 let context = Seal.recordContext(user: config.user, device: config.deviceID, seq: record.logSeq, epoch: epoch, hlc: record.hlc)
                 seqs.append(record.logSeq)
                 hlcs.append(record.hlc)
-                sealed.append(ByteBuffer(bytes: try Seal.seal(record.body, key: key, context: context)))
+                sealed.append(try Seal.seal(record.body, key: key, context: context))
             }
             // A batch the server committed before the reply was lost is sent again: its rows are there already.
             try await session.append(user: config.user, device: config.deviceID, epoch: epoch, seqs: seqs, hlcs: hlcs, sealed: sealed)
@@ -284,7 +281,7 @@ public final class SyncEngine: Sendable {
                             """)
                     }
                     guard let body = Seal.openRecord(
-                        Array(sealed.readableBytesView), key: key, user: config.user, device: device.id, seq: seq, epoch: epoch, hlc: hlc)
+                        sealed, key: key, user: config.user, device: device.id, seq: seq, epoch: epoch, hlc: hlc)
                     else {
                         // With the epoch's key at hand, a record that does not open was not sealed by the
                         // user's device at this place in its log and at this time (forged, damaged, retimed,
@@ -349,11 +346,7 @@ public final class SyncEngine: Sendable {
 
     /// A sentence for a failure, with the server's own message when it sent one.
     public static func describe(_ error: any Error) -> String {
-        if let error = error as? PSQLError {
-            if let message = error.serverInfo?[.message] { return message }
-            return "\(error.code)"
-        }
-        return "\(error)"
+        "\(error)"
     }
 }
 

@@ -1,5 +1,4 @@
 import Crypto
-import NIOCore
 
 /// Where a user's devices meet: each device's log of sealed records, the user's key epochs,
 /// the devices with their public keys and sealed names. The engine syncs the same way over
@@ -24,12 +23,12 @@ protocol SyncTransport: Sendable {
 
     /// Appends sealed records to `device`'s log; records already there (a batch whose reply
     /// was lost) are kept as they are.
-    func append(user: String, device: String, epoch: Int32, seqs: [Int64], hlcs: [Int64], sealed: [ByteBuffer]) async throws
+    func append(user: String, device: String, epoch: Int32, seqs: [Int64], hlcs: [Int64], sealed: [[UInt8]]) async throws
     /// Each of the user's logs' last seq, by device.
     func logHeads(user: String) async throws -> [String: Int64]
     /// Up to `limit` records of `device`'s log after `seq`, in order: seq, epoch, hlc, sealed.
     /// When the log before some seq is gone (compacted), the records from there.
-    func records(user: String, device: String, after seq: Int64, limit: Int) async throws -> [(Int64, Int32, Int64, ByteBuffer)]
+    func records(user: String, device: String, after seq: Int64, limit: Int) async throws -> [(Int64, Int32, Int64, [UInt8])]
     /// Whether `device`'s log should be compacted: its state written again, and what came before dropped.
     func wantsCompaction(user: String, device: String) async throws -> Bool
     /// Drops `device`'s records up to `seq`: a snapshot of its state after them has been appended.
@@ -54,11 +53,11 @@ protocol SyncTransport: Sendable {
     /// of that epoch already.
     func addUserKey(user: String, epoch: Int32, check: [UInt8]) async throws
     /// The check value of the user's key of `epoch`, if the user has one.
-    func userKeyCheck(user: String, epoch: Int32) async throws -> ByteBuffer?
+    func userKeyCheck(user: String, epoch: Int32) async throws -> [UInt8]?
     /// The user's newest key epoch (0 before any revocation).
     func newestEpoch(user: String) async throws -> Int32
     /// The key of `epoch` wrapped to `device`, if another device stored it.
-    func wrappedKey(user: String, epoch: Int32, device: String) async throws -> ByteBuffer?
+    func wrappedKey(user: String, epoch: Int32, device: String) async throws -> [UInt8]?
     /// The devices that have the key of `epoch`.
     func keyHolders(user: String, epoch: Int32) async throws -> Set<String>
     /// Stores the key of `epoch`, wrapped to `device` (`DeviceKey.wrap`).

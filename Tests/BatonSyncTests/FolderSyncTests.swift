@@ -7,7 +7,6 @@ import Foundation
 import Glibc
 import HawkNotes
 import Logging
-import NIOCore
 import Synchronization
 import Testing
 import TestSupport
@@ -181,7 +180,7 @@ extension FolderSyncTests {
         let forgedBody = try SyncRecord.hello.encoded()
         let forged = try Seal.seal(forgedBody, key: stranger, context: Seal.recordContext(user: user, device: "stranger-device", seq: 1, epoch: 0, hlc: Int64.max / 2))
         try files.createDirectory(atPath: folder + "/stranger-device", withIntermediateDirectories: true)
-        try await transport.append(user: user, device: "stranger-device", epoch: 0, seqs: [1], hlcs: [Int64.max / 2], sealed: [ByteBuffer(bytes: forged)])
+        try await transport.append(user: user, device: "stranger-device", epoch: 0, seqs: [1], hlcs: [Int64.max / 2], sealed: [forged])
         // The desktop's real log, moved to another device's place, and cut short under a third.
         // Its first: a log read from the start (a later one would wait for the records before it).
         let desktopLog = try #require(try files.contentsOfDirectory(atPath: folder + "/" + desktopID).first { $0.hasPrefix("log-000000000001-") })
