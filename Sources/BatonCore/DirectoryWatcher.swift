@@ -59,7 +59,7 @@ public final class DirectoryWatcher: Sendable {
             }
         }
         do {
-            try Self.detachThread(watching)
+            try OwnThread.start(watching)
         } catch {
             continuation.finish()
             close(inotify)
@@ -69,26 +69,6 @@ public final class DirectoryWatcher: Sendable {
         }
     }
 
-    /// Runs `body` on a thread of its own (POSIX: BatonCore links no Foundation, which would
-    /// bring its ICU data into every program, `baton` among them).
-    private static func detachThread(_ body: @escaping @Sendable () -> Void) throws {
-        final class Body {
-            let run: @Sendable () -> Void
-            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-        }
-        let context = Unmanaged.passRetained(Body(body)).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
-            return nil
-        }, context)
-        guard result == 0 else {
-            Unmanaged<Body>.fromOpaque(context).release()
-            throw WatchError(description: "cannot start the watcher's thread: \(String(cString: strerror(result)))")
-        }
-        pthread_detach(thread)
-    }
 
     /// Watches `file`: its directory, for that name only.
     public convenience init(file path: String) throws {

@@ -1,5 +1,5 @@
 import BatonCore
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Activity types an installed app declares in a file, so that batond knows them before the
@@ -71,7 +71,7 @@ public enum DeclaredTypes {
         case DecodingError.keyNotFound(let key, _): "it has no \"\(key.stringValue)\""
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
             "\(context.codingPath.map(\.stringValue).joined(separator: ".")) is not what a declaration holds (app_id: a string; types: an object of objects of strings)"
-        default: "\(error.localizedDescription)"
+        default: "\(error)"
         }
     }
 }

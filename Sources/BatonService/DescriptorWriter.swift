@@ -21,7 +21,7 @@ enum DescriptorWriter {
     /// Makes the text with `produce` and writes it whole to `descriptor`, both on a new
     /// thread; returns how many bytes were written.
     static func write(to descriptor: FileDescriptor, _ produce: @escaping @Sendable () throws -> String) async throws -> Int {
-        try await onThreadOfItsOwn {
+        try await OwnThread.run {
             var text = try produce()
             return try text.withUTF8 { bytes throws(BatonError) in try writeAll(bytes, to: descriptor.raw) }
         }

@@ -142,10 +142,7 @@ struct DesktopSearch: Sendable {
     func krunnerMatches(_ query: String) throws -> DBusValue {
         let activities = try desktopSearch([query])
         let devices = try store.deviceNames(for: activities)
-        func words(_ text: String) -> [String] {
-            text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
-                .split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).map(String.init)
-        }
+        let words = TextFolding.words
         let wanted = words(query)
         let now = clock.now()
         let apps = appEntries(of: activities)

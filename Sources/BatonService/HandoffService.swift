@@ -214,7 +214,7 @@ public final class HandoffService: Sendable {
     /// on a thread of its own: it reads the whole file.
     func checkIntegrity() async {
         do {
-            if let found = try await onThreadOfItsOwn({ [store] in try store.checkIntegrity() }) {
+            if let found = try await OwnThread.run({ [store] in try store.checkIntegrity() }) {
                 log.error("""
                     the database \(store.path) is damaged (\(found)); batond writes nothing more into it and moves it aside \
                     at its next start (systemctl --user restart batond). baton doctor says more.

@@ -2,7 +2,7 @@ import BatonContract
 import BatonCore
 import BatonStore
 import DBus
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// What the user does while recording is paused: kept in memory only, so that it can be
@@ -130,10 +130,7 @@ final class PausedActivities: Sendable {
     /// have a word starting with each word of `query` (ignoring case and accents), as `Search`
     /// matches: title matches first, newest first.
     func search(_ query: String, now: UInt64) -> [Activity] {
-        func words(_ text: String) -> [String] {
-            text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
-                .split(whereSeparator: { $0.isWhitespace || $0.isPunctuation }).map(String.init)
-        }
+        let words = TextFolding.words
         let wanted = words(query)
         guard !wanted.isEmpty else { return [] }
         func matches(_ text: [String]) -> Bool { wanted.allSatisfy { word in text.contains { $0.hasPrefix(word) } } }

@@ -2,7 +2,7 @@ import BatonContract
 import BatonCore
 import BatonStore
 import DBus
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import Synchronization

@@ -1,6 +1,6 @@
 import BatonCore
 import Crypto
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import Synchronization

@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// This device's sync settings and secrets, in `sync.json` beside the database, 0600: the
@@ -122,8 +122,8 @@ struct ServerAddress: Equatable {
         }
         self.host = host
         port = components.port ?? 5432
-        self.role = role.removingPercentEncoding ?? role
-        password = components.password.map { $0.removingPercentEncoding ?? $0 } ?? ""
+        self.role = role
+        password = components.password ?? ""
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         database = path.isEmpty ? self.role : path
         let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })

@@ -1,6 +1,6 @@
 import BatonCore
 import Crypto
-import Foundation
+import FoundationEssentials
 
 /// The key epochs: finding the key of an epoch, giving the current one to the devices that
 /// lack it, and keeping this device's name sealed with it.

@@ -1,7 +1,8 @@
 import BatonCore
 import BatonStore
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Setting a device up (`Init`, `Join`), taking it out (`Leave`) and revoking another: each on
 /// a connection of its own, closed when it is done, every statement within the deadline.

@@ -1,7 +1,7 @@
 import BatonCore
 import BatonStore
 import Crypto
-import Foundation
+import FoundationEssentials
 import Logging
 import Synchronization
 
@@ -174,7 +174,7 @@ public final class SyncEngine: Sendable {
 
     /// The user's NOTIFY channel; a hash, so the channel's name does not spell the user's.
     static func channel(user: String) -> String {
-        "baton_" + Insecure.MD5.hash(data: Array(user.utf8)).map { String(format: "%02x", $0) }.joined()
+        "baton_" + Insecure.MD5.hash(data: Array(user.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
     // MARK: Sending

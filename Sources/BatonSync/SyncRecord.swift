@@ -1,6 +1,6 @@
 import BatonCore
 import BatonStore
-import Foundation
+import FoundationEssentials
 
 /// What one record of a device's log says, before it is sealed: JSON, versioned, every field
 /// that means something to the user inside (the server sees none of it).

@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+import FoundationEssentials
 
 /// The user's key: 128 random bits made by `Init` on the first device, shown once as
 /// recovery words, typed into `Join` on every other device. Every epoch-0 record is

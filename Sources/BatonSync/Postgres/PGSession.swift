@@ -1,3 +1,4 @@
+import BatonCore
 import CPostgres
 import Glibc
 import Synchronization
@@ -147,7 +148,7 @@ final class PGSession: @unchecked Sendable {
     // MARK: The session's thread
 
     private func start(_ parameters: [(String, String)], connected: @escaping @Sendable (Result<Void, PGError>) -> Void) {
-        let body: () -> Void = { [self] in
+        let body: @Sendable () -> Void = { [self] in
             let deadline = ContinuousClock.now + timeout
             switch connect(parameters, deadline: deadline) {
             case .success:
@@ -158,23 +159,11 @@ final class PGSession: @unchecked Sendable {
                 connected(.failure(error))
             }
         }
-        let retained = Unmanaged.passRetained(Box(body)).toOpaque()
-        var thread = pthread_t()
-        let started = pthread_create(&thread, nil, { argument in
-            guard let argument else { return nil }
-            Unmanaged<Box>.fromOpaque(argument).takeRetainedValue().body()
-            return nil
-        }, retained)
-        guard started == 0 else {
-            Unmanaged<Box>.fromOpaque(retained).release()
-            return connected(.failure(PGError(sqlState: nil, message: "could not start the sync connection's thread: \(started)")))
+        do {
+            try OwnThread.start(body)
+        } catch {
+            connected(.failure(PGError(sqlState: nil, message: "could not start the sync connection's thread: \(error)")))
         }
-        pthread_detach(thread)
-    }
-
-    private final class Box {
-        let body: () -> Void
-        init(_ body: @escaping () -> Void) { self.body = body }
     }
 
     /// Starts the connection and drives `PQconnectPoll` until it is made or fails.
