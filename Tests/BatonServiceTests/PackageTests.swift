@@ -47,4 +47,31 @@ struct PackageTests {
         #expect(seen["left"] == "none" && seen["left_dirs"] == "none", "\(report)")
         #expect(seen["data_kept"] == "1", "the user's data stays: \(report)")
     }
+
+    /// The shipped batond uses the distribution's libraries and carries no Foundation or ICU of
+    /// its own (#57): it needs libsqlite3 and libpq, no library of Foundation's, and its bytes
+    /// hold no ICU data (`icudt…`), no FoundationInternationalization, and none of the texts a
+    /// copy of SQLite or libpq would bring. (Each of these was found in the batond of f39bfb7,
+    /// which linked Foundation: 11 `icudt`, 19 FoundationInternationalization.)
+    @Test func theShippedBatondUsesTheDistributionsLibrariesAndNoFoundation() async throws {
+        let deb = try #require(ProcessInfo.processInfo.environment["BATON_DEB"].flatMap { $0.isEmpty ? nil : $0 },
+                               "set BATON_DEB to a package made by scripts/package (scripts/test does)")
+        let work = try TemporaryDirectory.make(prefix: "baton-package-files")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let unpacked = try await Executables.run(try Executables.require("dpkg-deb", package: "dpkg"), ["-x", deb, work.path])
+        try #require(unpacked.status == 0, "\(unpacked)")
+        let batond = work.appendingPathComponent("usr/bin/batond").path
+        let dynamic = try await Executables.run(try Executables.require("readelf", package: "binutils"), ["-d", batond])
+        let needed = dynamic.stdout.split(separator: "\n").compactMap { line -> String? in
+            guard line.contains("(NEEDED)"), let open = line.firstIndex(of: "["), let close = line.lastIndex(of: "]") else { return nil }
+            return String(line[line.index(after: open)..<close])
+        }
+        #expect(needed.contains("libsqlite3.so.0") && needed.contains("libpq.so.5"), "\(needed)")
+        #expect(!needed.contains { $0.hasPrefix("libFoundation") || $0.hasPrefix("libicu") }, "\(needed)")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: batond))
+        for marker in ["icudt", "FoundationInternationalization", "_ZN6icu_",
+                       "unable to open database file" /* SQLite's own */, "connection pointer is NULL" /* libpq's own */] {
+            #expect(bytes.firstRange(of: Data(marker.utf8)) == nil, "batond carries \(marker)")
+        }
+    }
 }
