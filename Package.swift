@@ -49,12 +49,9 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        // Debian's libpq through pkg-config (libpq-dev): the sync server's client, TLS and SCRAM included.
-        .systemLibrary(
-            name: "CPostgres",
-            pkgConfig: "libpq",
-            providers: [.apt(["libpq-dev"])]
-        ),
+        // Debian's libpq (libpq-dev's header; libpq5 at run time): the sync server's client, TLS and SCRAM
+        // included. Opened with dlopen when batond first syncs through PostgreSQL, not linked (shim.h says why).
+        .systemLibrary(name: "CPostgres"),
         // glibc's <malloc.h>: malloc_trim, for an idle batond to hand back what malloc keeps free.
         .systemLibrary(name: "CMalloc"),
         // A small, safe Swift API over libdbus: one bus thread, typed values, exported objects.

@@ -92,4 +92,27 @@ struct PGSessionTests {
         let checked = Dictionary(uniqueKeysWithValues: ServerSession.parameters(try ServerAddress("postgres://r:p@h/d?sslmode=verify-full")).map { ($0.0, $0.1) })
         #expect(checked["sslrootcert"] == "/etc/ssl/certs/ca-certificates.crt")
     }
+
+    /// batond opens libpq (and the 23 libraries it needs, about 5 MB of an idle batond's memory)
+    /// only once it syncs through PostgreSQL: not at start, not for a synced folder.
+    @Test(.timeLimit(.minutes(1))) func libpqIsOpenedOnlyWhenSyncUsesPostgreSQL() async throws {
+        // Read by cat: /proc's files say they are empty, and a read sized by that stops early.
+        func mapsLibpq(_ world: BatonWorld) async throws -> Bool {
+            let pid = try #require(world.daemon?.process.pid)
+            return try await Executables.run("/bin/cat", ["/proc/\(pid)/maps"]).stdout.contains("/libpq.so.5")
+        }
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        #expect(try await !mapsLibpq(world), "a batond that does not sync opened libpq")
+        let folder = try TemporaryDirectory.make(prefix: "baton-folder")
+        let folderSync = try await world.baton(["sync", "init", folder.path, "--name", "desk"])
+        #expect(folderSync.status == 0, "\(folderSync)")
+        #expect(try await !mapsLibpq(world), "a batond that syncs through a folder opened libpq")
+        _ = try await world.baton(["sync", "leave", "--yes"])
+
+        let sync = try await SyncServer.fresh()
+        let initialized = try await world.baton(["sync", "init", try await sync.addDevice(user: "ana").url + "?sslmode=disable", "--name", "desk"])
+        #expect(initialized.status == 0, "\(initialized)")
+        #expect(try await mapsLibpq(world), "\(initialized)\n\(world.daemonLog)")
+    }
 }

@@ -78,6 +78,8 @@ final class PGSession: @unchecked Sendable {
     private let shared = Mutex(Shared())
     private let wakeFD: Int32
     private let timeout: Duration
+    /// libpq's functions (`LibPQ`).
+    private let pq: baton_libpq
 
     // The session thread's own.
     private var connection: OpaquePointer?
@@ -85,6 +87,7 @@ final class PGSession: @unchecked Sendable {
     private var flushing = false
 
     private init(timeout: Duration) throws(PGError) {
+        pq = try LibPQ.functions.get()
         self.timeout = timeout
         wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
         guard wakeFD >= 0 else { throw PGError(sqlState: nil, message: "eventfd failed: errno \(errno)") }
@@ -174,19 +177,19 @@ final class PGSession: @unchecked Sendable {
         defer { (keywords + values).forEach { free($0) } }
         let started = keywords.map { UnsafePointer($0) }.withUnsafeBufferPointer { keywords in
             values.map { UnsafePointer($0) }.withUnsafeBufferPointer { values in
-                PQconnectStartParams(keywords.baseAddress, values.baseAddress, 0)
+                pq.PQconnectStartParams(keywords.baseAddress, values.baseAddress, 0)
             }
         }
         guard let started else { return .failure(PGError(sqlState: nil, message: "libpq could not allocate a connection")) }
         connection = started
         // Notices (a warning, a NOTICE from a function) would go to batond's stderr.
-        PQsetNoticeReceiver(started, { _, _ in }, nil)
+        _ = pq.PQsetNoticeReceiver(started, { _, _ in }, nil)
         var polling = PGRES_POLLING_WRITING
         while true {
-            if PQstatus(started) == CONNECTION_BAD { return .failure(linkError("cannot connect")) }
+            if pq.PQstatus(started) == CONNECTION_BAD { return .failure(linkError("cannot connect")) }
             switch polling {
             case PGRES_POLLING_OK:
-                guard PQsetnonblocking(started, 1) == 0 else { return .failure(linkError("cannot connect")) }
+                guard pq.PQsetnonblocking(started, 1) == 0 else { return .failure(linkError("cannot connect")) }
                 return .success(())
             case PGRES_POLLING_FAILED:
                 return .failure(linkError("cannot connect"))
@@ -195,7 +198,7 @@ final class PGSession: @unchecked Sendable {
                 let ready = wait(for: polling == PGRES_POLLING_READING ? Int16(POLLIN) : Int16(POLLOUT), until: deadline)
                 if ready == nil { return .failure(PGError(sqlState: nil, message: "the sync server did not answer within \(timeout)")) }
                 if shared.withLock({ $0.closing }) { return .failure(PGError(sqlState: nil, message: "the connection was closed")) }
-                polling = PQconnectPoll(started)
+                polling = pq.PQconnectPoll(started)
             }
         }
     }
@@ -203,7 +206,7 @@ final class PGSession: @unchecked Sendable {
     /// Polls the socket for `events` and the eventfd; the socket's events, nil when `deadline`
     /// passed first. A wake-up returns `0` so the caller looks at its queue.
     private func wait(for events: Int16, until deadline: ContinuousClock.Instant?) -> Int16? {
-        var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0), pollfd(fd: PQsocket(connection), events: events, revents: 0)]
+        var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0), pollfd(fd: pq.PQsocket(connection), events: events, revents: 0)]
         var milliseconds: Int32 = -1
         if let deadline {
             let left = deadline - ContinuousClock.now
@@ -232,11 +235,11 @@ final class PGSession: @unchecked Sendable {
                 return end("the sync server did not answer within \(timeout)")
             }
             if ready & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 || ready & Int16(POLLIN) != 0 {
-                guard PQconsumeInput(connection) == 1 else { return end(linkError("the connection to the sync server broke").message) }
+                guard pq.PQconsumeInput(connection) == 1 else { return end(linkError("the connection to the sync server broke").message) }
                 drainNotifications()
             }
             if flushing, ready != 0 {
-                switch PQflush(connection) {
+                switch pq.PQflush(connection) {
                 case 0: flushing = false
                 case 1: break
                 default: return end(linkError("the connection to the sync server broke").message)
@@ -263,10 +266,10 @@ final class PGSession: @unchecked Sendable {
         }
         defer { pointers.forEach { $0?.deallocate() } }
         let sent = pointers.map { UnsafePointer($0) }.withUnsafeBufferPointer { values in
-            PQsendQueryParams(connection, request.sql, Int32(encoded.count), &types, values.baseAddress, &lengths, &formats, 1)
+            pq.PQsendQueryParams(connection, request.sql, Int32(encoded.count), &types, values.baseAddress, &lengths, &formats, 1)
         }
         guard sent == 1 else { return linkError("could not send a statement") }
-        switch PQflush(connection) {
+        switch pq.PQflush(connection) {
         case 0: flushing = false
         case 1: flushing = true
         default: return linkError("could not send a statement")
@@ -277,36 +280,36 @@ final class PGSession: @unchecked Sendable {
     /// Reads what has come of the current statement's results; answers it once they are all in.
     /// An error when the connection broke.
     private func collectResults() -> PGError? {
-        while PQisBusy(connection) == 0 {
-            guard let result = PQgetResult(connection) else {
+        while pq.PQisBusy(connection) == 0 {
+            guard let result = pq.PQgetResult(connection) else {
                 if let (request, _, rows, error) = current {
                     current = nil
                     request.reply(error.map { .failure($0) } ?? .success(rows))
                 }
                 return nil
             }
-            defer { PQclear(result) }
-            switch PQresultStatus(result) {
+            defer { pq.PQclear(result) }
+            switch pq.PQresultStatus(result) {
             case PGRES_TUPLES_OK, PGRES_SINGLE_TUPLE:
-                current?.rows += Self.rows(of: result)
+                current?.rows += rows(of: result)
             case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
                 break
             default:
-                let sqlState = baton_pq_sqlstate(result).map { String(cString: $0) }
-                let message = baton_pq_primary_message(result).map { String(cString: $0) }
-                    ?? PQresultErrorMessage(result).map { String(cString: $0) } ?? "the statement failed"
+                let sqlState = pq.PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+                let message = pq.PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+                    ?? pq.PQresultErrorMessage(result).map { String(cString: $0) } ?? "the statement failed"
                 // The first error is the statement's answer; what follows it says less.
                 if current?.error == nil { current?.error = PGError(sqlState: sqlState, message: message) }
             }
         }
-        if PQstatus(connection) == CONNECTION_BAD { return linkError("the connection to the sync server broke") }
+        if pq.PQstatus(connection) == CONNECTION_BAD { return linkError("the connection to the sync server broke") }
         return nil
     }
 
     private func drainNotifications() {
         var any = false
-        while let notification = PQnotifies(connection) {
-            PQfreemem(notification)
+        while let notification = pq.PQnotifies(connection) {
+            pq.PQfreemem(notification)
             any = true
         }
         if any { shared.withLock { $0.onNotification }?() }
@@ -325,14 +328,14 @@ final class PGSession: @unchecked Sendable {
         current?.request.reply(.failure(failure))
         current = nil
         for request in queued { request.reply(.failure(failure)) }
-        if let connection { PQfinish(connection) }
+        if let connection { pq.PQfinish(connection) }
         connection = nil
         listener?()
     }
 
     /// The connection's own error message, as a `PGError` of no SQLSTATE.
     private func linkError(_ what: String) -> PGError {
-        let detail = connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) }?
+        let detail = connection.flatMap { pq.PQerrorMessage($0) }.map { String(cString: $0) }?
             .split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         return PGError(sqlState: nil, message: detail.isEmpty ? what : "\(what): \(detail)")
     }
@@ -350,17 +353,17 @@ final class PGSession: @unchecked Sendable {
         }
     }
 
-    private static func rows(of result: OpaquePointer) -> [[PGValue]] {
-        let columns = PQnfields(result)
-        let types = (0..<columns).map { PQftype(result, $0) }
-        return (0..<PQntuples(result)).map { row in
+    private func rows(of result: OpaquePointer) -> [[PGValue]] {
+        let columns = pq.PQnfields(result)
+        let types = (0..<columns).map { pq.PQftype(result, $0) }
+        return (0..<pq.PQntuples(result)).map { row in
             (0..<columns).map { column -> PGValue in
-                if PQgetisnull(result, row, column) == 1 { return .null }
-                let count = Int(PQgetlength(result, row, column))
-                let bytes = PQgetvalue(result, row, column).map {
+                if pq.PQgetisnull(result, row, column) == 1 { return .null }
+                let count = Int(pq.PQgetlength(result, row, column))
+                let bytes = pq.PQgetvalue(result, row, column).map {
                     Array(UnsafeRawBufferPointer(start: $0, count: count))
                 } ?? []
-                return decode(bytes, type: types[Int(column)])
+                return Self.decode(bytes, type: types[Int(column)])
             }
         }
     }
@@ -379,4 +382,18 @@ final class PGSession: @unchecked Sendable {
         default: return .text(String(decoding: bytes, as: UTF8.self))
         }
     }
+}
+
+/// libpq, opened when the first connection to a sync server is made (`baton_libpq_load` in
+/// CPostgres's shim.h): a batond that does not sync through PostgreSQL never maps it.
+enum LibPQ {
+    /// libpq's functions, or why they cannot be had (libpq5 not installed).
+    static let functions: Result<baton_libpq, PGError> = {
+        var error: UnsafePointer<CChar>?
+        guard let table = baton_libpq_load(&error) else {
+            let detail = error.map { String(cString: $0) } ?? "libpq.so.5 could not be opened"
+            return .failure(PGError(sqlState: nil, message: "sync through PostgreSQL needs libpq (apt-get install libpq5): \(detail)"))
+        }
+        return .success(table.pointee)
+    }()
 }
