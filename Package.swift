@@ -82,10 +82,12 @@ let package = Package(
         .target(name: "BatonKit", dependencies: ["DBus", "BatonContract", "BatonCore"]),
         // The reference app's model (books, characters, notes, paths) and its scenes.
         .target(name: "HawkNotes", dependencies: ["BatonKit"]),
-        // The daemon, a thin executable over BatonService.
-        .executableTarget(name: "batond", dependencies: [
-            "BatonService", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], linkerSettings: packedRelocations),
+        // The daemon's command line over BatonService; run by `batond` and by `baton` started as `batond`.
+        .target(name: "BatondCommand", dependencies: [
+            "BatonService", "BatonCore", "DBus", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        // The daemon, a thin executable (development and tests; the package ships `baton` under this name).
+        .executableTarget(name: "batond", dependencies: ["BatondCommand"], linkerSettings: packedRelocations),
 
         // Shared by every test suite: private buses, temp directories, running built binaries.
         .target(name: "TestSupport", dependencies: ["DBus", "BatonCore"], path: "Tests/TestSupport"),
@@ -115,14 +117,18 @@ let package = Package(
         .target(name: "BatonCLI", dependencies: [
             "DBus", "BatonContract", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
+        // The shipped program: the CLI, and by the name it is started as the daemon, the browser's
+        // host and the reference app (Sources/baton/main.swift).
         .executableTarget(name: "baton", dependencies: [
-            "BatonCLI", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "BatonCLI", "BatondCommand", "HawkNotesCommand", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], linkerSettings: packedRelocations),
-        // The reference app: serve (handler and library), books, show SCENE.
-        .executableTarget(name: "hawk-notes", dependencies: [
-            "HawkNotes", "BatonKit", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        // The reference app's command line: serve (handler and library), books, show SCENE.
+        .target(name: "HawkNotesCommand", dependencies: [
+            "HawkNotes", "BatonKit", "BatonCore", "DBus", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-        ], linkerSettings: packedRelocations),
+        ]),
+        // The reference app, a thin executable (development and tests; the package ships `baton` under this name).
+        .executableTarget(name: "hawk-notes", dependencies: ["HawkNotesCommand"], linkerSettings: packedRelocations),
     ],
     swiftLanguageModes: [.v6]
 )

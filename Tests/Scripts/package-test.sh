@@ -18,7 +18,9 @@ dpkg -L baton > "$T/files" 2>/dev/null
 say files "$(wc -l < "$T/files")"
 say on_path "$(command -v batond baton baton-browser-host | tr '\n' ' ')"
 say size_baton "$(stat -c %s /usr/bin/baton)"
-say size_hawk_notes "$(stat -c %s /usr/bin/hawk-notes)"
+# One program under four names (scripts/package).
+say names "$(readlink /usr/bin/batond /usr/bin/baton-browser-host /usr/bin/hawk-notes | tr '\n' ' ')"
+say hawk_notes "$(hawk-notes books 2>&1 | head -1)"
 say installed_kib "$(dpkg-query -W -f='${Installed-Size}' baton)"
 
 # The user manager, in this namespace only; dbus-daemon as its bus.
@@ -30,7 +32,9 @@ say manager "$(systemctl --user is-system-running 2>&1)"
 say unit "$(systemctl --user show -p FragmentPath --value batond)"
 systemctl --user start batond
 say started "$(systemctl --user is-active batond)"
-say exec "$(systemctl --user show -p ExecMainPID --value batond | xargs -I{} readlink /proc/{}/exe)"
+# What systemd started, by the name it ran (the program is /usr/bin/baton under the name batond).
+main_pid=$(systemctl --user show -p ExecMainPID --value batond)
+say exec "$(tr '\0' '\n' < "/proc/$main_pid/cmdline" | head -1) $(readlink "/proc/$main_pid/exe")"
 /usr/bin/python3 "$REPOSITORY/Tests/Scripts/contract-check.py" /usr/share/dbus-1/interfaces/org.baton.Handoff1.xml > "$T/contract-check.out" 2>&1
 say contract_check "$(grep -c '^ok ' "$T/contract-check.out") ok, $(grep -c '^FAIL' "$T/contract-check.out") failed"
 

@@ -4,10 +4,13 @@ import BatonService
 import DBus
 import Glibc
 
-/// `batond`: the Baton daemon. All logic lives in BatonService; this parses options.
-@main
-struct Batond: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `batond`: the Baton daemon. All logic lives in BatonService; this parses options. Run by the
+/// `batond` program and by `baton` when it is started as `batond` (the package ships one program,
+/// see Sources/baton).
+public struct Batond: AsyncParsableCommand {
+    public init() {}
+
+    public static let configuration = CommandConfiguration(
         commandName: "batond",
         abstract: "Serve org.baton.Handoff1: user activities and scene restoration on the D-Bus session bus.",
         discussion: """
@@ -55,7 +58,7 @@ struct Batond: AsyncParsableCommand {
     @Flag(name: .long, help: .hidden)
     var testClock = false
 
-    func validate() throws {
+    public func validate() throws {
         guard handlerTimeout > 0, handlerTimeout <= 600 else {
             throw ValidationError("--handler-timeout must be between 0 and 600 seconds")
         }
@@ -69,7 +72,7 @@ struct Batond: AsyncParsableCommand {
         guard historySize >= 0, historySize <= 1_048_576 else { throw ValidationError("--history-size must be between 0 and 1048576 MiB") }
     }
 
-    func run() async throws {
+    public func run() async throws {
         var options = DaemonOptions()
         options.database = database
         if let address { options.bus = .address(address) }
@@ -82,5 +85,13 @@ struct Batond: AsyncParsableCommand {
         options.handlerTimeout = .milliseconds(Int(handlerTimeout * 1000))
         let status = await Daemon.run(options, environment: ProcessEnvironment.current())
         if status != 0 { throw ExitCode(status) }
+    }
+}
+
+extension Batond {
+    /// Parses the process's arguments and runs the daemon, as `@main` would.
+    /// (Called from top-level code, `main()` resolves to ParsableCommand's synchronous one.)
+    public static func runAsProgram() async {
+        await main()
     }
 }

@@ -11,10 +11,12 @@ import HawkNotes
 import Glibc
 import UnixSignals
 
-/// `hawk-notes`: the reference app of Baton, headless.
-@main
-struct HawkNotesCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `hawk-notes`: the reference app of Baton, headless. Run by the `hawk-notes` program and by
+/// `baton` when it is started as `hawk-notes` (the package ships one program, see Sources/baton).
+public struct HawkNotesCommand: AsyncParsableCommand {
+    public init() {}
+
+    public static let configuration = CommandConfiguration(
         commandName: "hawk-notes",
         abstract: "Study notes for the Shadow Skye trilogy, restored and continued through Baton.",
         subcommands: [Serve.self, Books.self, Show.self])
@@ -86,5 +88,13 @@ struct HawkNotesCommand: AsyncParsableCommand {
                 throw ValidationError("no such scene, or batond is not running: \(error.message)")
             }
         }
+    }
+}
+
+extension HawkNotesCommand {
+    /// Parses the process's arguments and runs the command, as `@main` would.
+    /// (Called from top-level code, `main()` resolves to ParsableCommand's synchronous one.)
+    public static func runAsProgram() async {
+        await main()
     }
 }

@@ -1,0 +1,5 @@
+// `hawk-notes`, for development and the tests: the reference app's command lives in
+// HawkNotesCommand, which the shipped `baton` program runs too when started as `hawk-notes`.
+import HawkNotesCommand
+
+await HawkNotesCommand.runAsProgram()
