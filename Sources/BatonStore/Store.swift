@@ -369,8 +369,8 @@ public final class Store: Sendable {
         do {
             return try writer.use { db in
                 try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
-                db.insideTransaction = true
-                defer { db.insideTransaction = false }
+                db.holdsTransaction = true
+                defer { db.holdsTransaction = false }
                 do {
                     let changesBefore = db.totalChangesCount
                     let result = try updates(db)

@@ -11,9 +11,9 @@ struct ServerSession: SyncTransport {
 
     /// Connects, runs `body`, and closes the connection however `body` ends.
     static func with<T: Sendable>(_ server: ServerAddress, timeout: Duration, _ body: (ServerSession) async throws -> T) async throws -> T {
-        let session = ServerSession(session: try await connect(server, timeout: timeout))
-        defer { session.session.close() }
-        return try await body(session)
+        let connection = try await connect(server, timeout: timeout)
+        defer { connection.close() }
+        return try await body(ServerSession(session: connection))
     }
 
     /// A connection, authenticated within `timeout`.

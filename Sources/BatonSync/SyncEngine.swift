@@ -174,7 +174,7 @@ public final class SyncEngine: Sendable {
 
     /// The user's NOTIFY channel; a hash, so the channel's name does not spell the user's.
     static func channel(user: String) -> String {
-        "baton_" + Insecure.MD5.hash(data: Array(user.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        "baton_" + Hex.encode(Array(Insecure.MD5.hash(data: Array(user.utf8))))
     }
 
     // MARK: Sending

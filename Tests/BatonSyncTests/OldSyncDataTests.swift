@@ -11,13 +11,10 @@ struct OldSyncDataTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Fixtures/v20")
 
-    /// The user's recovery words, from a fixture machine's sync settings (its key, in hex).
+    /// The user's recovery words, from a fixture machine's sync settings (its key).
     static func words(of machine: String) throws -> String {
-        let data = try Data(contentsOf: fixtures.appendingPathComponent("\(machine)/sync.json"))
-        let settings = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        let hex = Array(try #require(settings["userKey"] as? String).utf8)
-        let bytes = stride(from: 0, to: hex.count, by: 2).compactMap { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) }
-        return UserKey(bytes: bytes).recoveryWords
+        let settings = try #require(try SyncConfig.load(from: fixtures.appendingPathComponent("\(machine)/sync.json").path))
+        return try #require(settings.userKeyValue).recoveryWords
     }
 
     /// Titles of the live activities that came from other machines.

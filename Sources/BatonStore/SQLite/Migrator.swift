@@ -15,9 +15,6 @@ struct Migrator {
         migrations.append((identifier, migrate))
     }
 
-    /// The identifiers, in order.
-    var identifiers: [String] { migrations.map(\.identifier) }
-
     /// Runs the migrations `db` has not recorded, all of them or those up to `last` (tests make old databases so).
     func migrate(_ db: SQLiteConnection, upTo last: String? = nil) throws {
         let wanted = last.flatMap { last in migrations.firstIndex { $0.identifier == last } }.map { migrations[...$0] } ?? migrations[...]

@@ -21,10 +21,11 @@ final class SQLiteConnection {
     /// alive as long as the connection.
     private var callbacks: [AnyObject] = []
     private var closed = false
-    /// Set while the connection's owner holds a transaction open: a statement then refuses to
-    /// run once SQLite has rolled the transaction back by itself (after FULL, IOERR, NOMEM, BUSY
-    /// or INTERRUPT), where it would otherwise run and commit on its own, outside any transaction.
-    var insideTransaction = false
+    /// Set by the connection's owner while it holds a transaction open: a statement then refuses
+    /// to run once SQLite has rolled the transaction back by itself (after FULL, IOERR, NOMEM,
+    /// BUSY or INTERRUPT), where it would otherwise run and commit on its own, outside any
+    /// transaction. (`isInsideTransaction` is what SQLite says; this is what the owner expects.)
+    var holdsTransaction = false
 
     /// How a connection waits for a lock another connection holds.
     enum Busy {
@@ -102,21 +103,21 @@ final class SQLiteConnection {
 
     /// Runs one statement with `arguments`, prepared for this call only (SQL built at run time).
     func execute(sql: String, arguments: StatementArguments) throws(SQLiteError) {
-        try Statement(sql: sql, connection: self, persistent: false).execute(arguments: arguments)
+        try makeStatement(sql: sql).execute(arguments: arguments)
     }
 
     /// The statement for `sql`, prepared at its first use and kept. Should the kept one be in use
-    /// (a query run while another's rows are read), a fresh one is prepared for this use.
+    /// (a query run while another's rows are read), one is prepared for this use only.
     func cachedStatement(sql: String) throws(SQLiteError) -> Statement {
-        if let statement = statements[sql], !statement.inUse { return statement }
+        if let kept = statements[sql] { return kept.inUse ? try makeStatement(sql: sql) : kept }
         let statement = try Statement(sql: sql, connection: self, persistent: true)
-        if statements[sql] == nil { statements[sql] = statement }
+        statements[sql] = statement
         return statement
     }
 
-    /// Throws when a transaction should be open (`insideTransaction`) and SQLite has ended it.
+    /// Throws when a transaction should be open (`holdsTransaction`) and SQLite has ended it.
     func checkTransaction(sql: String) throws(SQLiteError) {
-        guard insideTransaction, sqlite3_get_autocommit(handle) != 0 else { return }
+        guard holdsTransaction, sqlite3_get_autocommit(handle) != 0 else { return }
         throw SQLiteError(SQLITE_ABORT, message: "SQLite rolled the transaction back after an earlier error; nothing more runs in it", sql: sql)
     }
 

@@ -143,7 +143,7 @@ struct StatementArguments: ExpressibleByArrayLiteral {
 
     static func + (lhs: StatementArguments, rhs: StatementArguments) -> StatementArguments {
         var sum = lhs
-        sum.values += rhs.values
+        sum += rhs
         return sum
     }
 

@@ -33,13 +33,6 @@ struct PGError: Error, Sendable, CustomStringConvertible {
     let sqlState: String?
     let message: String
 
-    /// True when the connection is gone (not a statement's own failure): class 08
-    /// (connection exception), 57P0x (the server shutting down), or no SQLSTATE at all.
-    var isConnectionLost: Bool {
-        guard let sqlState else { return true }
-        return sqlState.hasPrefix("08") || sqlState.hasPrefix("57P0")
-    }
-
     var description: String { message }
 }
 
@@ -52,7 +45,8 @@ struct PGError: Error, Sendable, CustomStringConvertible {
 /// `PQconsumeInput` and `PQgetResult` only once `PQisBusy` says the result is whole), so the
 /// thread can keep deadlines: a statement or a connection not answered within `timeout` ends
 /// the connection, and its callers get `PGError` at once. Notifications (`LISTEN`) are drained
-/// after every read of the socket — libpq keeps them until asked — and told to `onNotification`.
+/// after every read of the socket and after every result — libpq keeps them until asked — and
+/// told to `onNotification`.
 ///
 /// Statements run one at a time in the order they were queued; a transaction is its
 /// statements sent by one caller in turn (`BEGIN`, …, `COMMIT`): a session has one user at a
@@ -245,7 +239,13 @@ final class PGSession: @unchecked Sendable {
                 default: return end(linkError("the connection to the sync server broke").message)
                 }
             }
-            if current != nil, !flushing, let failure = collectResults() { return end(failure.message) }
+            if current != nil, !flushing {
+                if let failure = collectResults() { return end(failure.message) }
+                // PQgetResult parses what PQconsumeInput left in the buffer: a notification that
+                // came in the same read as a result is queued only now, and no further read of
+                // the socket would come to ask for it.
+                drainNotifications()
+            }
         }
     }
 
