@@ -87,7 +87,7 @@ let package = Package(
             "BatonService", "BatonCore", "DBus", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // The daemon, a thin executable (development and tests; the package ships `baton` under this name).
-        .executableTarget(name: "batond", dependencies: ["BatondCommand"], linkerSettings: packedRelocations),
+        .executableTarget(name: "batond", dependencies: ["BatondCommand", "BatonCore"], linkerSettings: packedRelocations),
 
         // Shared by every test suite: private buses, temp directories, running built binaries.
         .target(name: "TestSupport", dependencies: ["DBus", "BatonCore"], path: "Tests/TestSupport"),
@@ -120,7 +120,7 @@ let package = Package(
         // The shipped program: the CLI, and by the name it is started as the daemon, the browser's
         // host and the reference app (Sources/baton/main.swift).
         .executableTarget(name: "baton", dependencies: [
-            "BatonCLI", "BatondCommand", "HawkNotesCommand", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "BatonCLI", "BatonCore", "BatondCommand", "HawkNotesCommand", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], linkerSettings: packedRelocations),
         // The reference app's command line: serve (handler and library), books, show SCENE.
         .target(name: "HawkNotesCommand", dependencies: [
@@ -128,7 +128,7 @@ let package = Package(
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         // The reference app, a thin executable (development and tests; the package ships `baton` under this name).
-        .executableTarget(name: "hawk-notes", dependencies: ["HawkNotesCommand"], linkerSettings: packedRelocations),
+        .executableTarget(name: "hawk-notes", dependencies: ["HawkNotesCommand", "BatonCore"], linkerSettings: packedRelocations),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -45,8 +45,9 @@ public struct MatchRule: Hashable, Sendable {
     public var text: String {
         var parts = ["type='signal'"]
         func add(_ key: String, _ value: String?) {
-            // Inside quotes only the quote itself needs escaping, as '\''.
-            if let value { parts.append("\(key)='\(value.replacing("'", with: "'\\''"))'") }
+            // Inside quotes only the quote itself needs escaping, as '\''. (Split and joined:
+            // `replacing` would bring _StringProcessing's code into batond's pages.)
+            if let value { parts.append("\(key)='\(value.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''"))'") }
         }
         add("sender", sender)
         add("interface", interface)

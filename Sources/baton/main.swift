@@ -6,17 +6,21 @@
 // messaging host), `hawk-notes` (the reference app) and `baton`. The Swift runtime and
 // FoundationEssentials, about 14 MB in each program that links them, are in the package once.
 import BatonCLI
+import BatonCore
 import BatondCommand
 import Glibc
 import HawkNotesCommand
 
-switch CommandLine.arguments.first?.split(separator: "/").last.map(String.init) {
-case "batond":
-    await Batond.runAsProgram()
-case "hawk-notes":
-    await HawkNotesCommand.runAsProgram()
-case BrowserHost.programName:
-    exit(await BrowserHost.run())
-default:
-    await BatonCommand.runFromCommandLine()
+let name = CommandLine.arguments.first?.split(separator: "/").last.map(String.init)
+runProgram {
+    switch name {
+    case "batond":
+        await Batond.runAsProgram()
+    case "hawk-notes":
+        await HawkNotesCommand.runAsProgram()
+    case BrowserHost.programName:
+        exit(await BrowserHost.run())
+    default:
+        await BatonCommand.runFromCommandLine()
+    }
 }

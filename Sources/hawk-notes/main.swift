@@ -1,5 +1,6 @@
 // `hawk-notes`, for development and the tests: the reference app's command lives in
 // HawkNotesCommand, which the shipped `baton` program runs too when started as `hawk-notes`.
+import BatonCore
 import HawkNotesCommand
 
-await HawkNotesCommand.runAsProgram()
+runProgram { await HawkNotesCommand.runAsProgram() }

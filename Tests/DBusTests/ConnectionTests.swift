@@ -139,11 +139,18 @@ struct ConnectionTests {
         let onlyB = try await world.client.signals(matching: MatchRule(interface: Fixture.interface, member: "Pinged", arg0: "b"))
         // arg0namespace: a name and those below it, not a name that merely begins the same.
         let underB = try await world.client.signals(matching: MatchRule(interface: Fixture.interface, member: "Pinged", arg0Namespace: "b.c"))
+        // A quote inside a value is written '\'' (the bus's escaping), and still matches.
+        let quotedRule = MatchRule(interface: Fixture.interface, member: "Pinged", arg0: "it's 'b'")
+        #expect(quotedRule.text == #"type='signal',interface='\#(Fixture.interface)',member='Pinged',arg0='it'\''s '\''b'\'''"#)
+        let quoted = try await world.client.signals(matching: quotedRule)
+        _ = try await world.client.fixture("Ping", [.string("it's 'b'")])
         _ = try await world.client.fixture("Ping", [.string("a")])
         _ = try await world.client.fixture("Ping", [.string("b")])
         _ = try await world.client.fixture("Ping", [.string("b.cd")])
         _ = try await world.client.fixture("Ping", [.string("b.c.d")])
+        #expect(try await first(of: quoted).body == [.string("it's 'b'")])
         var allIterator = all.makeAsyncIterator()
+        #expect(await allIterator.next()?.body == [.string("it's 'b'")])
         #expect(await allIterator.next()?.body == [.string("a")])
         #expect(await allIterator.next()?.body == [.string("b")])
         let fromB = try await first(of: onlyB)
