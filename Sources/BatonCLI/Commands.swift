@@ -402,7 +402,7 @@ struct Activities: AsyncParsableCommand {
     struct Explain: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "explain", abstract: "Say why an activity can or cannot be continued or found, and how its last continuation went.",
-            discussion: "Works for activities that ended within the last 7 days too.")
+            discussion: "Works for activities that ended too: for 7 days, and for as long as the history keeps them (30 days by default).")
         @ArgumentParser.Argument(help: "The activity id (live or in the history), or enough of its beginning to name one.", completion: .custom(Completions.continuableIDs))
         var id: String
         @OptionGroup var global: GlobalOptions

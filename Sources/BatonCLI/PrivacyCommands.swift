@@ -26,7 +26,9 @@ struct Pause: AsyncParsableCommand {
         commandName: "pause",
         abstract: "Stop recording: what apps advertise from now on is kept in memory only.",
         discussion: """
-            While paused, activities can still be listed, found and continued, but nothing of them is             written to disk, to the history or to your other machines, and they are gone at baton resume             (or when the pause ends). The pause survives a restart of batond.
+            While paused, activities can still be listed, found and continued, but nothing of them is \
+            written to disk, to the history or to your other machines, and they are gone at baton resume \
+            (or when the pause ends). The pause survives a restart of batond.
             """)
     @Option(name: .customLong("for"), help: ArgumentHelp("End the pause by itself after this long: 90s, 30m, 2h, 7d.", valueName: "duration"))
     var duration: String?

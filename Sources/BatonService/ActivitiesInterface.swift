@@ -100,59 +100,86 @@ struct ActivitiesInterface: Sendable {
     }
 
     /// Why an activity is or is not continuable and searchable, in sentences: from the
-    /// activity itself while it lives, from its tombstone for a week after it ended.
+    /// activity itself while it lives; once it ended, from its tombstone (a week) and the
+    /// history's copy (while the history keeps it). `continuable` is what `Continue` without
+    /// options then does: the same lookup and the same route (`Continuations.route`).
     func explain(_ call: MethodCall) async throws -> [DBusValue] {
         let id = try Identifier.normalize(try call.argument(0))
         let now = clock.now()
+        let view = activities.view(for: call)
+        let known = try view.known(id)
         var reasons: [String] = []
         let state: String
-        var continuable = false
         var searchable = false
-        let known = try activities.view(for: call).known(id)
+        // What Continue would continue: the live activity unless it expired, else the history's copy.
+        var continued: Activity?
         if let activity = known.live {
             let expired = activity.isExpired(at: now)
+            state = expired ? "expired" : "live"
             switch known.unrecorded {
             case .advertisedWhilePaused: reasons.append("advertised while recording was paused: kept in memory only, until resumed")
             case .updatedWhilePaused:
                 reasons.append("updated while recording was paused: the update is kept in memory only, and undone when recording resumes")
             case nil: break
             }
-            state = expired ? "expired" : "live"
             if let expiresAt = activity.expiresAt, expired { reasons.append("expired at \(WallClock.text(expiresAt))") }
-            let type = try store.activityType(activity.type)
-            let outside = openedOutside(activity)
-            if let outside {
-                reasons.append(outside.obstacle ?? outside.opens)
-            } else if type == nil, let page = activity.webpageURL {
-                reasons.append("no app here registered \(activity.type): continuing opens its web page, \(page), in the default browser")
-            } else if type == nil {
-                reasons.append("type \(activity.type) is no longer registered")
-            }
             if !activity.eligibleForHandoff { reasons.append("advertised with eligible_for_handoff=false") }
             if !activity.eligibleForSearch { reasons.append("advertised with eligible_for_search=false") }
-            continuable = !expired && (outside.map { $0.obstacle == nil } ?? (type != nil || activity.webpageURL != nil)) && activity.eligibleForHandoff
+            if !activity.isRemote, try store.isBlocked(activity.appID) {
+                reasons.append("its app \(activity.appID) is blocked: it advertises and changes nothing until unblocked (baton unblock \(activity.appID)); what it advertised before stays")
+            }
             searchable = !expired && activity.eligibleForSearch
-            if continuable, outside == nil, let type, type.handler == nil {
-                reasons.append("type \(type.type) has no handler: a continuation opens a scene for \(type.appID) to read when it starts")
-            }
-        } else if let tombstone = known.ended {
-            state = tombstone.state
-            reasons.append("\(tombstone.reason) (\(WallClock.text(tombstone.endedAt)))")
-            if let past = try store.pastActivity(id: id) {
-                let registered = try store.activityType(past.activity.type) != nil
-                continuable = registered && past.activity.eligibleForHandoff
-                reasons.append(continuable ? "kept in the history: Continue continues from its copy"
-                               : "kept in the history, but \(registered ? "advertised with eligible_for_handoff=false" : "its type is no longer registered")")
-            }
+            continued = expired ? nil : activity
+        } else if let ending = known.ended.map({ (state: $0.state, reason: $0.reason, at: $0.endedAt) })
+                    ?? known.past.map({ (state: "history", reason: $0.endReason, at: $0.endedAt) }) {
+            state = ending.state
+            reasons.append("\(ending.reason) (\(WallClock.text(ending.at)))")
+            continued = known.past?.activity
+            if continued == nil { reasons.append("the history has no copy of it, so it cannot be continued") }
         } else {
             state = "unknown"
             reasons.append(Self.neverHere(id))
+        }
+        var continuable = false
+        if let activity = continued {
+            let fromHistory = known.live == nil
+            do {
+                let route = try continuations.route(for: activity, confinedTo: view.scope.app)
+                continuable = true
+                let does = what(route, does: activity)
+                if fromHistory {
+                    reasons.append("kept in the history: Continue continues from its copy" + (does.map { "; \($0)" } ?? ""))
+                } else if let does {
+                    reasons.append(does)
+                }
+            } catch let refusal as BatonError {
+                // Said above already, in the words of the option the app gave.
+                if activity.eligibleForHandoff || fromHistory {
+                    reasons.append(fromHistory ? "kept in the history, but \(refusal.message)" : refusal.message)
+                }
+            }
+        }
+        if let waiting = known.lastContinuation, waiting.state == "pending" {
+            reasons.append("its continuation into scene \(SceneAddress.objectPath(forID: waiting.sceneID).text) waits for its app to take it "
+                           + "(asked \(WallClock.text(waiting.at))): it is delivered when the app appears on the bus")
         }
         let last = known.lastContinuation.map {
             Records.Explanation.LastContinuation(scene: $0.sceneID, state: $0.state, error: $0.error ?? "", at: $0.at)
         }
         return [Records.Explanation(id: id, state: state, continuable: continuable, searchable: searchable, reasons: reasons,
                                     lastContinuation: last).record]
+    }
+
+    /// What continuing `activity` by `route` does, in a sentence, where it is worth saying.
+    func what(_ route: ContinuationRoute, does activity: Activity) -> String? {
+        switch route {
+        case .outside: return openedOutside(activity)?.opens
+        case .webPage:
+            return "no app here registered \(activity.type): continuing opens its web page, \(activity.webpageURL ?? ""), in the default browser"
+        case .scene(let type, _, .withoutHandler):
+            return "type \(type.type) has no handler: a continuation opens a scene for \(type.appID) to read when it starts"
+        case .scene, .onDevice: return nil
+        }
     }
 
     /// For an activity of a source that opens outside any scene (a web page, a recent
@@ -164,7 +191,7 @@ struct ActivitiesInterface: Sendable {
     }
 
     static func neverHere(_ id: String) -> String {
-        "batond has no record of \(id): it never was here, or it ended more than 7 days ago"
+        "batond has no record of \(id): it never was here, or it ended more than 7 days ago and the history did not keep it"
     }
 
     /// `List`'s filter from its option map.

@@ -229,6 +229,8 @@ extension ActivityRepository {
             var live: Activity?
             /// Once it ended, for a week.
             var ended: Store.Tombstone?
+            /// Once it ended, the history's copy, while the history keeps it.
+            var past: PastActivity?
             var unrecorded: Unrecorded?
             var lastContinuation: Store.ContinuationOutcome?
         }
@@ -236,8 +238,9 @@ extension ActivityRepository {
         func known(_ id: String) throws -> Known {
             let live = try repository.find(id)
             let ended = live == nil ? try repository.store.tombstone(activityID: id) : nil
-            if let owner = live?.appID ?? ended?.appID, !sees(owner) { return Known() }
-            return Known(live: live, ended: ended, unrecorded: repository.unrecorded(id),
+            let past = live == nil ? try repository.store.pastActivity(id: id) : nil
+            if let owner = live?.appID ?? ended?.appID ?? past?.activity.appID, !sees(owner) { return Known() }
+            return Known(live: live, ended: ended, past: past, unrecorded: repository.unrecorded(id),
                          lastContinuation: try repository.store.lastContinuation(activityID: id))
         }
 

@@ -78,17 +78,11 @@ final class Continuations: Sendable {
             return [.objectPath(first.isEmpty ? "/" : SceneAddress.objectPath(forID: first))]
         }
         let activity = try activities.continuable(id, now: now)
-        let route = try ContinuationRoute.route(
-            for: activity, confinedTo: confinedApp, options: parsed, thisDevice: thisDevice, type: try store.activityType(activity.type),
-            unrecorded: activities.unrecorded(activity.id) == .advertisedWhilePaused, opensOutside: Set(OutsideOpener.byType.keys))
-        switch route {
+        switch try route(for: activity, options: parsed, confinedTo: confinedApp) {
         case .onDevice(let device):
             return try await continueOnDevice(activity, device: device, options: options, request: request)
         case .outside:
             guard let opener = OutsideOpener.byType[activity.type] else { return try await openWebPage(of: activity, request: request) }
-            if let obstacle = opener.obstacle(activity, applicationDirectories) {
-                throw BatonError.notEligible("activity \(activity.id) is \(opener.refused): \(obstacle)")
-            }
             return try await openOutside(activity, through: opener.handler, request: request, failure: opener.failure)
         case .webPage:
             return try await openWebPage(of: activity, request: request)
@@ -105,6 +99,37 @@ final class Continuations: Sendable {
             case .handler: return try await continueThroughHandler(activity, type: type, into: existing, now: now, wait: parsed.wait, request: request)
             }
         }
+    }
+
+    /// Where `Continue` with `options` takes `activity` for a caller confined to `confinedApp`
+    /// (nil: a host client), or the error it answers with. `Explain` asks the same question, so
+    /// that what it says is what `Continue` then does.
+    func route(
+        for activity: Activity, options: ContinuationRoute.Options = ContinuationRoute.Options(), confinedTo confinedApp: String?
+    ) throws -> ContinuationRoute {
+        let route: ContinuationRoute
+        do {
+            route = try ContinuationRoute.route(
+                for: activity, confinedTo: confinedApp, options: options, thisDevice: thisDevice, type: try store.activityType(activity.type),
+                unrecorded: activities.unrecorded(activity.id) == .advertisedWhilePaused, opensOutside: Set(OutsideOpener.byType.keys))
+        } catch let error as BatonError where error.code == .unknownActivityType && activity.isRemote {
+            throw BatonError.unknownActivityType(try notHere(activity))
+        }
+        if route == .outside, let opener = OutsideOpener.byType[activity.type], let obstacle = opener.obstacle(activity, applicationDirectories) {
+            throw BatonError.notEligible("activity \(activity.id) is \(opener.refused): \(obstacle)")
+        }
+        return route
+    }
+
+    /// Why another machine's activity, of a type no app here registered, is not continued
+    /// here, and where it can be: on its own machine, while an app there has the type.
+    func notHere(_ activity: Activity) throws -> String {
+        let name = try store.remoteDeviceNames()[activity.deviceID] ?? activity.deviceID
+        guard try store.devicesWithType(activity.type).contains(activity.deviceID) else {
+            return "no app on this machine registered \(activity.type), and on \(name), where it was advertised, it is no longer registered either"
+        }
+        return "no app on this machine registered \(activity.type); it can be continued on \(name), where it was advertised "
+            + "(Continue with device=\(name), or baton continue \(activity.id) --device \(name))"
     }
 
     /// A continuation through the type's handler: written first (the scene, new or existing,

@@ -114,7 +114,7 @@ extension Store {
     /// activity that ends while its continuation is under way is not continued).
     public func continuable(id: String, now: UInt64, askedAt: UInt64) throws -> Activity? {
         if let live = try storedActivity(id: id) { return live.isExpired(at: now) ? nil : live }
-        guard let past = try pastActivity(id: id), past.endedAt < askedAt else { return nil }
+        guard let past = try pastActivity(id: id), past.endedAt <= askedAt else { return nil }
         return past.activity
     }
 

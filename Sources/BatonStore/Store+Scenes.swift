@@ -32,9 +32,11 @@ extension Store {
     /// Throws `NotFound` unless the activity exists: a continuation waits for the app's
     /// handler, and an activity invalidated meanwhile is not continued.
     /// A live activity, or the history's copy of one that had ended when it was asked for
-    /// (`askedAt`): Continue continues from that, but not from one that ended under way.
+    /// (at `askedAt` or before: on a clock that stands still, as the tests hold it, the end and
+    /// the ask can share a microsecond): Continue continues from that, but not from one that
+    /// ended under way.
     static func requireActivity(_ id: String, askedAt: UInt64, in db: SQLiteConnection) throws {
-        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM activity WHERE id = ?1 UNION ALL SELECT 1 FROM history WHERE id = ?1 AND ended_at < ?2"),
+        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM activity WHERE id = ?1 UNION ALL SELECT 1 FROM history WHERE id = ?1 AND ended_at <= ?2"),
                                 arguments: [id, Time.encode(askedAt)]) != nil else {
             throw BatonError.notFound("activity \(id) was invalidated while it was being continued; no scene was opened or changed")
         }

@@ -427,6 +427,11 @@ extension WriteTransaction {
         return applied
     }
 
+    /// Another device as a person knows it: its name, else its id.
+    private func deviceName(_ device: String) throws -> String {
+        try String.fetchOne(db.cachedStatement(sql: "SELECT name FROM remote_device WHERE device_id = ?"), arguments: [device]) ?? device
+    }
+
     private func apply(_ change: Store.RemoteChange, at hlc: Int64, from device: String, rules: some SyncRules,
                        into applied: inout Store.Applied) throws {
         switch change {
@@ -494,7 +499,7 @@ extension WriteTransaction {
                 return
             }
             // Final then: no later record of the activity brings it back.
-            applied.ended += try end(.local(activityID), .invalidated("invalidated on device \(device)"), history: true)
+            applied.ended += try end(.local(activityID), .invalidated("invalidated on device \(try deviceName(device))"), history: true)
         case .continuedThere(let activityID):
             try noteOutcome(activityID, scene: "", state: "ready", error: "continued on device \(device)")
             applied.continuedThere.append(.init(activityID: activityID, device: device))

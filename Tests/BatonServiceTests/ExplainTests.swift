@@ -85,6 +85,114 @@ struct ExplainTests {
         #expect(try await explain(found, world).state == "evicted")
     }
 
+    /// What `Continue` without options did: nil when it continued (into a scene, outside one,
+    /// or as a continuation made and waiting for its app), else its error's name.
+    func refusal(of id: String, _ world: BatonWorld) async -> String? {
+        do {
+            _ = try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
+            return nil
+        } catch let error as DBusError {
+            if error.name == "org.baton.Handoff1.Error.HandlerFailed", error.message.contains("the continuation waits in scene") { return nil }
+            return error.name
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// Explain says `state`, a reason containing `cause`, and a `continuable` that `Continue`,
+    /// called next, bears out (refusing with `refused` when it is false).
+    func expectAgreement(
+        _ id: String, _ world: BatonWorld, state: String, cause: String, refused: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let explained = try await explain(id, world)
+        #expect(explained.state == state, "\(explained.reasons)", sourceLocation: sourceLocation)
+        #expect(explained.reasons.contains { $0.contains(cause) }, "no reason says '\(cause)': \(explained.reasons)", sourceLocation: sourceLocation)
+        let refusal = await refusal(of: id, world)
+        #expect(explained.continuable == (refusal == nil),
+                "Explain: continuable \(explained.continuable), \(explained.reasons); Continue: \(refusal ?? "continued")", sourceLocation: sourceLocation)
+        #expect(refusal == refused.map { "org.baton.Handoff1.Error." + $0 }, sourceLocation: sourceLocation)
+    }
+
+    /// For every way an activity can be or have been, on a clock the test holds: Explain's
+    /// state and continuable agree with what Continue then does, and its reasons name the
+    /// cause — inside the tombstones' week, and past it while the history keeps the activity.
+    @Test func explainAgreesWithContinue() async throws {
+        let world = try await BatonWorld.started(["--max-live-activities", "3", "--test-clock"])
+        defer { world.close() }
+        try await world.register()
+        func register(_ app: String, handler: String? = nil) async throws -> String {
+            let type = app + ".page"
+            _ = try await world.call("org.baton.Handoff1.Registry", "RegisterActivityType", [
+                .string(type), .string(app), .stringMap(["title": "Page"].merging(handler.map { ["handler": $0] } ?? [:]) { $1 }),
+            ])
+            return type
+        }
+        func advertise(_ type: String, _ title: String, _ options: [String: String] = [:]) async throws -> String {
+            try #require(try await world.call(Self.activities, "Advertise", [.string(type), .string(title), .string("{}"), .stringMap(options)])
+                .first?.stringValue)
+        }
+        let quota = try await register("org.example.quota"), gone = try await register("org.example.gone")
+        let blocked = try await register("org.example.blocked"), brief = try await register("org.example.brief")
+        let waiting = try await register("org.example.absent", handler: "org.example.Absent")
+
+        let live = try await world.advertise("live", options: ["eligible_for_search": "true"])
+        let hidden = try await world.advertise("hidden", options: ["eligible_for_handoff": "false"])
+        let invalidated = try await world.advertise("invalidated")
+        _ = try await world.call(Self.activities, "Invalidate", [.string(invalidated)])
+        let unkept = try await world.advertise("not kept", options: ["eligible_for_history": "false"])
+        _ = try await world.call(Self.activities, "Invalidate", [.string(unkept)])
+        let evicted = try await advertise(quota, "first")
+        for index in 1...3 { _ = try await advertise(quota, "next \(index)") }
+        let unregistered = try await advertise(gone, "gone")
+        _ = try await world.call("org.baton.Handoff1.Registry", "UnregisterActivityType", [.string(gone)])
+        let ofBlocked = try await advertise(blocked, "before the block")
+        _ = try await world.call("org.baton.Handoff1.Privacy", "BlockApp", [.string("org.example.blocked")])
+        let absent = try await advertise(waiting, "for an app not running")
+        _ = try await world.call("org.baton.Handoff1.Privacy", "Pause", [.uint64(0)])
+        let unrecorded = try await world.advertise("while paused")
+
+        try await expectAgreement(live, world, state: "live", cause: "has no handler")
+        try await expectAgreement(hidden, world, state: "live", cause: "eligible_for_handoff=false", refused: "NotEligible")
+        try await expectAgreement(invalidated, world, state: "invalidated", cause: "invalidated by its app (20")
+        try await expectAgreement(unkept, world, state: "invalidated", cause: "the history has no copy", refused: "NotFound")
+        try await expectAgreement(evicted, world, state: "evicted", cause: "removed to keep org.example.quota under its 3-activity quota")
+        try await expectAgreement(unregistered, world, state: "invalidated", cause: "its type \(gone) was unregistered", refused: "NotFound")
+        try await expectAgreement(ofBlocked, world, state: "live", cause: "org.example.blocked is blocked")
+        try await expectAgreement(unrecorded, world, state: "live", cause: "advertised while recording was paused")
+        // Continued once: its continuation waits for the app, and it can be continued again.
+        try await expectAgreement(absent, world, state: "live", cause: "eligible_for_search=false")
+        #expect(try await explain(absent, world).lastContinuation?["state"] == .string("pending"))
+        try await expectAgreement(absent, world, state: "live", cause: "waits for its app to take it")
+        _ = try await world.call("org.baton.Handoff1.Privacy", "Resume", [])
+
+        // Expired, hidden at once; purged when its grace is over, then continued from the history.
+        let expiring = try await advertise(brief, "brief", ["expires_in": "1"])
+        _ = try await world.advanceClock(by: .seconds(1))
+        try await expectAgreement(expiring, world, state: "expired", cause: "expired at", refused: "Expired")
+        _ = try await world.advanceClock(by: .seconds(2))
+        try await expectAgreement(expiring, world, state: "expired", cause: "expired (20")
+
+        // Past the tombstones' week, inside the history's 30 days: the history still knows how each ended.
+        _ = try await world.advanceClock(by: .seconds(8 * 86_400))
+        try await expectAgreement(live, world, state: "live", cause: "has no handler")
+        try await expectAgreement(hidden, world, state: "live", cause: "eligible_for_handoff=false", refused: "NotEligible")
+        try await expectAgreement(invalidated, world, state: "history", cause: "invalidated by its app (20")
+        try await expectAgreement(invalidated, world, state: "history", cause: "kept in the history: Continue continues from its copy")
+        try await expectAgreement(unkept, world, state: "unknown", cause: "the history did not keep it", refused: "NotFound")
+        try await expectAgreement(evicted, world, state: "history", cause: "removed to keep org.example.quota under its 3-activity quota")
+        try await expectAgreement(unregistered, world, state: "unknown", cause: "no record", refused: "NotFound")
+        try await expectAgreement(ofBlocked, world, state: "live", cause: "org.example.blocked is blocked")
+        try await expectAgreement(expiring, world, state: "history", cause: "expired (20")
+        try await expectAgreement(absent, world, state: "live", cause: "eligible_for_search=false")
+        // Advertised while paused, never written: gone with the pause.
+        try await expectAgreement(unrecorded, world, state: "unknown", cause: "no record", refused: "NotFound")
+
+        // `baton activities explain` prints the same, and never "continuable no" beside a continuation it can make.
+        let printed = try await world.baton(["activities", "explain", invalidated])
+        #expect(printed.status == 0 && printed.stdout.contains("history") && printed.stdout.contains("continuable   yes"), "\(printed)")
+        #expect(printed.stdout.contains("invalidated by its app"), "\(printed)")
+    }
+
     @Test func theLastContinuationIsExplained() async throws {
         let world = try await BatonWorld.startedInProcess { $0.handlerTimeout = .seconds(1) }
         defer { world.close() }
