@@ -47,6 +47,10 @@ public final class SyncEngine: Sendable {
     let config: Mutex<SyncConfig?>
     /// The key epoch this device's name is sealed with on the server, as last read or written.
     let nameEpoch = Mutex<Int32?>(nil)
+    /// Devices whose names no key of this device opens and that it never knew: another user's
+    /// files in a sync folder, or a device of a key this one has not been given. Left alone
+    /// (no device, no records) until the devices are read again and one opens.
+    private let strangers = Mutex<Set<String>>([])
     private let stateValue = Mutex(State.off)
     private let lastSync = Atomic<UInt64>(0)
     let bell = Wakeup()
@@ -242,24 +246,46 @@ public final class SyncEngine: Sendable {
     /// device's own records, or for nothing new, costs one query; the devices' names are read
     /// again at the first round of a connection and when a log of an unknown device appears.
     private func catchUp(on session: some SyncTransport, _ config: SyncConfig, refreshDevices: Bool) async throws {
-        let heads = try await session.logHeads(user: config.user)
+        var heads = try await session.logHeads(user: config.user)
         var names = try store.remoteDeviceNames()
-        if refreshDevices || heads.keys.contains(where: { $0 != config.deviceID && names[$0] == nil }) {
+        if refreshDevices || heads.keys.contains(where: { $0 != config.deviceID && names[$0] == nil && !strangers.withLock { $0 }.contains($0) }) {
             // What the others see as this device's last_seen: when it last connected.
             if refreshDevices { try await session.touch(user: config.user, device: config.deviceID) }
-            let devices = try await session.devices(config)
+            var devices = try await session.devices(config)
+            // The keys of the epochs names are sealed with, where this device can have them now:
+            // then the names read again open.
+            var fetched = false
+            for epoch in Set(devices.filter { $0.name == Self.unreadableName }.map(\.nameEpoch)) where config.key(epoch: epoch) == nil {
+                if (try? await epochKey(epoch, on: session)) != nil { fetched = true }
+            }
+            if fetched, let keyed = settings { devices = try await session.devices(keyed) }
+            var unknown: Set<String> = []
             for device in devices where !device.isThisDevice {
-                // A name sealed with a key this device does not have yet keeps the one it knew.
+                // A name sealed with a key this device does not have yet keeps the one it knew. One
+                // it never knew, that the key of its epoch does not open either, is not the user's:
+                // no device, and no key is wrapped to it.
+                if device.name == Self.unreadableName, names[device.id] == nil, settings?.key(epoch: device.nameEpoch) != nil {
+                    unknown.insert(device.id)
+                    continue
+                }
                 let name = device.name == Self.unreadableName ? names[device.id] ?? device.name : device.name
                 try await store.writing { try $0.noteRemoteDevice(id: device.id, name: name, lastSeen: device.lastSeen, revoked: device.revoked) }
                 names[device.id] = name
             }
+            if strangers.withLock({ $0 }) != unknown, !unknown.isEmpty {
+                log.notice("""
+                    sync: \(unknown.count) device(s) where this machine syncs cannot be read with this user's key (another user's files, or a key \
+                    this machine has not been given yet); left alone: \(unknown.sorted().joined(separator: ", "))
+                    """)
+            }
+            strangers.withLock { $0 = unknown }
             if let me = devices.first(where: \.isThisDevice) { nameEpoch.withLock { $0 = me.nameEpoch } }
             // A revocation made elsewhere begins an epoch this device seals with from now on.
             let newest = try await session.newestEpoch(user: config.user)
             if newest > config.currentEpoch { _ = try await epochKey(newest, on: session) }
-            try await shareCurrentKey(on: session, with: devices, settings: settings ?? config)
+            try await shareCurrentKey(on: session, with: devices.filter { !unknown.contains($0.id) }, settings: settings ?? config)
         }
+        for stranger in strangers.withLock({ $0 }) { heads[stranger] = nil }
         let cursors = try store.syncCursors()
         // Each epoch's key once per round, not once per record (epoch 0's is an HKDF derivation).
         var keys: [Int32: SymmetricKey] = [:]

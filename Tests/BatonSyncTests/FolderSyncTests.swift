@@ -37,6 +37,38 @@ import TestSupport
         #expect(copier.copied > 0)
     }
 
+    /// Another user's files in the folder (a stranger's device, copied in) add no device and
+    /// hold nothing up: each machine lists only the other, and what the desktop advertises
+    /// still reaches the laptop; nothing of the stranger's is applied.
+    @Test func anotherUsersFilesInTheFolderAddNoDevice() async throws {
+        let folder = try TemporaryDirectory.make(prefix: "baton-sync-ours").path
+        let theirs = try TemporaryDirectory.make(prefix: "baton-sync-theirs").path
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop"), laptop = try SyncEngineTests.TestDevice(name: "laptop")
+        let stranger = try SyncEngineTests.TestDevice(name: "stranger")
+        defer { desktop.close(); laptop.close(); stranger.close() }
+        for device in [desktop, stranger] { try device.store.write { try $0.register(type) } }
+        let theirActivity = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Theirs", payload: #"{"id":"theirs"}"#,
+                                     createdAt: 1, updatedAt: 1)
+        _ = try stranger.store.write { try $0.insert(theirActivity) }
+        _ = try await stranger.engine.initialize(url: theirs, deviceName: "stranger")
+        let strangerID = try #require(stranger.engine.settings?.deviceID)
+        try await eventually("the stranger wrote its log") {
+            (try? FileManager.default.contentsOfDirectory(atPath: theirs + "/" + strangerID))?.contains { $0.hasPrefix("log-") } == true
+        }
+
+        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
+        try FileManager.default.copyItem(atPath: theirs + "/" + strangerID, toPath: folder + "/" + strangerID)
+        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
+        let agatha = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Agatha", payload: #"{"id":"agatha"}"#,
+                              createdAt: 2, updatedAt: 2)
+        _ = try desktop.store.write { try $0.insert(agatha) }
+        try await eventually("the laptop has Agatha") { try laptop.store.activity(id: agatha.id, now: 3) != nil }
+        try await eventually("the desktop knows the laptop") { try desktop.engine.knownDevices().map(\.name) == ["desktop", "laptop"] }
+        #expect(try laptop.engine.knownDevices().map(\.name) == ["laptop", "desktop"])
+        #expect(try laptop.store.activity(id: theirActivity.id, now: 3) == nil && desktop.store.activity(id: theirActivity.id, now: 3) == nil)
+        #expect(try laptop.store.remoteDeviceNames()[strangerID] == nil && desktop.store.remoteDeviceNames()[strangerID] == nil)
+    }
+
     /// The first promises of sync (as `SyncEngineTests` checks them over the server): what the
     /// desktop had before it joined, a change and an end reach the laptop; the folder holds
     /// ciphertext only.
