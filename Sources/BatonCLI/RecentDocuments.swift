@@ -18,11 +18,27 @@ struct Sources: AsyncParsableCommand {
             media: each track a media player plays (any MPRIS 2 player that says its track's URL, as mpv does), as an activity kept at \
             the position it reached, that continuing plays from there. Off until turned on; baton forget org.baton.Media \
             --yes removes what it recorded.
-            Examples: baton sources; baton sources enable recent-documents; baton sources enable media; baton sources disable media
+            A source's settings: baton sources show SOURCE lists them with their values; baton sources set SOURCE NAME VALUE \
+            changes one (seconds and bytes as plain numbers).
+            Examples: baton sources; baton sources enable recent-documents; baton sources enable media; baton sources disable media; \
+            baton sources show clipboard; baton sources set clipboard lifetime 300
             """)
-    @ArgumentParser.Argument(help: ArgumentHelp("enable or disable; nothing to list.", valueName: "action")) var action: String?
-    @ArgumentParser.Argument(help: ArgumentHelp("The source: recent-documents or media.", valueName: "source")) var source: String?
+    @ArgumentParser.Argument(help: ArgumentHelp("enable, disable, show or set; nothing to list.", valueName: "action")) var action: String?
+    @ArgumentParser.Argument(help: ArgumentHelp("The source: recent-documents, media or clipboard.", valueName: "source")) var source: String?
+    @ArgumentParser.Argument(help: ArgumentHelp("With set: the setting's name.", valueName: "name")) var name: String?
+    @ArgumentParser.Argument(help: ArgumentHelp("With set: its new value.", valueName: "value")) var value: String?
     @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        switch action {
+        case "set" where source == nil || name == nil || value == nil:
+            throw ValidationError("set takes a source, a setting and a value: baton sources set clipboard lifetime 300")
+        case "set": break
+        case _ where name != nil:
+            throw ValidationError("only set takes a setting and a value")
+        default: break
+        }
+    }
 
     func run() async throws {
         try await perform {
@@ -47,12 +63,36 @@ struct Sources: AsyncParsableCommand {
                 let method = action == "enable" ? Contract.Status.enableSource : Contract.Status.disableSource
                 _ = try await daemon.call(method, [.string(source)])
                 if !global.json { print("\(source): \(action == "enable" ? "on" : "off")") }
-            case ("enable", nil), ("disable", nil):
-                throw CLIError(description: "name the source: baton sources \(action ?? "") recent-documents (or media)", status: ExitStatus.invalidInput)
+            case ("show", let source?):
+                try await show(source, daemon)
+            case ("set", let source?):
+                _ = try await daemon.call(Contract.Status.setSourceSetting, [.string(source), .string(name ?? ""), .string(value ?? "")])
+                if !global.json { print("\(source): \(name ?? "") is \(value ?? "")") }
+            case ("enable", nil), ("disable", nil), ("show", nil):
+                throw CLIError(description: "name the source: baton sources \(action ?? "") recent-documents (or media, or clipboard)", status: ExitStatus.invalidInput)
             case (let other?, _):
-                throw CLIError(description: "'\(other)' is not enable or disable; baton sources lists the sources", status: ExitStatus.invalidInput)
+                throw CLIError(description: "'\(other)' is not enable, disable, show or set; baton sources lists the sources", status: ExitStatus.invalidInput)
             }
         }
+    }
+}
+
+extension Sources {
+    /// `baton sources show SOURCE`: each setting, its value, what it takes and what it decides.
+    func show(_ source: String, _ daemon: Daemon) async throws {
+        let values = try await daemon.call(Contract.Status.sourceSettings, [.string(source)]).first?.stringKeyedValue?
+            .compactMapValues(\.stringValue) ?? [:]
+        let declared = Contract.Sources.settings[source] ?? []
+        if global.json {
+            return print("{" + values.keys.sorted().map { "\(StrictJSON.quote($0)):\(StrictJSON.quote(values[$0] ?? ""))" }.joined(separator: ",") + "}")
+        }
+        if values.isEmpty { return print("\(source) has no settings") }
+        // The daemon's names first, in the order the source declares them; one this CLI does not know after.
+        let names = declared.map(\.name).filter { values[$0] != nil } + values.keys.filter { name in !declared.contains { $0.name == name } }.sorted()
+        global.output.table(["SETTING", "VALUE", "TAKES", "WHAT"], names.map { name in
+            let setting = declared.first { $0.name == name }
+            return [name, values[name] ?? "", setting?.takes ?? "", setting.map { "\($0.summary) (default \($0.defaultValue))" } ?? ""]
+        })
     }
 }
 

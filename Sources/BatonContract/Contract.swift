@@ -253,6 +253,12 @@ extension Contract {
         /// Turns one of batond's sources of activities on or off (`baton sources`).
         public static let enableSource = ContractMethod(Contract.Interface.status, "EnableSource", in: [Argument("source", "s")])
         public static let disableSource = ContractMethod(Contract.Interface.status, "DisableSource", in: [Argument("source", "s")])
+        /// A source's settings and their values (`baton sources show`), the defaults where unset.
+        public static let sourceSettings = ContractMethod(
+            Contract.Interface.status, "SourceSettings", in: [Argument("source", "s")], out: [Argument("settings", "a{ss}")])
+        /// Sets one (`baton sources set`); `InvalidArgument` for an unknown source or name, or a value it does not take.
+        public static let setSourceSetting = ContractMethod(
+            Contract.Interface.status, "SetSourceSetting", in: [Argument("source", "s"), Argument("name", "s"), Argument("value", "s")])
     }
 
     /// `org.baton.Handoff1.Sync` on the root object: this machine's place among the user's devices.

@@ -68,6 +68,7 @@ enum Access {
         Contract.Interface.status + "." + Contract.Status.setNotifications.name,
         Contract.Interface.status + "." + Contract.Status.enableSource.name,
         Contract.Interface.status + "." + Contract.Status.disableSource.name,
+        Contract.Interface.status + "." + Contract.Status.setSourceSetting.name,
     ]
 
     /// Refuses a sandboxed caller a host-only member, or the properties of a host-only

@@ -27,6 +27,8 @@ struct StatusInterface: Sendable {
             Method(Contract.Status.setNotifications, ordering: .concurrent, handler: setNotifications),
             Method(Contract.Status.enableSource, ordering: .concurrent) { call in try await switchSource(try call.argument(0), on: true) },
             Method(Contract.Status.disableSource, ordering: .concurrent) { call in try await switchSource(try call.argument(0), on: false) },
+            Method(Contract.Status.sourceSettings) { call in [.stringMap(try settings(of: try call.argument(0)))] },
+            Method(Contract.Status.setSourceSetting, ordering: .concurrent, handler: setSourceSetting),
         ], properties: [
             Property(Name.version, "u", changeSignal: .const) { _ in .uint32(1) },
             Property(Name.databasePath, "s", changeSignal: .const) { _ in .string(store.path) },
@@ -51,6 +53,35 @@ struct StatusInterface: Sendable {
         log.info("notifications of other machines' activities \(enabled ? "on" : "off")")
         if !enabled { notices.withdrawShown() }
         await announcements.signals.propertiesChanged(interface, [Contract.Status.Property.notifications])
+        return []
+    }
+
+    /// `source`'s declared settings, each with the value the user gave it or its default.
+    func settings(of source: String) throws -> [String: String] {
+        let declared = try Self.declaredSettings(of: source)
+        let given = try store.sourceSettings(source)
+        return Dictionary(uniqueKeysWithValues: declared.map { ($0.name, given[$0.name] ?? $0.defaultValue) })
+    }
+
+    /// The settings `source` declares; `InvalidArgument` for a source batond does not have.
+    static func declaredSettings(of source: String) throws(BatonError) -> [SourceSetting] {
+        guard let declared = Contract.Sources.settings[source] else {
+            throw .invalidArgument("no source '\(printable(source))'; the sources are \(Contract.Sources.settings.keys.sorted().joined(separator: ", "))")
+        }
+        return declared
+    }
+
+    func setSourceSetting(_ call: MethodCall) async throws -> [DBusValue] {
+        let source: String = try call.argument(0), name: String = try call.argument(1), value: String = try call.argument(2)
+        let declared = try Self.declaredSettings(of: source)
+        guard let setting = declared.first(where: { $0.name == name }) else {
+            throw BatonError.invalidArgument(declared.isEmpty ? "the source \(source) has no settings"
+                : "\(source) has no setting '\(printable(name))'; its settings are \(declared.map(\.name).joined(separator: ", "))")
+        }
+        let checked = try setting.checked(value, of: source)
+        if try await store.writing({ try $0.setSourceSetting(source, name, to: checked) }) {
+            log.info("source \(source): \(name) is \(checked)")
+        }
         return []
     }
 

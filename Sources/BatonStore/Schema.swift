@@ -494,6 +494,11 @@ enum Schema {
         migrator.registerMigration("v20") { db in
             try db.execute(sql: "CREATE TABLE sync_lasting_request (hlc INTEGER PRIMARY KEY, at INTEGER NOT NULL, body BLOB NOT NULL)")
         }
+        // The settings the user gave a source (`Status.SetSourceSetting`); a setting not here has
+        // its declared default.
+        migrator.registerMigration("v21") { db in
+            try db.execute(sql: "CREATE TABLE source_setting (source TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (source, name))")
+        }
         return migrator
     }
 }

@@ -46,6 +46,14 @@ extension Store {
             return sources
         }
     }
+
+    /// The settings the user gave `source`, by name (those not set are not here).
+    public func sourceSettings(_ source: String) throws -> [String: String] {
+        try read { db in
+            Dictionary(try db.cachedStatement(sql: "SELECT name, value FROM source_setting WHERE source = ?")
+                .rows([source]) { ($0.string(0), $0.string(1)) }, uniquingKeysWith: { $1 })
+        }
+    }
 }
 
 extension WriteTransaction {
@@ -73,6 +81,16 @@ extension WriteTransaction {
     public func setNotifications(_ enabled: Bool) throws -> Bool {
         try db.cachedStatement(sql: enabled ? "DELETE FROM notifications_off" : "INSERT OR IGNORE INTO notifications_off (id) VALUES (1)")
             .execute()
+        return db.changesCount > 0
+    }
+
+    /// Sets `source`'s setting `name` to `value` (checked by the caller); false when it was so already.
+    @discardableResult
+    public func setSourceSetting(_ source: String, _ name: String, to value: String) throws -> Bool {
+        try db.cachedStatement(sql: """
+            INSERT INTO source_setting (source, name, value) VALUES (?1, ?2, ?3)
+            ON CONFLICT (source, name) DO UPDATE SET value = ?3 WHERE value <> ?3
+            """).execute(arguments: [source, name, value])
         return db.changesCount > 0
     }
 
