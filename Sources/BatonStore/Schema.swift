@@ -496,8 +496,12 @@ enum Schema {
         }
         // The settings the user gave a source (`Status.SetSourceSetting`); a setting not here has
         // its declared default.
+        // A copy of the clipboard waiting in the outbox (sealed before it is written: its row
+        // holds no content in the clear) is sent only until it expires: its outbox row's seq
+        // and that time. A table beside the outbox, so that the outbox's rows stay as they were.
         migrator.registerMigration("v21") { db in
             try db.execute(sql: "CREATE TABLE source_setting (source TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (source, name))")
+            try db.execute(sql: "CREATE TABLE outbox_expiry (seq INTEGER PRIMARY KEY, expires_at INTEGER NOT NULL)")
         }
         return migrator
     }

@@ -75,6 +75,9 @@ extension Store {
         /// The device that sent the record invalidated one of this machine's activities: it
         /// ends here too, and its end travels to every device as this machine's record.
         case invalidateHere(activityID: String)
+        /// A copy of the sending device's clipboard, opened: nothing of it is stored; it is
+        /// handed on (`Applied.clipboard`) for the clipboard source to offer.
+        case clipboard(ClipboardCopy)
         /// The device's log before this point is gone (compacted): what it had then came again
         /// just before, and `activities` and `types` are all it has now; any other of its
         /// activities here ended while this machine was not reading (`WriteTransaction.enqueueSnapshot`).
@@ -95,6 +98,8 @@ extension Store {
         /// Requests to end one of this machine's activities that came too late: it changed here
         /// after they were made, and the later change wins.
         public var overruled: [Overruled] = []
+        /// Copies of the sending device's clipboard, in the order it made them (held in memory only).
+        public var clipboard: [ClipboardCopy] = []
 
         public struct ContinuedThere: Sendable, Equatable {
             public var activityID: String
@@ -165,7 +170,7 @@ extension Store {
 
     static func forgetSync(in db: SQLiteConnection) throws {
         try db.execute(sql: """
-            DELETE FROM sync_state; DELETE FROM outbox; DELETE FROM sqlite_sequence WHERE name = 'outbox';
+            DELETE FROM sync_state; DELETE FROM outbox; DELETE FROM outbox_expiry; DELETE FROM sqlite_sequence WHERE name = 'outbox';
             DELETE FROM sync_cursor; DELETE FROM remote_device; DELETE FROM remote_type; DELETE FROM sync_lasting_request;
             """)
     }
@@ -307,17 +312,24 @@ extension WriteTransaction {
             .rows([]) { Store.StagedRecord(logSeq: $0.int64(0), at: $0.time(1), hlc: $0.int64(2), body: $0.bytes(3)) }
         if !staged.isEmpty { return staged }
 
-        let rows = try db.cachedStatement(sql: "SELECT seq, kind, key, at, hlc, body FROM outbox ORDER BY seq LIMIT ?")
-            .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3), hlc: $0.int64(4), body: $0.bytes(5)) }
+        let rows = try db.cachedStatement(sql: """
+            SELECT o.seq, kind, key, at, hlc, body, e.expires_at FROM outbox o LEFT JOIN outbox_expiry e ON e.seq = o.seq ORDER BY o.seq LIMIT ?
+            """)
+            .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3), hlc: $0.int64(4), body: $0.bytes(5),
+                              expiresAt: $0.optionalTime(6)) }
         guard let lastRow = rows.last else { return [] }
         // The last change of each key stands for all of them, with its time.
         var last: [String: Int64] = [:]
         for row in rows { last[row.kind + "\u{1F}" + row.key] = row.seq }
         var logSeq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT last_log_seq FROM sync_state")) ?? 0
         var batch: [Store.StagedRecord] = []
+        let now = wallClock.now()
         for row in rows where last[row.kind + "\u{1F}" + row.key] == row.seq {
+            // A copy of the clipboard whose time is over is not sent at all.
+            if row.kind == "clipboard", let expiresAt = row.expiresAt, expiresAt <= now { continue }
             logSeq += 1
-            let body = try encode(row.kind == "request" ? .request(row.body) : try Store.change(kind: row.kind, key: row.key, in: db))
+            let body = try encode(row.kind == "request" || row.kind == "clipboard" ? .request(row.body)
+                                  : try Store.change(kind: row.kind, key: row.key, in: db))
             try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?")
                 .execute(arguments: [logSeq, body, row.seq])
             if row.kind == "activity" {
@@ -327,6 +339,7 @@ extension WriteTransaction {
             batch.append(Store.StagedRecord(logSeq: logSeq, at: row.at, hlc: row.hlc, body: body))
         }
         try db.cachedStatement(sql: "DELETE FROM outbox WHERE seq <= ? AND log_seq IS NULL").execute(arguments: [lastRow.seq])
+        try db.cachedStatement(sql: "DELETE FROM outbox_expiry WHERE seq <= ?").execute(arguments: [lastRow.seq])
         try db.cachedStatement(sql: "UPDATE sync_state SET last_log_seq = ?, last_hlc = max(last_hlc, ?)")
             .execute(arguments: [logSeq, batch.map(\.hlc).max() ?? 0])
         return batch
@@ -375,6 +388,20 @@ extension WriteTransaction {
             try insertRequest(body)
             return ""
         }
+    }
+
+    /// A copy of this machine's clipboard for the user's other machines: `body`, its record as
+    /// sync made it (the content in it already sealed), sent as it is unless `expiresAt` has
+    /// passed first. `SyncUnavailable` while sync is off.
+    public func enqueueClipboard(_ body: [UInt8], id: String, expiresAt: UInt64) throws {
+        guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sync_state")) ?? false else {
+            throw BatonError(.syncUnavailable, "sync is off on this machine")
+        }
+        store.outbox.raise()
+        let now = wallClock.now()
+        let seq = try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('clipboard', ?, ?, baton_hlc(), ?) RETURNING seq"),
+                                     arguments: [id, Time.encode(now), body]) ?? 0
+        try db.cachedStatement(sql: "INSERT INTO outbox_expiry (seq, expires_at) VALUES (?, ?)").execute(arguments: [seq, Time.encode(expiresAt)])
     }
 
     /// An outbox row carrying a request's record, sent as it is; returns its time.
@@ -505,6 +532,9 @@ extension WriteTransaction {
             applied.continuedThere.append(.init(activityID: activityID, device: device))
         case .continuedElsewhere(let activityID):
             applied.continuedElsewhere.append(activityID)
+        case .clipboard(var copy):
+            copy.device = device
+            applied.clipboard.append(copy)
         }
     }
 

@@ -316,7 +316,14 @@ public final class SyncEngine: Sendable {
                         records.append(Store.RemoteRecord(seq: seq, hlc: 0, change: nil))
                         continue
                     }
-                    var change = SyncRecord.decode(body)?.change(for: config.deviceID)
+                    let decoded = SyncRecord.decode(body)
+                    var change = decoded?.change(for: config.deviceID)
+                    if let decoded, decoded.kind == "clipboard" {
+                        let epoch = decoded.epoch ?? epoch
+                        if keys[epoch] == nil { keys[epoch] = try await epochKey(epoch, on: session) }
+                        change = decoded.clipboardCopy(user: config.user, device: device.id, key: keys[epoch]).map { .clipboard($0) }
+                        if change == nil { log.warning("sync: skipped record \(seq) of device \(device.name): a copy of its clipboard that does not open") }
+                    }
                     if let checked = change {
                         do {
                             try RemoteCheck.check(checked, limits: store.limits)

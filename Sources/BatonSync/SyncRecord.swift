@@ -24,6 +24,13 @@ struct SyncRecord: Codable, Equatable {
     /// For `complete`: every activity and type the device has (its log before was compacted).
     var activities: [String]?
     var types: [String]?
+    /// For `clipboard` (with `id`): the copy's kind and times, and its content sealed with the
+    /// key of `epoch` (`Seal.clipboardContext`).
+    var mime: String?
+    var madeAt: UInt64?
+    var expiresAt: UInt64?
+    var epoch: Int32?
+    var sealed: Data?
 
     init(_ change: Store.SyncChange) {
         switch change {
@@ -61,6 +68,17 @@ struct SyncRecord: Codable, Equatable {
         record.activities = activities
         record.types = types
         return record
+    }
+
+    /// A copy of the clipboard, its content sealed already.
+    init(clipboard copy: ClipboardCopy, epoch: Int32, sealed: [UInt8]) {
+        kind = "clipboard"
+        id = copy.id
+        mime = copy.mime
+        madeAt = copy.madeAt
+        expiresAt = copy.expiresAt
+        self.epoch = epoch
+        self.sealed = Data(sealed)
     }
 
     /// A request to one device: `continue_on` (continue activity `id` there) or
@@ -135,6 +153,9 @@ struct ActivityBody: Codable, Equatable {
 /// caller could not. A record that fails is skipped (and logged), so one bad record does not
 /// stop the log behind it.
 enum RemoteCheck {
+    /// The largest copy of a clipboard taken from another machine: the largest any setting sends.
+    static let largestCopy = 33_554_432
+
     static func check(_ change: Store.RemoteChange, limits: Limits) throws(BatonError) {
         switch change {
         case .activity(let activity):
@@ -154,6 +175,8 @@ enum RemoteCheck {
         case .complete(let activities, let types):
             for id in activities { _ = try Identifier.normalize(id, what: "an activity's id") }
             for name in types { try Validate.reverseDNS(name, what: "a type", limits: limits) }
+        case .clipboard(let copy):
+            try copy.validate(maxBytes: Self.largestCopy)
         }
     }
 }

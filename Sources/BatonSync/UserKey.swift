@@ -122,6 +122,12 @@ public enum Seal {
         "baton key check\u{1F}\(user)\u{1F}\(epoch)"
     }
 
+    /// A copy of the clipboard's associated data: its content is sealed on its own before the
+    /// record that carries it is written anywhere (the outbox included).
+    public static func clipboardContext(user: String, device: String, id: String) -> String {
+        "baton clipboard\u{1F}\(user)\u{1F}\(device)\u{1F}\(id)"
+    }
+
     /// A device name's associated data.
     public static func nameContext(user: String, device: String) -> String {
         "baton device name\u{1F}\(user)\u{1F}\(device)"

@@ -49,6 +49,7 @@ struct OldDataTests {
         let added: Set<Substring> = [
             "INSERT INTO grdb_migrations VALUES('v21');",
             "CREATE TABLE source_setting (source TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (source, name));",
+            "CREATE TABLE outbox_expiry (seq INTEGER PRIMARY KEY, expires_at INTEGER NOT NULL);",
         ]
         let lines = after.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.filter { !added.contains($0) } == before.split(separator: "\n", omittingEmptySubsequences: false),

@@ -37,6 +37,43 @@ import TestSupport
         #expect(copier.copied > 0)
     }
 
+    /// A copy of the clipboard crosses as a record of its own, its bytes unchanged, sealed in the
+    /// outbox as in the folder; one whose time was over before it was sent never leaves.
+    @Test func aCopyOfTheClipboardCrossesSealedAndOnlyWhileItLasts() async throws {
+        let folder = try TemporaryDirectory.make(prefix: "baton-sync-clipboard").path
+        let received = Mutex<[ClipboardCopy]>([])
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop")
+        let laptop = try SyncEngineTests.TestDevice(name: "laptop") { applied in received.withLock { $0 += applied.clipboard } }
+        defer { desktop.close(); laptop.close() }
+        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
+        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
+        let desktopID = try #require(desktop.engine.settings?.deviceID)
+
+        let now = WallClock.nowMicroseconds()
+        let text = ClipboardCopy(id: Identifier.make(), mime: ClipboardCopy.text, content: Array("Clipboard Marker, ünïcode\r\n".utf8),
+                                 madeAt: now, expiresAt: now + 120_000_000)
+        // Over before it was sent: written to the outbox, never to the log.
+        let stale = ClipboardCopy(id: Identifier.make(), mime: ClipboardCopy.text, content: Array("Stale Marker".utf8),
+                                  madeAt: now - 2_000_000, expiresAt: now - 1_000_000)
+        let image = ClipboardCopy(id: Identifier.make(), mime: ClipboardCopy.png, content: (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) },
+                                  madeAt: now, expiresAt: now + 120_000_000)
+        for copy in [text, stale, image] { try await desktop.engine.sendClipboard(copy) }
+        try await eventually("the laptop has both copies") { received.withLock { $0.count } >= 2 }
+        var expected = [text, image]
+        for index in expected.indices { expected[index].device = desktopID }
+        #expect(received.withLock { $0 } == expected)
+
+        // Nothing of the text in the clear: not in the folder, not in either database or its WAL.
+        var files = (FileManager.default.enumerator(atPath: folder)?.compactMap { $0 as? String } ?? []).map { folder + "/" + $0 }
+        for store in [desktop.store, laptop.store] { files += [store.path, store.path + "-wal"] }
+        // The record's JSON carries the content as base64: the text's own base64 must not be there either.
+        let encoded = String(Data(text.content).base64EncodedString().prefix(20))
+        for file in files {
+            let bytes = FileManager.default.contents(atPath: file) ?? Data()
+            #expect(bytes.range(of: Data("Marker".utf8)) == nil && bytes.range(of: Data(encoded.utf8)) == nil, "\(file) holds a copy in the clear")
+        }
+    }
+
     /// Another user's files in the folder (a stranger's device, copied in) add no device and
     /// hold nothing up: each machine lists only the other, and what the desktop advertises
     /// still reaches the laptop; nothing of the stranger's is applied.

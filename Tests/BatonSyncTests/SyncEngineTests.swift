@@ -23,7 +23,8 @@ import TestSupport
 
         /// `log`: where the engine's messages go (stderr, as batond's, when nil); `clock`: the
         /// store's, which the engine stamps its records with.
-        init(name: String, log handler: (any LogHandler)? = nil, clock: any DaemonClock = SystemClock()) throws {
+        init(name: String, log handler: (any LogHandler)? = nil, clock: any DaemonClock = SystemClock(),
+             onApplied: @escaping @Sendable (Store.Applied) -> Void = { _ in }) throws {
             self.name = name
             let directory = try TemporaryDirectory.make(prefix: "baton-device-\(name)")
             let database = directory.appendingPathComponent("baton.sqlite").path
@@ -31,7 +32,7 @@ import TestSupport
             var log = handler.map { handler in Logger(label: "sync.\(name)") { _ in handler } } ?? Logger(label: "sync.\(name)")
             log.logLevel = ProcessInfo.processInfo.environment["BATON_SYNC_DEBUG"] == nil ? .warning : .trace
             engine = try SyncEngine(store: store, configPath: SyncConfig.path(besideDatabase: database), log: log, answerTimeout: .seconds(3),
-                                    onApplied: { _ in }, onChange: {})
+                                    onApplied: onApplied, onChange: {})
             loop = Task { [engine] in await engine.run() }
         }
 
