@@ -25,6 +25,8 @@ public enum Contract {
         public static let sync = busName + ".Sync"
         public static let archive = busName + ".Archive"
         public static let privacy = busName + ".Privacy"
+        /// The clipboard source, for the clipboard agent and `baton clipboard` (host clients only).
+        public static let clipboard = busName + ".Clipboard"
         /// Implemented by apps, at the path their activity type names.
         public static let handler = busName + ".Handler"
         /// Only on a batond started with `--test-clock`, for tests; not part of the contract's XML.
@@ -261,6 +263,58 @@ extension Contract {
             Contract.Interface.status, "SetSourceSetting", in: [Argument("source", "s"), Argument("name", "s"), Argument("value", "s")])
     }
 
+    /// `org.baton.Handoff1.Clipboard` on the root object: between batond and the clipboard agent
+    /// of each graphical session (docs/DESIGN.md, "The clipboard"). Copies never travel in a
+    /// signal: an agent asks for the content of the offer it was told of.
+    public enum Clipboard {
+        /// The agent saw the user copy: `mime` (`text/plain;charset=utf-8` or `image/png`),
+        /// the content, and the offer's other types as `hints` (`x-kde-passwordManagerHint` and
+        /// its value, `selection`: `clipboard` or `primary`). Replies what became of it: `sent`,
+        /// or why not (`Outcome`).
+        public static let copied = ContractMethod(
+            Contract.Interface.clipboard, "Copied", in: [Argument("mime", "s"), Argument("content", "ay"), Argument("hints", "a{ss}")],
+            out: [Argument("outcome", "s")])
+        /// The copy another machine made that this one offers now: id ("" for none), type, size,
+        /// until when (µs since the epoch), the machine's name.
+        public static let offer = ContractMethod(
+            Contract.Interface.clipboard, "Offer",
+            out: [Argument("id", "s"), Argument("mime", "s"), Argument("size", "t"), Argument("expires_at", "t"), Argument("device", "s")])
+        /// The content of the offer `id`, or of the last copy sent while it lasts; `NotFound` once it is over.
+        public static let content = ContractMethod(Contract.Interface.clipboard, "Content", in: [Argument("id", "s")], out: [Argument("content", "ay")])
+        /// Withdraws the offer now (`baton clipboard clear`).
+        public static let clear = ContractMethod(Contract.Interface.clipboard, "Clear")
+
+        public static let offered = ContractSignal(
+            Contract.Interface.clipboard, "Offered",
+            [Argument("id", "s"), Argument("mime", "s"), Argument("size", "t"), Argument("expires_at", "t"), Argument("device", "s")])
+        public static let withdrawn = ContractSignal(Contract.Interface.clipboard, "Withdrawn", [Argument("id", "s")])
+
+        public enum Property {
+            /// `a{sv}`: `id`, `mime`, `size`, `at` (when copied), `device` (the machine's name;
+            /// empty for this one's); empty before the first.
+            public static let lastSent = "LastSent"
+            public static let lastReceived = "LastReceived"
+        }
+
+        /// What became of a copy the agent reported (`Copied`'s reply).
+        public enum Outcome {
+            public static let sent = "sent"
+            /// The source is off here, or sync is.
+            public static let off = "off"
+            public static let noSync = "no-sync"
+            public static let paused = "paused"
+            /// This machine only receives (`direction`).
+            public static let receiveOnly = "receive-only"
+            /// A password manager's copy, or the primary selection: never leaves.
+            public static let secret = "secret"
+            public static let primary = "primary"
+            /// Over `max-text` or `max-image`.
+            public static let tooLarge = "too-large"
+            /// What Baton itself offered (an app that rewrote it, a clipboard manager that took it over): sending it would echo.
+            public static let offered = "offered"
+        }
+    }
+
     /// `org.baton.Handoff1.Sync` on the root object: this machine's place among the user's devices.
     public enum Sync {
         public static let initialize = ContractMethod(
@@ -320,7 +374,7 @@ extension Contract {
         }
 
         /// The sources the user turns on and off, by name (`Status.Sources` lists those on).
-        public static let switchable = [RecentDocuments.name, Media.name]
+        public static let switchable = [RecentDocuments.name, Media.name, Clipboard.name]
         /// Where a source's handler answers `Handler.ContinueActivity`.
         public static let handlerPath = "/"
     }

@@ -59,6 +59,8 @@ enum Access {
         Contract.Interface.privacy,
         Contract.Interface.sync,
         Contract.Interface.testing,
+        // What the user copies: for their own agent and tools only.
+        Contract.Interface.clipboard,
         // The desktop's search sees every app's activities.
         Contract.SearchProvider.interface,
         Contract.KRunner.interface,

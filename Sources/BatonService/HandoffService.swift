@@ -88,6 +88,8 @@ public final class HandoffService: Sendable {
     let recentDocumentsFollower = SourceFollower()
     /// The task following the media players, while the source is on.
     let mediaFollower = SourceFollower()
+    /// What the clipboard source holds in memory: the copy offered, the last one sent.
+    let clipboardState = ClipboardState()
 
     /// Makes the sync engine, with its settings in `configPath`; its changes are announced on the bus.
     public func attachSync(configPath: String, catchUpPeriod: Duration = .seconds(30)) throws -> SyncEngine {
@@ -131,7 +133,7 @@ public final class HandoffService: Sendable {
         let testing = (clock as? ManualClock).map { TestingInterface(clock: $0, log: log).interface }
         try await connection.export(
             Self.rootPath, [registry.interface, activities.interface, scenesInterface.interface, status.interface, sync.interface,
-                            archive.interface, privacy.interface] + (testing.map { [$0] } ?? []), objectManager: true)
+                            archive.interface, privacy.interface, clipboard.interface] + (testing.map { [$0] } ?? []), objectManager: true)
         try await connection.requestName(Self.busName)
         log.info("serving \(Self.busName) with \(restored.count) restored scenes from \(store.path)")
     }
@@ -181,7 +183,7 @@ public final class HandoffService: Sendable {
         let pauseEnds = paused.until.flatMap { $0 == 0 ? nil : $0 }
         let continuationFails = (try? store.oldestContinuationRequest())?.map { $0 + Store.continuationLifetime + 1 }
         let historyAges = try? store.historyAgesOut()
-        return [purge, pauseEnds, continuationFails, historyAges ?? nil].compactMap { $0 }.min()
+        return [purge, pauseEnds, continuationFails, historyAges ?? nil, clipboardState.nextExpiry].compactMap { $0 }.min()
     }
 
     /// One round of housekeeping, at the clock's time.
@@ -190,6 +192,7 @@ public final class HandoffService: Sendable {
             await purgeExpired()
         }
         if paused.hasEnded(at: clock.now()) { await privacy.resumeRecording() }
+        clipboard.expire()
         await continuations.failOldContinuations()
         do {
             if try await store.tidy(truncatingWALAfter: Self.idleBeforeTruncatingWAL) { await releaseIdleMemory() }

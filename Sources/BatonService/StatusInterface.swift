@@ -111,7 +111,13 @@ extension HandoffService {
             path: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log),
          Media.source: MediaSource(
             store: store, activities: activities, announcements: self, background: background, follower: mediaFollower,
-            connection: connection, recentlyUsedPath: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log)]
+            connection: connection, recentlyUsedPath: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log),
+         ClipboardSource.name: clipboard]
+    }
+
+    /// The clipboard source and its interface, over what it holds in memory.
+    var clipboard: ClipboardSource {
+        ClipboardSource(store: store, state: clipboardState, paused: paused, sync: syncSlot, connection: connection, signals: signals, log: log)
     }
 
     /// Starts following every source the user turned on (batond starting).

@@ -110,6 +110,10 @@ extension HandoffService {
             signals.updated(id, app: activity?.appID)
         }
         announceRemoved(applied.ended)
+        if !applied.clipboard.isEmpty {
+            let copies = applied.clipboard
+            background.start { await self.clipboard.received(copies) }
+        }
         // Another machine asked for these here: each scene is on the bus before its app is asked.
         for sceneID in applied.pendingScenes {
             background.start {

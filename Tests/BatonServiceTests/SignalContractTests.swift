@@ -38,7 +38,11 @@ struct SignalContractTests {
     ]
 
     @Test func everySignalOfTheContractArrivesAsDeclared() async throws {
-        let declared = try Self.declaredSignals()
+        // The clipboard's are raised only by a copy from another machine:
+        // ClipboardAcrossMachinesTests checks their bodies against these declarations.
+        let declared = try Self.declaredSignals().filter { !$0.key.hasPrefix("org.baton.Handoff1.Clipboard.") }
+        #expect(try Self.declaredSignals()["org.baton.Handoff1.Clipboard.Offered"] == "sstts")
+        #expect(try Self.declaredSignals()["org.baton.Handoff1.Clipboard.Withdrawn"] == "s")
         #expect(declared.keys.sorted() == [
             "org.baton.Handoff1.Activities.Advertised", "org.baton.Handoff1.Activities.Continued",
             "org.baton.Handoff1.Activities.Invalidated", "org.baton.Handoff1.Activities.Updated",
