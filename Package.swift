@@ -52,6 +52,8 @@ let package = Package(
         // Debian's libpq (libpq-dev's header; libpq5 at run time): the sync server's client, TLS and SCRAM
         // included. Opened with dlopen when batond first syncs through PostgreSQL, not linked (shim.h says why).
         .systemLibrary(name: "CPostgres"),
+        // libX11 and libXfixes for the clipboard agent, opened at run time (Sources/CX11/shim.h).
+        .systemLibrary(name: "CX11"),
         // glibc's <malloc.h>: malloc_trim, for an idle batond to hand back what malloc keeps free.
         .systemLibrary(name: "CMalloc"),
         // A small, safe Swift API over libdbus: one bus thread, typed values, exported objects.
@@ -115,8 +117,10 @@ let package = Package(
         ], path: "Benchmarks/SyncBench"),
         // The companion CLI: commands over the bus, tables or JSON. No Foundation, for a fast start.
         .target(name: "BatonCLI", dependencies: [
-            "DBus", "BatonContract", "BatonCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "DBus", "BatonContract", "BatonCore", "ClipboardAgent", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
+        // The clipboard agent of a graphical session (`baton clipboard-agent`): the display's side.
+        .target(name: "ClipboardAgent", dependencies: ["CX11", "DBus", "BatonContract", "BatonCore"]),
         // The shipped program: the CLI, and by the name it is started as the daemon, the browser's
         // host and the reference app (Sources/baton/main.swift).
         .executableTarget(name: "baton", dependencies: [

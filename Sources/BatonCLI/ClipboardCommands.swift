@@ -2,6 +2,7 @@ import ArgumentParser
 import BatonContract
 import BatonCore
 import DBus
+import ClipboardAgent
 import Glibc
 
 /// `baton clipboard`: what the clipboard source last sent and received; `clear` withdraws an offer.
@@ -68,5 +69,26 @@ struct Clipboard: AsyncParsableCommand {
                 if !global.json { print("withdrawn") }
             }
         }
+    }
+}
+
+/// `baton clipboard-agent`: the clipboard agent of this graphical session, started with it
+/// (the user unit baton-clipboard.service, or the autostart entry).
+struct ClipboardAgentCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "clipboard-agent",
+        abstract: "Watch and set this session's clipboard for the clipboard source (started with the session).",
+        discussion: """
+            Not for typing: the session starts it (baton-clipboard.service, or the autostart entry). It tells batond of \
+            each copy and offers on the clipboard what your other machines copied. Ends when the display goes away.
+            """,
+        shouldDisplay: false)
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        let status = await ClipboardAgent.run(address: global.address) { line in
+            printError("baton clipboard-agent: " + line)
+        }
+        if status != 0 { throw ExitCode(status) }
     }
 }

@@ -310,6 +310,8 @@ extension Contract {
             public static let primary = "primary"
             /// Over `max-text` or `max-image`.
             public static let tooLarge = "too-large"
+            /// Neither text nor PNG, or the owner did not hand it over in time: the agent sent no content.
+            public static let unsupported = "unsupported"
             /// What Baton itself offered (an app that rewrote it, a clipboard manager that took it over): sending it would echo.
             public static let offered = "offered"
         }

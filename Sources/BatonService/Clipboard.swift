@@ -212,6 +212,8 @@ struct ClipboardSource: ActivitySource {
         // A later copy made here wins over what another machine offered, whatever becomes of it.
         if let id = state.copiedHere(at: now) { withdrawn(id) }
         if hints["x-kde-passwordManagerHint"] != nil { return outcome(Outcome.secret) }
+        // Not read by the agent: neither text nor PNG, unreadable, or over its cap.
+        if content.isEmpty { return outcome(hints["too-large"] != nil ? Outcome.tooLarge : Outcome.unsupported) }
         guard try store.sourcesOn()[Self.name] != nil else { return outcome(Outcome.off) }
         if paused.isPaused { return outcome(Outcome.paused) }
         let settings = try self.settings

@@ -35,7 +35,7 @@ struct ContractTests {
         #expect(Set(canonical.keys) == [
             "org.baton.Handoff1.Registry", "org.baton.Handoff1.Activities", "org.baton.Handoff1.Scenes",
             "org.baton.Handoff1.Scene", "org.baton.Handoff1.Status", "org.baton.Handoff1.Handler", "org.baton.Handoff1.Sync",
-            "org.baton.Handoff1.Archive", "org.baton.Handoff1.Privacy",
+            "org.baton.Handoff1.Archive", "org.baton.Handoff1.Privacy", "org.baton.Handoff1.Clipboard",
         ])
         let world = try BatonWorld()
         defer { world.close() }

@@ -88,7 +88,8 @@ import TestSupport
         let shown = try await desktop.baton(["clipboard"])
         #expect(shown.stdout.contains("received") && shown.stdout.contains("laptop") && shown.stdout.contains("image/png"), "\(shown)")
         let desktopWithdrawn = try await SignalLog(desktop.client, MatchRule(interface: Self.clipboard, member: "Withdrawn"))
-        _ = try await desktop.call("org.baton.Handoff1.Testing", "AdvanceClock", [.uint64(6_000_000)])
+        // Well past the laptop's 5 s: each daemon's held clock began when it started, the laptop's later.
+        _ = try await desktop.call("org.baton.Handoff1.Testing", "AdvanceClock", [.uint64(60_000_000)])
         try await desktopWithdrawn.wait(for: "the image's time is over on the desktop") { $0.body.first?.stringValue == imageID }
         #expect(try await content(imageID, on: desktop) == nil, "gone with its time")
 

@@ -1,0 +1,135 @@
+import BatonContract
+import BatonCore
+import DBus
+import Glibc
+import Synchronization
+
+/// The clipboard agent of one graphical session (`baton clipboard-agent`; docs/DESIGN.md, "The
+/// clipboard"): the display's clipboard on one side (`X11Clipboard`), batond's
+/// `org.baton.Handoff1.Clipboard` on the other. It tells batond of each copy the user makes
+/// and offers on the clipboard what batond offers from the user's other machines, until batond
+/// withdraws it. It decides nothing batond would not: batond answers what became of each copy.
+public enum ClipboardAgent {
+    /// Runs until the display or the bus goes away, or SIGTERM; returns the exit status.
+    public static func run(address: String?, log: @escaping @Sendable (String) -> Void) async -> Int32 {
+        guard getenv("DISPLAY") != nil else {
+            log(getenv("WAYLAND_DISPLAY") != nil
+                ? "this session is Wayland without X11: the Wayland agent is not built yet (issue #58)"
+                : "no graphical session here: DISPLAY is not set")
+            return 1
+        }
+        let connection: Connection
+        do {
+            connection = try Connection(address.map { .address($0) } ?? .session) { _ in }
+        } catch {
+            log("cannot reach the session bus: \(error.message)")
+            return 1
+        }
+        defer { connection.close() }
+        let batond = Batond(connection: connection)
+        // The caps, read again after each copy: the user may change them while the agent runs.
+        let caps = Caps()
+        let copies = AsyncStream<X11Clipboard.Copy>.makeStream()
+        let clipboard: X11Clipboard
+        do {
+            clipboard = try X11Clipboard(caps: { caps.value.withLock { $0 } }, copied: { copies.continuation.yield($0) })
+        } catch {
+            log(error.description)
+            return 1
+        }
+        do {
+            try OwnThread.start { clipboard.run() }
+        } catch {
+            log(error.description)
+            return 1
+        }
+        defer { clipboard.stop() }
+        do {
+            if let read = try? await batond.caps() { caps.value.withLock { $0 = read } }
+            let offered = try await connection.signals(matching: MatchRule(interface: Contract.Interface.clipboard, member: Contract.Clipboard.offered.name))
+            let withdrawn = try await connection.signals(matching: MatchRule(interface: Contract.Interface.clipboard, member: Contract.Clipboard.withdrawn.name))
+            // What batond offers already, as the agent starts with the session.
+            if let id = try? await batond.currentOffer(), !id.isEmpty { await offer(id, batond: batond, clipboard: clipboard, log: log) }
+            log("watching the clipboard of X display \(String(cString: getenv("DISPLAY")))")
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await copy in copies.stream {
+                        let outcome = await batond.copied(copy)
+                        log("a copy of \(copy.content.count) bytes (\(copy.mime)): \(outcome)")
+                        if let read = try? await batond.caps() { caps.value.withLock { $0 = read } }
+                    }
+                }
+                group.addTask {
+                    for await signal in offered {
+                        guard let id = signal.body.first?.stringValue else { continue }
+                        await offer(id, batond: batond, clipboard: clipboard, log: log)
+                    }
+                }
+                group.addTask {
+                    for await signal in withdrawn {
+                        if let id = signal.body.first?.stringValue { clipboard.release(id: id) }
+                    }
+                }
+                await group.next()
+                group.cancelAll()
+            }
+        } catch {
+            log("cannot follow batond's offers: \(error)")
+            return 1
+        }
+        return 0
+    }
+
+    /// The largest text and image the agent reads, as the source's settings say.
+    final class Caps: Sendable {
+        let value = Mutex((text: 262_144, image: 8_388_608))
+    }
+
+    /// Fetches offer `id`'s content and puts it on the clipboard.
+    static func offer(_ id: String, batond: Batond, clipboard: X11Clipboard, log: @Sendable (String) -> Void) async {
+        do {
+            let (mime, content) = try await batond.content(id)
+            clipboard.own(id: id, mime: mime, content: content)
+            log("offering \(id) (\(content.count) bytes, \(mime))")
+        } catch {
+            log("could not take offer \(id): \(error)")
+        }
+    }
+
+    /// batond's clipboard interface, as the agent calls it.
+    struct Batond: Sendable {
+        let connection: Connection
+
+        func call(_ method: ContractMethod, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
+            try await connection.call(method, arguments, path: Contract.root)
+        }
+
+        /// What batond answered for a copy, or why it could not be told.
+        func copied(_ copy: X11Clipboard.Copy) async -> String {
+            do {
+                return try await call(Contract.Clipboard.copied, [.string(copy.mime), .array(.byte, copy.content.map { .byte($0) }), .stringMap(copy.hints)])
+                    .first?.stringValue ?? "?"
+            } catch {
+                return "not told to batond: \(error)"
+            }
+        }
+
+        func currentOffer() async throws -> String {
+            try await call(Contract.Clipboard.offer).first?.stringValue ?? ""
+        }
+
+        func content(_ id: String) async throws -> (mime: String, content: [UInt8]) {
+            let offer = try await call(Contract.Clipboard.offer)
+            let mime = offer.count > 1 && offer[0].stringValue == id ? offer[1].stringValue ?? ClipboardCopy.text : ClipboardCopy.text
+            let content = try await call(Contract.Clipboard.content, [.string(id)]).first?.arrayValue?.compactMap(\.byteValue) ?? []
+            return (mime, content)
+        }
+
+        /// The source's caps on what is read (`max-text`, `max-image`).
+        func caps() async throws -> (text: Int, image: Int) {
+            let settings = try await call(Contract.Status.sourceSettings, [.string(Contract.Sources.Clipboard.name)]).first?.stringKeyedValue?
+                .compactMapValues(\.stringValue) ?? [:]
+            return (Int(settings["max-text"] ?? "") ?? 262_144, Int(settings["max-image"] ?? "") ?? 8_388_608)
+        }
+    }
+}

@@ -1,0 +1,307 @@
+import BatonCore
+import CX11
+import Glibc
+import Synchronization
+
+/// The CLIPBOARD selection of one X display, on a thread of its own (docs/DESIGN.md, "The
+/// clipboard"): XFixes tells it when another client takes the selection (no polling); it reads
+/// the offer's targets, then only the one type it sends, with a deadline and a size cap; and it
+/// owns the selection to offer another machine's copy, answering each request for it.
+///
+/// Every X call happens on its thread; the agent talks to it through `own`, `release` and
+/// `stop`, which wake the thread through an eventfd.
+final class X11Clipboard: @unchecked Sendable {
+    /// What the user copied, as read: `content` is empty when it was not read (`hints` say why).
+    struct Copy: Sendable {
+        var mime: String
+        var content: [UInt8]
+        var hints: [String: String]
+    }
+
+    private enum Command {
+        case own(id: String, mime: String, content: [UInt8])
+        case release(id: String)
+        case stop
+    }
+
+    /// How long one owner may take to answer a conversion, and a whole transfer (INCR's chunks).
+    static let answerDeadline: Duration = .seconds(1)
+    static let transferDeadline: Duration = .seconds(3)
+    /// Targets read of an offer: a hostile owner may list thousands.
+    static let maxTargets = 1_024
+
+    private let x: UnsafePointer<baton_x11>
+    private let display: OpaquePointer
+    private let window: Window
+    private let wake: Int32
+    private let commands = Mutex<[Command]>([])
+    private let caps: @Sendable () -> (text: Int, image: Int)
+    private let copied: @Sendable (Copy) -> Void
+    private let atoms: Atoms
+    private let xfixesEvent: Int32
+    /// The copy this agent offers while it owns the selection.
+    private var owned: (id: String, mime: String, content: [UInt8])?
+    /// Events read while waiting for a particular one, handled after it.
+    private var deferred: [XEvent] = []
+
+    private struct Atoms {
+        let clipboard, targets, utf8, textPlain, png, incr, passwordHint, property: Atom
+    }
+
+    /// Opens the display `DISPLAY` names. `caps`: the largest text and image to read (the
+    /// source's settings); `copied`: called on the X thread for each copy the user makes.
+    init(caps: @escaping @Sendable () -> (text: Int, image: Int), copied: @escaping @Sendable (Copy) -> Void) throws(AgentError) {
+        var error: UnsafePointer<CChar>?
+        guard let x = baton_x11_load(&error) else {
+            throw AgentError("cannot load libX11 and libXfixes (apt-get install libx11-6 libxfixes3): \(error.map { String(cString: $0) } ?? "")")
+        }
+        self.x = x
+        guard let display = x.pointee.XOpenDisplay(nil) else {
+            throw AgentError("cannot open the X display \(getenv("DISPLAY").map { String(cString: $0) } ?? "(DISPLAY is not set)")")
+        }
+        _ = x.pointee.XSetErrorHandler(baton_x11_ignore_error)
+        _ = x.pointee.XSetIOErrorHandler(baton_x11_display_gone)
+        var eventBase: Int32 = 0, errorBase: Int32 = 0
+        guard x.pointee.XFixesQueryExtension(display, &eventBase, &errorBase) != 0 else {
+            _ = x.pointee.XCloseDisplay(display)
+            throw AgentError("the X server has no XFixes extension: the agent cannot hear copies")
+        }
+        self.display = display
+        xfixesEvent = eventBase + XFixesSelectionNotify
+        window = x.pointee.XCreateSimpleWindow(display, x.pointee.XDefaultRootWindow(display), 0, 0, 1, 1, 0, 0, 0)
+        _ = x.pointee.XSelectInput(display, window, PropertyChangeMask)
+        func intern(_ name: String) -> Atom { x.pointee.XInternAtom(display, name, 0) }
+        atoms = Atoms(clipboard: intern("CLIPBOARD"), targets: intern("TARGETS"), utf8: intern("UTF8_STRING"),
+                      textPlain: intern("text/plain;charset=utf-8"), png: intern("image/png"), incr: intern("INCR"),
+                      passwordHint: intern("x-kde-passwordManagerHint"), property: intern("BATON_CLIPBOARD"))
+        x.pointee.XFixesSelectSelectionInput(display, window, atoms.clipboard, UInt(XFixesSetSelectionOwnerNotifyMask))
+        _ = x.pointee.XFlush(display)
+        wake = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        self.caps = caps
+        self.copied = copied
+    }
+
+    // MARK: From the agent (any thread)
+
+    func own(id: String, mime: String, content: [UInt8]) { send(.own(id: id, mime: mime, content: content)) }
+    func release(id: String) { send(.release(id: id)) }
+    func stop() { send(.stop) }
+
+    private func send(_ command: Command) {
+        commands.withLock { $0.append(command) }
+        var one: UInt64 = 1
+        _ = Glibc.write(wake, &one, 8)
+    }
+
+    // MARK: The X thread
+
+    /// Runs until `stop`: waits on the display's socket and the wake-up, nothing else.
+    func run() {
+        let socket = x.pointee.XConnectionNumber(display)
+        while true {
+            while let event = nextEvent() { handle(event) }
+            var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 2, -1)
+            if fds[1].revents != 0 {
+                var count: UInt64 = 0
+                _ = Glibc.read(wake, &count, 8)
+                for command in commands.withLock({ list in defer { list = [] }; return list }) {
+                    switch command {
+                    case .own(let id, let mime, let content): take(id: id, mime: mime, content: content)
+                    case .release(let id): letGo(id: id)
+                    case .stop:
+                        _ = x.pointee.XDestroyWindow(display, window)
+                        _ = x.pointee.XCloseDisplay(display)
+                        close(wake)
+                        return
+                    }
+                }
+            }
+        }
+    }
+
+    private func nextEvent() -> XEvent? {
+        if !deferred.isEmpty { return deferred.removeFirst() }
+        guard x.pointee.XPending(display) > 0 else { return nil }
+        var event = XEvent()
+        _ = x.pointee.XNextEvent(display, &event)
+        return event
+    }
+
+    private func handle(_ event: XEvent) {
+        switch event.type {
+        case xfixesEvent:
+            var raw = event
+            let notify = baton_xfixes_selection_event(&raw)
+            // Another client took the clipboard: the user copied there.
+            guard notify.selection == atoms.clipboard, notify.owner != window, notify.owner != 0 else { return }
+            owned = nil
+            copied(read(at: notify.selection_timestamp))
+        case SelectionRequest:
+            answer(event.xselectionrequest)
+        case SelectionClear:
+            if event.xselectionclear.selection == atoms.clipboard { owned = nil }
+        default:
+            break
+        }
+    }
+
+    // MARK: Reading a copy
+
+    /// What the new owner offers: its targets first, and from them what never leaves (a
+    /// password manager's hint) or is not sent (neither text nor PNG); then the one type sent.
+    private func read(at time: Time) -> Copy {
+        guard let list = convert(atoms.targets, at: time, cap: Self.maxTargets * MemoryLayout<Atom>.size) else {
+            return Copy(mime: ClipboardCopy.text, content: [], hints: ["unreadable": "the owner did not list its types in time"])
+        }
+        let targets = Set(list.format == 32 ? list.atoms : [])
+        if targets.contains(atoms.passwordHint) {
+            return Copy(mime: ClipboardCopy.text, content: [], hints: ["x-kde-passwordManagerHint": ""])
+        }
+        let caps = self.caps()
+        let (target, mime, cap): (Atom, String, Int)
+        if targets.contains(atoms.utf8) {
+            (target, mime, cap) = (atoms.utf8, ClipboardCopy.text, caps.text)
+        } else if targets.contains(atoms.textPlain) {
+            (target, mime, cap) = (atoms.textPlain, ClipboardCopy.text, caps.text)
+        } else if targets.contains(atoms.png) {
+            (target, mime, cap) = (atoms.png, ClipboardCopy.png, caps.image)
+        } else {
+            return Copy(mime: ClipboardCopy.text, content: [], hints: ["unsupported": "neither text nor PNG"])
+        }
+        guard let data = convert(target, at: time, cap: cap) else {
+            return Copy(mime: mime, content: [], hints: ["unreadable": "the owner did not send it in time"])
+        }
+        if data.tooLarge { return Copy(mime: mime, content: [], hints: ["too-large": "over \(cap) bytes"]) }
+        return Copy(mime: mime, content: data.bytes, hints: [:])
+    }
+
+    private struct Converted {
+        var bytes: [UInt8] = []
+        var format: Int32 = 8
+        var tooLarge = false
+        /// A format-32 property's items: C longs, one per atom.
+        var atoms: [Atom] {
+            bytes.withUnsafeBytes { raw in (0..<(raw.count / MemoryLayout<CLong>.size)).map { Atom(bitPattern: raw.load(fromByteOffset: $0 * MemoryLayout<CLong>.size, as: CLong.self)) } }
+        }
+    }
+
+    /// Asks the owner for `target` into our property and reads it, INCR's chunks included; nil
+    /// when the owner refused or ran out of time. Stops reading past `cap` bytes.
+    private func convert(_ target: Atom, at time: Time, cap: Int) -> Converted? {
+        _ = x.pointee.XDeleteProperty(display, window, atoms.property)
+        _ = x.pointee.XConvertSelection(display, atoms.clipboard, target, atoms.property, window, time)
+        _ = x.pointee.XFlush(display)
+        let deadline = Self.now + Self.nanoseconds(Self.transferDeadline)
+        guard let notify = wait(until: min(deadline, Self.now + Self.nanoseconds(Self.answerDeadline)), for: { event in
+            event.type == SelectionNotify && event.xselection.requestor == self.window
+        }), notify.xselection.property != 0 else { return nil }
+        guard var first = property(cap: cap) else { return nil }
+        guard first.type == atoms.incr else { return first.converted }
+        // INCR: the owner sends chunks, each when the last was deleted; an empty one ends it.
+        var whole = Converted()
+        while true {
+            guard wait(until: deadline, for: { event in
+                event.type == PropertyNotify && event.xproperty.window == self.window && event.xproperty.atom == self.atoms.property
+                    && event.xproperty.state == PropertyNewValue
+            }) != nil, let chunk = property(cap: cap - whole.bytes.count) else { return nil }
+            first = chunk
+            if chunk.converted.bytes.isEmpty { return whole }
+            whole.bytes += chunk.converted.bytes
+            whole.format = chunk.converted.format
+            if chunk.converted.tooLarge || whole.bytes.count > cap {
+                whole.tooLarge = true
+                return whole
+            }
+        }
+    }
+
+    /// Reads and deletes our property: its type and up to `cap` bytes (more: `tooLarge`).
+    private func property(cap: Int) -> (type: Atom, converted: Converted)? {
+        var type: Atom = 0, format: Int32 = 0, items: UInt = 0, after: UInt = 0
+        var data: UnsafeMutablePointer<UInt8>?
+        let longs = max(1, (max(cap, 0) + 4) / 4)
+        guard x.pointee.XGetWindowProperty(display, window, atoms.property, 0, longs, 1, 0, &type, &format, &items, &after, &data) == Success
+        else { return nil }
+        defer { if let data { _ = x.pointee.XFree(data) } }
+        // Xlib hands format 32 as C longs, 16 as shorts, 8 as bytes.
+        let size = format == 32 ? MemoryLayout<CLong>.size : format == 16 ? 2 : 1
+        let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: Int(items) * size)) } ?? []
+        return (type, Converted(bytes: bytes, format: format, tooLarge: after > 0 || (format == 8 && bytes.count > cap)))
+    }
+
+    /// Nanoseconds on the monotonic clock, for deadlines.
+    static var now: UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
+        UInt64(duration.components.seconds) * 1_000_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000)
+    }
+
+    /// Reads events until one satisfies `match` or the deadline (`now`'s nanoseconds) passes;
+    /// others read meanwhile are handled after, requests for our own offer at once.
+    private func wait(until deadline: UInt64, for match: (XEvent) -> Bool) -> XEvent? {
+        let socket = x.pointee.XConnectionNumber(display)
+        while true {
+            while x.pointee.XPending(display) > 0 {
+                var event = XEvent()
+                _ = x.pointee.XNextEvent(display, &event)
+                if match(event) { return event }
+                if event.type == SelectionRequest { answer(event.xselectionrequest) } else { deferred.append(event) }
+            }
+            let now = Self.now
+            guard now < deadline else { return nil }
+            var fd = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            _ = poll(&fd, 1, Int32(min((deadline - now) / 1_000_000 + 1, 60_000)))
+        }
+    }
+
+    // MARK: Offering a copy
+
+    private func take(id: String, mime: String, content: [UInt8]) {
+        _ = x.pointee.XSetSelectionOwner(display, atoms.clipboard, window, 0)
+        guard x.pointee.XGetSelectionOwner(display, atoms.clipboard) == window else { return }
+        owned = (id, mime, content)
+    }
+
+    private func letGo(id: String) {
+        guard owned?.id == id else { return }
+        owned = nil
+        if x.pointee.XGetSelectionOwner(display, atoms.clipboard) == window {
+            _ = x.pointee.XSetSelectionOwner(display, atoms.clipboard, 0, 0)
+            _ = x.pointee.XFlush(display)
+        }
+    }
+
+    /// Answers a request for what we own: its targets, or its content in one property (no
+    /// INCR: a copy larger than the server takes in one request is refused).
+    private func answer(_ request: XSelectionRequestEvent) {
+        var reply = XEvent()
+        reply.xselection = XSelectionEvent(type: SelectionNotify, serial: 0, send_event: 1, display: display, requestor: request.requestor,
+                                           selection: request.selection, target: request.target,
+                                           property: request.property == 0 ? request.target : request.property, time: request.time)
+        let kinds = owned.map { $0.mime == ClipboardCopy.text ? [atoms.utf8, atoms.textPlain] : [atoms.png] } ?? []
+        let largest = Int(max(x.pointee.XExtendedMaxRequestSize(display), x.pointee.XMaxRequestSize(display))) * 4 - 1_024
+        if owned != nil, request.selection == atoms.clipboard, request.target == atoms.targets {
+            var list = ([atoms.targets] + kinds).map { CLong(bitPattern: $0) }
+            _ = x.pointee.XChangeProperty(display, request.requestor, reply.xselection.property, XA_ATOM, 32, PropModeReplace, &list, Int32(list.count))
+        } else if let owned, request.selection == atoms.clipboard, kinds.contains(request.target), owned.content.count <= largest {
+            var content = owned.content
+            _ = x.pointee.XChangeProperty(display, request.requestor, reply.xselection.property, request.target, 8, PropModeReplace, &content,
+                                      Int32(content.count))
+        } else {
+            reply.xselection.property = 0
+        }
+        _ = x.pointee.XSendEvent(display, request.requestor, 0, 0, &reply)
+        _ = x.pointee.XFlush(display)
+    }
+}
+
+/// Why the agent cannot go on, in a sentence.
+public struct AgentError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

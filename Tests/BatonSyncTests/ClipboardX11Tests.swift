@@ -1,0 +1,85 @@
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// The clipboard agent on X11: two machines, each with its own bus, batond, Xvfb display and
+/// `baton clipboard-agent`, synced through folders; the copies made and pasted with xclip, a
+/// program we did not write.
+@Suite(.serialized) struct ClipboardX11Tests {
+    /// A machine's display and agent, the agent's messages in a file.
+    struct Session {
+        let display: VirtualDisplay
+        let agent: Subprocess
+        let log: String
+
+        init(_ world: BatonWorld) async throws {
+            display = try await VirtualDisplay()
+            log = world.bus.directory.appendingPathComponent("agent.log").path
+            let output = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            defer { Glibc.close(output) }
+            agent = try Subprocess(try Executables.built("baton"), ["clipboard-agent"],
+                                   environment: world.bus.environment.merging(["DISPLAY": display.name]) { $1 }, stderr: output)
+            try await eventually("the agent watches \(display.name)") { [log] in
+                (try? String(contentsOfFile: log, encoding: .utf8))?.contains("watching the clipboard") == true
+            }
+        }
+
+        var said: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
+        func close() {
+            agent.kill(SIGKILL)
+            display.close()
+        }
+    }
+
+    func xclip(_ arguments: [String], on session: Session, world: BatonWorld, stdin: String? = nil) async throws -> CommandResult {
+        let xclip = try Executables.require("xclip", package: "xclip")
+        return try await world.run(xclip, ["-selection", "clipboard"] + arguments, environment: ["DISPLAY": session.display.name], stdin: stdin,
+                                   timeout: .seconds(10))
+    }
+
+    @Test func copiedWithXclipOnOneMachinePastesWithXclipOnTheOther() async throws {
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+        let (place, _) = try await MachinesMeet.folder.join([desktop, laptop], names: ["desktop", "laptop"])
+        defer { place.close() }
+        for world in [desktop, laptop] { _ = try await world.baton(["sources", "enable", "clipboard"]) }
+        let onDesktop = try await Session(desktop), onLaptop = try await Session(laptop)
+        defer { onDesktop.close(); onLaptop.close() }
+
+        let text = "Copied on the desktop: ünïcode, \"quotes\" and a newline\n"
+        let copied = try await xclip(["-i"], on: onDesktop, world: desktop, stdin: text)
+        #expect(copied.status == 0, "\(copied)")
+        try await eventually("xclip on the laptop pastes the desktop's copy", timeout: .seconds(15)) {
+            try await xclip(["-o"], on: onLaptop, world: laptop).stdout == text
+        }
+        #expect(onDesktop.said.contains("(text/plain;charset=utf-8): sent"), "\(onDesktop.said)")
+        #expect(onLaptop.said.contains("offering"), "\(onLaptop.said)")
+
+        // A 300 KB image, offered as image/png on the other side, byte for byte.
+        let directory = desktop.bus.directory
+        let image = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        let imagePath = directory.appendingPathComponent("copied.png").path, pastedPath = directory.appendingPathComponent("pasted.png").path
+        try image.write(to: URL(fileURLWithPath: imagePath))
+        _ = try await xclip(["-t", "image/png", "-i", imagePath], on: onDesktop, world: desktop)
+        try await eventually("xclip on the laptop pastes the desktop's image", timeout: .seconds(15)) {
+            _ = try await laptop.run("/bin/sh", ["-c", "xclip -selection clipboard -o -t image/png > '\(pastedPath)'"],
+                                     environment: ["DISPLAY": onLaptop.display.name], timeout: .seconds(10))
+            return FileManager.default.contents(atPath: pastedPath) == image
+        }
+
+        // A password manager's copy (its hint among the types) is never read or sent: the laptop keeps the image.
+        _ = try await xclip(["-t", "x-kde-passwordManagerHint", "-i"], on: onDesktop, world: desktop, stdin: "secret")
+        try await eventually("the desktop's agent heard the password's copy") { onDesktop.said.contains(": secret") }
+        #expect(try await laptop.run("/bin/sh", ["-c", "xclip -selection clipboard -o -t TARGETS"],
+                                     environment: ["DISPLAY": onLaptop.display.name]).stdout.contains("image/png"))
+
+        // And back, without echoing the desktop's copy: the laptop's agent owns the clipboard now.
+        let reply = "and a reply from the laptop"
+        _ = try await xclip(["-i"], on: onLaptop, world: laptop, stdin: reply)
+        try await eventually("xclip on the desktop pastes the laptop's copy", timeout: .seconds(15)) {
+            try await xclip(["-o"], on: onDesktop, world: desktop).stdout == reply
+        }
+    }
+}
