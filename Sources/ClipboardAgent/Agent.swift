@@ -12,12 +12,13 @@ import Synchronization
 public enum ClipboardAgent {
     /// Runs until the display or the bus goes away, or SIGTERM; returns the exit status.
     public static func run(address: String?, log: @escaping @Sendable (String) -> Void) async -> Int32 {
-        guard getenv("DISPLAY") != nil else {
+        guard let displayVariable = getenv("DISPLAY") else {
             log(getenv("WAYLAND_DISPLAY") != nil
                 ? "this session is Wayland without X11: the Wayland agent is not built yet (issue #58)"
                 : "no graphical session here: DISPLAY is not set")
             return 1
         }
+        let displayName = String(cString: displayVariable)
         let connection: Connection
         do {
             connection = try Connection(address.map { .address($0) } ?? .session) { _ in }
@@ -26,13 +27,22 @@ public enum ClipboardAgent {
             return 1
         }
         defer { connection.close() }
+        // One agent per display: a session that starts it twice (the unit and the autostart
+        // entry) would otherwise send each copy twice.
+        let display = displayName.map { $0.isLetter || $0.isNumber ? $0 : "_" }
+        do {
+            try await connection.requestName("org.baton.ClipboardAgent.X" + String(display))
+        } catch {
+            log("another agent watches the clipboard of X display \(displayName) already; this one stops")
+            return 0
+        }
         let batond = Batond(connection: connection)
         // The caps, read again after each copy: the user may change them while the agent runs.
         let caps = Caps()
         let copies = AsyncStream<X11Clipboard.Copy>.makeStream()
         let clipboard: X11Clipboard
         do {
-            clipboard = try X11Clipboard(caps: { caps.value.withLock { $0 } }, copied: { copies.continuation.yield($0) })
+            clipboard = try X11Clipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) })
         } catch {
             log(error.description)
             return 1
@@ -46,11 +56,20 @@ public enum ClipboardAgent {
         defer { clipboard.stop() }
         do {
             if let read = try? await batond.caps() { caps.value.withLock { $0 = read } }
+            // Whether the source is on, now and as it changes (Status.Sources).
+            let statusChanged = try await connection.signals(matching: MatchRule(
+                interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", path: Contract.root, arg0: Contract.Interface.status))
+            @Sendable func follow() async {
+                let on = (try? await batond.isOn()) ?? false
+                guard caps.on.exchange(on, ordering: .relaxed) != on else { return }
+                log(on ? "the clipboard source is on: copies are read" : "the clipboard source is off: nothing is read")
+            }
+            await follow()
             let offered = try await connection.signals(matching: MatchRule(interface: Contract.Interface.clipboard, member: Contract.Clipboard.offered.name))
             let withdrawn = try await connection.signals(matching: MatchRule(interface: Contract.Interface.clipboard, member: Contract.Clipboard.withdrawn.name))
             // What batond offers already, as the agent starts with the session.
             if let id = try? await batond.currentOffer(), !id.isEmpty { await offer(id, batond: batond, clipboard: clipboard, log: log) }
-            log("watching the clipboard of X display \(String(cString: getenv("DISPLAY")))")
+            log("watching the clipboard of X display \(displayName)")
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await copy in copies.stream {
@@ -64,6 +83,9 @@ public enum ClipboardAgent {
                         guard let id = signal.body.first?.stringValue else { continue }
                         await offer(id, batond: batond, clipboard: clipboard, log: log)
                     }
+                }
+                group.addTask {
+                    for await _ in statusChanged { await follow() }
                 }
                 group.addTask {
                     for await signal in withdrawn {
@@ -80,9 +102,12 @@ public enum ClipboardAgent {
         return 0
     }
 
-    /// The largest text and image the agent reads, as the source's settings say.
+    /// The largest text and image the agent reads, as the source's settings say, and whether
+    /// the source is on (off: the agent reads no copy at all).
     final class Caps: Sendable {
         let value = Mutex((text: 262_144, image: 8_388_608))
+        let on = Atomic(false)
+        var current: (text: Int, image: Int)? { on.load(ordering: .relaxed) ? value.withLock { $0 } : nil }
     }
 
     /// Fetches offer `id`'s content and puts it on the clipboard.
@@ -123,6 +148,13 @@ public enum ClipboardAgent {
             let mime = offer.count > 1 && offer[0].stringValue == id ? offer[1].stringValue ?? ClipboardCopy.text : ClipboardCopy.text
             let content = try await call(Contract.Clipboard.content, [.string(id)]).first?.arrayValue?.compactMap(\.byteValue) ?? []
             return (mime, content)
+        }
+
+        /// Whether the clipboard source is on (`Status.Sources`).
+        func isOn() async throws -> Bool {
+            let sources = try await connection.call(Contract.busName, Contract.root, "org.freedesktop.DBus.Properties", "Get",
+                                                    [.string(Contract.Interface.status), .string(Contract.Status.Property.sources)])
+            return sources.first?.unwrapped.arrayValue?.contains(.string(Contract.Sources.Clipboard.name)) ?? false
         }
 
         /// The source's caps on what is read (`max-text`, `max-image`).

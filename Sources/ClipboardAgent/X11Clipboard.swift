@@ -35,7 +35,7 @@ final class X11Clipboard: @unchecked Sendable {
     private let window: Window
     private let wake: Int32
     private let commands = Mutex<[Command]>([])
-    private let caps: @Sendable () -> (text: Int, image: Int)
+    private let caps: @Sendable () -> (text: Int, image: Int)?
     private let copied: @Sendable (Copy) -> Void
     private let atoms: Atoms
     private let xfixesEvent: Int32
@@ -49,8 +49,9 @@ final class X11Clipboard: @unchecked Sendable {
     }
 
     /// Opens the display `DISPLAY` names. `caps`: the largest text and image to read (the
-    /// source's settings); `copied`: called on the X thread for each copy the user makes.
-    init(caps: @escaping @Sendable () -> (text: Int, image: Int), copied: @escaping @Sendable (Copy) -> Void) throws(AgentError) {
+    /// source's settings), nil while the source is off (nothing is read then); `copied`: called
+    /// on the X thread for each copy the user makes.
+    init(caps: @escaping @Sendable () -> (text: Int, image: Int)?, copied: @escaping @Sendable (Copy) -> Void) throws(AgentError) {
         var error: UnsafePointer<CChar>?
         guard let x = baton_x11_load(&error) else {
             throw AgentError("cannot load libX11 and libXfixes (apt-get install libx11-6 libxfixes3): \(error.map { String(cString: $0) } ?? "")")
@@ -136,7 +137,8 @@ final class X11Clipboard: @unchecked Sendable {
             // Another client took the clipboard: the user copied there.
             guard notify.selection == atoms.clipboard, notify.owner != window, notify.owner != 0 else { return }
             owned = nil
-            copied(read(at: notify.selection_timestamp))
+            guard let caps = caps() else { return }
+            copied(read(at: notify.selection_timestamp, caps: caps))
         case SelectionRequest:
             answer(event.xselectionrequest)
         case SelectionClear:
@@ -150,7 +152,7 @@ final class X11Clipboard: @unchecked Sendable {
 
     /// What the new owner offers: its targets first, and from them what never leaves (a
     /// password manager's hint) or is not sent (neither text nor PNG); then the one type sent.
-    private func read(at time: Time) -> Copy {
+    private func read(at time: Time, caps: (text: Int, image: Int)) -> Copy {
         guard let list = convert(atoms.targets, at: time, cap: Self.maxTargets * MemoryLayout<Atom>.size) else {
             return Copy(mime: ClipboardCopy.text, content: [], hints: ["unreadable": "the owner did not list its types in time"])
         }
@@ -158,7 +160,6 @@ final class X11Clipboard: @unchecked Sendable {
         if targets.contains(atoms.passwordHint) {
             return Copy(mime: ClipboardCopy.text, content: [], hints: ["x-kde-passwordManagerHint": ""])
         }
-        let caps = self.caps()
         let (target, mime, cap): (Atom, String, Int)
         if targets.contains(atoms.utf8) {
             (target, mime, cap) = (atoms.utf8, ClipboardCopy.text, caps.text)

@@ -39,6 +39,39 @@ import TestSupport
                                    timeout: .seconds(10))
     }
 
+    /// The agent reads nothing while the source is off; a second agent for the same display
+    /// stops; killing the agent, then the X server, leaves batond answering, and the agent ends
+    /// with its display, saying so, with status 0.
+    @Test func theAgentComesAndGoesAndBatondStays() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let session = try await Session(world)
+        defer { session.close() }
+        _ = try await xclip(["-i"], on: session, world: world, stdin: "copied while the source is off")
+        // Its Status.Sources read shows the source off: no copy is read or told to batond.
+        _ = try await world.baton(["sources", "enable", "clipboard"])
+        try await eventually("the agent heard the source is on") { session.said.contains("the clipboard source is on") }
+        _ = try await xclip(["-i"], on: session, world: world, stdin: "copied with the source on")
+        try await eventually("the agent told batond of the second copy only") { session.said.contains("bytes (text/plain;charset=utf-8): no-sync") }
+        #expect(!session.said.contains("a copy of 30 bytes"), "\(session.said)")
+        #expect(session.said.components(separatedBy: "a copy of").count == 2, "one copy told: \(session.said)")
+
+        let second = try Subprocess(try Executables.built("baton"), ["clipboard-agent"],
+                                    environment: world.bus.environment.merging(["DISPLAY": session.display.name]) { $1 })
+        defer { second.kill(SIGKILL) }
+        #expect(try await within(.seconds(10), "the second agent") { await second.wait() } == 0, "a second agent for the display stops at once")
+
+        session.agent.kill(SIGKILL)
+        #expect(try await world.call("org.baton.Handoff1.Clipboard", "Offer").first?.stringValue == "", "batond answers without its agent")
+        let again = try await Session(world)
+        defer { again.close() }
+        again.display.close()
+        let ended = try await within(.seconds(10), "the agent after its display went") { await again.agent.wait() }
+        #expect(ended == 0, "the agent ends with status 0 when its display goes away")
+        #expect(again.said.contains("the X display went away"), "\(again.said)")
+        #expect(try await world.call("org.baton.Handoff1.Clipboard", "Offer").first?.stringValue == "", "batond still answers")
+    }
+
     @Test func copiedWithXclipOnOneMachinePastesWithXclipOnTheOther() async throws {
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
@@ -47,6 +80,9 @@ import TestSupport
         for world in [desktop, laptop] { _ = try await world.baton(["sources", "enable", "clipboard"]) }
         let onDesktop = try await Session(desktop), onLaptop = try await Session(laptop)
         defer { onDesktop.close(); onLaptop.close() }
+        for session in [onDesktop, onLaptop] {
+            try await eventually("the agent reads copies") { session.said.contains("the clipboard source is on") }
+        }
 
         let text = "Copied on the desktop: ünïcode, \"quotes\" and a newline\n"
         let copied = try await xclip(["-i"], on: onDesktop, world: desktop, stdin: text)
