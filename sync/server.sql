@@ -142,6 +142,8 @@ GRANT SELECT, INSERT ON baton.device TO baton_device;
 GRANT UPDATE (last_seen, revoked_at, sealed_name, name_epoch) ON baton.device TO baton_device;
 GRANT SELECT, INSERT ON baton.epoch_key TO baton_device;
 GRANT SELECT, INSERT ON baton.record TO baton_device;
+-- A device removes records of its own log: copies of the clipboard once their time is over.
+GRANT DELETE ON baton.record TO baton_device;
 GRANT SELECT ON baton.log_head TO baton_device;
 
 DROP POLICY IF EXISTS own_membership ON baton.member;
@@ -170,6 +172,12 @@ CREATE POLICY own_log_appends ON baton.record FOR INSERT WITH CHECK (
     AND EXISTS (SELECT 1 FROM baton.device d
                 WHERE d.user_name = record.user_name AND d.device_id = record.device_id
                   AND d.role = current_user AND d.revoked_at IS NULL));
+
+DROP POLICY IF EXISTS own_log_removals ON baton.record;
+CREATE POLICY own_log_removals ON baton.record FOR DELETE USING (
+    user_name = baton.current_member()
+    AND EXISTS (SELECT 1 FROM baton.device d
+                WHERE d.user_name = record.user_name AND d.device_id = record.device_id AND d.role = current_user));
 
 DROP POLICY IF EXISTS same_user_reads ON baton.log_head;
 CREATE POLICY same_user_reads ON baton.log_head FOR SELECT USING (user_name = baton.current_member());

@@ -502,6 +502,9 @@ enum Schema {
         migrator.registerMigration("v21") { db in
             try db.execute(sql: "CREATE TABLE source_setting (source TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (source, name))")
             try db.execute(sql: "CREATE TABLE outbox_expiry (seq INTEGER PRIMARY KEY, expires_at INTEGER NOT NULL)")
+            // A copy of the clipboard in this device's log, until its record is removed from the
+            // log once its time is over: where it is (its seq and time) and when that is.
+            try db.execute(sql: "CREATE TABLE clipboard_sent (log_seq INTEGER PRIMARY KEY, hlc INTEGER NOT NULL, expires_at INTEGER NOT NULL)")
         }
         return migrator
     }

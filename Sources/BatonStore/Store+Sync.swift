@@ -170,7 +170,8 @@ extension Store {
 
     static func forgetSync(in db: SQLiteConnection) throws {
         try db.execute(sql: """
-            DELETE FROM sync_state; DELETE FROM outbox; DELETE FROM outbox_expiry; DELETE FROM sqlite_sequence WHERE name = 'outbox';
+            DELETE FROM sync_state; DELETE FROM outbox; DELETE FROM outbox_expiry; DELETE FROM clipboard_sent;
+            DELETE FROM sqlite_sequence WHERE name = 'outbox';
             DELETE FROM sync_cursor; DELETE FROM remote_device; DELETE FROM remote_type; DELETE FROM sync_lasting_request;
             """)
     }
@@ -181,6 +182,15 @@ extension Store {
     public func oldestOutboxChange() throws -> UInt64? {
         try read { db in
             try Int64.fetchOne(db.cachedStatement(sql: "SELECT at FROM outbox ORDER BY seq LIMIT 1")).map(Time.decode)
+        }
+    }
+
+    /// This device's copies of the clipboard in its log whose time is over at `now`: their seq
+    /// and time, for the sync engine to remove them from the log.
+    public func expiredClipboardRecords(now: UInt64) throws -> [(logSeq: Int64, hlc: Int64)] {
+        try read { db in
+            try db.cachedStatement(sql: "SELECT log_seq, hlc FROM clipboard_sent WHERE expires_at <= ? ORDER BY log_seq")
+                .rows([Time.encode(now)]) { (logSeq: $0.int64(0), hlc: $0.int64(1)) }
         }
     }
 
@@ -332,6 +342,11 @@ extension WriteTransaction {
                                   : try Store.change(kind: row.kind, key: row.key, in: db))
             try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?")
                 .execute(arguments: [logSeq, body, row.seq])
+            if row.kind == "clipboard", let expiresAt = row.expiresAt {
+                // Removed from the log once its time is over (`expiredClipboardRecords`).
+                try db.cachedStatement(sql: "INSERT OR REPLACE INTO clipboard_sent (log_seq, hlc, expires_at) VALUES (?, ?, ?)")
+                    .execute(arguments: [logSeq, row.hlc, Time.encode(expiresAt)])
+            }
             if row.kind == "activity" {
                 // What a request of another device's to end it races against (`lastChange`).
                 try db.cachedStatement(sql: "UPDATE activity SET hlc = ? WHERE id = ? AND device_id = ''").execute(arguments: [row.hlc, row.key])
@@ -426,6 +441,11 @@ extension WriteTransaction {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_lasting_request (hlc, at, body) VALUES (?, ?, ?)")
             .execute(arguments: [hlc, Time.encode(wallClock.now()), body])
         return removed
+    }
+
+    /// The copy of the clipboard at `logSeq` is out of this device's log (or cannot be taken out).
+    public func clipboardRecordRemoved(logSeq: Int64) throws {
+        try db.cachedStatement(sql: "DELETE FROM clipboard_sent WHERE log_seq = ?").execute(arguments: [logSeq])
     }
 
     /// The server has committed the staged records up to `logSeq`: they leave the outbox.

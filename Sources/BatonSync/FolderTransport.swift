@@ -76,16 +76,32 @@ struct FolderTransport: SyncTransport {
         // Written again when the commit that took it as sent was lost: the same records, replaced
         // whole by the rename (and a file someone else put there under this name is replaced too).
         let name = "\(device)/log-\(Self.number(first))-\(Self.number(last))"
-        var bytes = Array(Self.logMagic.utf8)
-        for index in seqs.indices {
-            let body = sealed[index]
-            Self.append(UInt64(bitPattern: seqs[index]), bytes: 8, to: &bytes)
-            Self.append(UInt64(UInt32(bitPattern: epoch)), bytes: 4, to: &bytes)
-            Self.append(UInt64(bitPattern: hlcs[index]), bytes: 8, to: &bytes)
-            Self.append(UInt64(body.count), bytes: 4, to: &bytes)
+        try write(Self.logFile(seqs.indices.map { (seqs[$0], epoch, hlcs[$0], sealed[$0]) }), to: name)
+    }
+
+    /// A log file's bytes: the magic line, then each record's seq, epoch, hlc, length and sealed body.
+    private static func logFile(_ records: [(Int64, Int32, Int64, [UInt8])]) -> [UInt8] {
+        var bytes = Array(logMagic.utf8)
+        for (seq, epoch, hlc, body) in records {
+            append(UInt64(bitPattern: seq), bytes: 8, to: &bytes)
+            append(UInt64(UInt32(bitPattern: epoch)), bytes: 4, to: &bytes)
+            append(UInt64(bitPattern: hlc), bytes: 8, to: &bytes)
+            append(UInt64(body.count), bytes: 4, to: &bytes)
             bytes += body
         }
-        try write(bytes, to: name)
+        return bytes
+    }
+
+    /// The file holding `seq` is written again with the placeholder in its place: a reader of a
+    /// folder's log waits at a gap (a file not synced yet), so a record is replaced, not deleted.
+    func removeRecord(user: String, device: String, seq: Int64, placeholder: (Int32) throws -> [UInt8]) async throws -> Bool {
+        guard let file = try logFiles(of: device).first(where: { $0.first <= seq && seq <= $0.last }),
+              var records = readLog(device + "/" + file.name), let index = records.firstIndex(where: { $0.0 == seq }) else {
+            return true  // not there (dropped by a compaction): nothing to remove
+        }
+        records[index].3 = try placeholder(records[index].1)
+        try write(Self.logFile(records), to: device + "/" + file.name)
+        return true
     }
 
     func logHeads(user: String) async throws -> [String: Int64] {

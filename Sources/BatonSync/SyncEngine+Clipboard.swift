@@ -17,6 +17,25 @@ extension SyncEngine {
     }
 }
 
+extension SyncEngine {
+    /// Takes this device's copies of the clipboard whose time is over out of its log: deleted on
+    /// a server, replaced by a record that says nothing in a folder. A server that does not
+    /// allow it is said once; the copy stays there, sealed.
+    func removeExpiredClipboard(on session: some SyncTransport, _ config: SyncConfig) async throws {
+        for record in try store.expiredClipboardRecords(now: store.wallClock.now()) {
+            let removed = try await session.removeRecord(user: config.user, device: config.deviceID, seq: record.logSeq) { epoch in
+                guard let key = config.key(epoch: epoch) else { throw SyncError.crypto("this machine has no key for epoch \(epoch)") }
+                let context = Seal.recordContext(user: config.user, device: config.deviceID, seq: record.logSeq, epoch: epoch, hlc: record.hlc)
+                return try Seal.seal(try SyncRecord.removed.encoded(), key: key, context: context)
+            }
+            if !removed && clipboardRemovalRefused.exchange(true, ordering: .relaxed) == false {
+                log.warning("sync: the server does not let this device remove its expired copies of the clipboard (sealed); run scripts/sync-server-setup on it again")
+            }
+            try await store.writing { try $0.clipboardRecordRemoved(logSeq: record.logSeq) }
+        }
+    }
+}
+
 extension SyncRecord {
     /// The copy a `clipboard` record of `device` carries, its content opened with `key`; nil
     /// when a field is missing or the content does not open there.

@@ -47,6 +47,8 @@ public final class SyncEngine: Sendable {
     let config: Mutex<SyncConfig?>
     /// The key epoch this device's name is sealed with on the server, as last read or written.
     let nameEpoch = Mutex<Int32?>(nil)
+    /// Said once: the server refuses to let this device remove its expired copies of the clipboard.
+    let clipboardRemovalRefused = Atomic(false)
     /// Devices whose names no key of this device opens and that it never knew: another user's
     /// files in a sync folder, or a device of a key this one has not been given. Left alone
     /// (no device, no records) until the devices are read again and one opens.
@@ -164,6 +166,7 @@ public final class SyncEngine: Sendable {
             rounds.add(1, ordering: .relaxed)
             log.trace("sync: sending")
             try await send(on: session, current)
+            try await removeExpiredClipboard(on: session, current)
             log.trace("sync: catching up")
             try await catchUp(on: session, current, refreshDevices: firstRound)
             try await resealName(on: session, settings ?? current)

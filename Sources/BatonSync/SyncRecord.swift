@@ -54,6 +54,10 @@ struct SyncRecord: Codable, Equatable {
         }
     }
 
+    /// What a record taken out of a folder's log says in its place (a copy of the clipboard
+    /// whose time is over): nothing. Every device skips it.
+    static var removed: SyncRecord { SyncRecord(kind: "removed") }
+
     /// The first record of a device's log: it makes the log appear, so the user's other
     /// devices learn of the new one (and give it the current key) at once. Applies nothing.
     static var hello: SyncRecord { SyncRecord(kind: "hello") }

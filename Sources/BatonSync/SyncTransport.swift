@@ -33,6 +33,10 @@ protocol SyncTransport: Sendable {
     func wantsCompaction(user: String, device: String) async throws -> Bool
     /// Drops `device`'s records up to `seq`: a snapshot of its state after them has been appended.
     func dropLog(user: String, device: String, through seq: Int64) async throws
+    /// Takes `device`'s record `seq` out of its log (a copy of the clipboard whose time is over):
+    /// deleted where the readers allow a gap, else replaced by `placeholder(epoch)`, the record
+    /// of that epoch that says nothing. False when the transport does not allow it.
+    func removeRecord(user: String, device: String, seq: Int64, placeholder: (Int32) throws -> [UInt8]) async throws -> Bool
 
     // MARK: Devices
 

@@ -50,6 +50,7 @@ struct OldDataTests {
             "INSERT INTO grdb_migrations VALUES('v21');",
             "CREATE TABLE source_setting (source TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (source, name));",
             "CREATE TABLE outbox_expiry (seq INTEGER PRIMARY KEY, expires_at INTEGER NOT NULL);",
+            "CREATE TABLE clipboard_sent (log_seq INTEGER PRIMARY KEY, hlc INTEGER NOT NULL, expires_at INTEGER NOT NULL);",
         ]
         let lines = after.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.filter { !added.contains($0) } == before.split(separator: "\n", omittingEmptySubsequences: false),

@@ -74,6 +74,40 @@ import TestSupport
         }
     }
 
+    /// A copy of the clipboard leaves the folder's log once its time is over: its record is
+    /// replaced by one that says nothing, and a machine that joins afterwards reads the log
+    /// without it (and every other record).
+    @Test func aCopyOfTheClipboardLeavesTheLogWhenItsTimeIsOver() async throws {
+        let folder = try TemporaryDirectory.make(prefix: "baton-sync-clipboard-gone").path
+        let clock = ManualClock()
+        let desktop = try SyncEngineTests.TestDevice(name: "desktop", clock: clock)
+        let laptopGot = Mutex<[ClipboardCopy]>([]), tabletGot = Mutex<[ClipboardCopy]>([])
+        let laptop = try SyncEngineTests.TestDevice(name: "laptop") { applied in laptopGot.withLock { $0 += applied.clipboard } }
+        defer { desktop.close(); laptop.close() }
+        try desktop.store.write { try $0.register(type) }
+        let words = try await desktop.engine.initialize(url: folder, deviceName: "desktop")
+        try await laptop.engine.join(url: folder, recoveryWords: words, deviceName: "laptop")
+        let now = clock.now()
+        let copy = ClipboardCopy(id: Identifier.make(), mime: ClipboardCopy.text, content: Array("a short-lived copy".utf8),
+                                 madeAt: now, expiresAt: now + 120_000_000)
+        try await desktop.engine.sendClipboard(copy)
+        try await eventually("the laptop has the copy") { laptopGot.withLock { $0.count } == 1 }
+
+        // Its time is over: at the engine's next round it leaves the log.
+        await clock.advance(by: .seconds(121))
+        let note = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "After the copy", payload: "{}",
+                            createdAt: 1, updatedAt: 1)
+        _ = try desktop.store.write { try $0.insert(note) }
+        try await eventually("the desktop took the copy out of its log") {
+            try desktop.store.expiredClipboardRecords(now: clock.now()).isEmpty
+        }
+        let tablet = try SyncEngineTests.TestDevice(name: "tablet") { applied in tabletGot.withLock { $0 += applied.clipboard } }
+        defer { tablet.close() }
+        try await tablet.engine.join(url: folder, recoveryWords: words, deviceName: "tablet")
+        try await eventually("the tablet read the desktop's log") { try tablet.store.activity(id: note.id, now: 2) != nil }
+        #expect(tabletGot.withLock { $0 }.isEmpty, "the copy is no longer in the log")
+    }
+
     /// Another user's files in the folder (a stranger's device, copied in) add no device and
     /// hold nothing up: each machine lists only the other, and what the desktop advertises
     /// still reaches the laptop; nothing of the stranger's is applied.

@@ -3,6 +3,7 @@ import BatonStore
 @testable import BatonSync
 import Foundation
 import Logging
+import Synchronization
 import Testing
 import TestSupport
 
@@ -209,6 +210,34 @@ import TestSupport
 }
 
 extension SyncEngineTests {
+    /// On a server, a copy of the clipboard is deleted from the log once its time is over.
+    @Test func aCopyOfTheClipboardIsDeletedFromTheServerWhenItsTimeIsOver() async throws {
+        let sync = try await SyncServer.fresh()
+        let clock = ManualClock()
+        let desktop = try TestDevice(name: "desktop", clock: clock)
+        let got = Mutex<[ClipboardCopy]>([])
+        let laptop = try TestDevice(name: "laptop") { applied in got.withLock { $0 += applied.clipboard } }
+        defer { desktop.close(); laptop.close() }
+        try desktop.store.write { try $0.register(type) }
+        let words = try await desktop.initialize(on: sync)
+        try await laptop.join(on: sync, words: words)
+        let desktopID = try #require(desktop.engine.settings?.deviceID)
+        let now = clock.now()
+        try await desktop.engine.sendClipboard(ClipboardCopy(id: Identifier.make(), mime: ClipboardCopy.text, content: Array("gone soon".utf8),
+                                                             madeAt: now, expiresAt: now + 120_000_000))
+        try await eventually("the laptop has the copy") { got.withLock { $0.count } == 1 }
+        let records = try await sync.psql("SELECT count(*) FROM baton.record WHERE device_id = '\(desktopID)'")
+
+        await clock.advance(by: .seconds(121))
+        _ = try desktop.store.write { try $0.insert(Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "Next",
+                                                             payload: "{}", createdAt: 1, updatedAt: 1)) }
+        try await eventually("the copy's record is deleted") {
+            // One more (the activity), one fewer (the copy).
+            try await sync.psql("SELECT count(*) FROM baton.record WHERE device_id = '\(desktopID)'") == records
+                && desktop.store.expiredClipboardRecords(now: clock.now()).isEmpty
+        }
+    }
+
     /// A revoked device cannot read what is written after its revocation, nor append; the
     /// others go on, and a device that joins afterwards gets the new key from one of them.
     @Test func aRevokedDeviceCannotReadWhatComesAfter() async throws {
