@@ -72,6 +72,29 @@ import TestSupport
         #expect(try await world.call("org.baton.Handoff1.Clipboard", "Offer").first?.stringValue == "", "batond still answers")
     }
 
+    /// A hostile owner of the clipboard (Tests/Scripts/hostile-owner.c): 10 000 targets, no
+    /// answer at all, or a 1 GiB INCR transfer. The agent drops each within its deadline and
+    /// its cap, tells batond a copy was made that was not sent, and hears the next copy.
+    @Test(arguments: ["targets", "silent", "incr"]) func aHostileOwnerIsDroppedWithinItsDeadline(mode: String) async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        _ = try await world.baton(["sources", "enable", "clipboard"])
+        let session = try await Session(world)
+        defer { session.close() }
+        try await eventually("the agent reads copies") { session.said.contains("the clipboard source is on") }
+        let owner = world.bus.directory.appendingPathComponent("hostile-owner").path
+        let built = try await world.run(try Executables.require("clang", package: "the Swift toolchain's clang"), [
+            "-O2", "-o", owner, Repository.root.appendingPathComponent("Tests/Scripts/hostile-owner.c").path, "-lX11",
+        ])
+        try #require(built.status == 0, "\(built)")
+        let hostile = try Subprocess(owner, [mode], environment: world.bus.environment.merging(["DISPLAY": session.display.name]) { $1 })
+        defer { hostile.kill(SIGKILL) }
+        let expected = mode == "incr" ? "a copy of 0 bytes (text/plain;charset=utf-8): too-large" : "a copy of 0 bytes (text/plain;charset=utf-8): unsupported"
+        try await eventually("the agent gave up on the \(mode) owner", timeout: .seconds(15)) { session.said.contains(expected) }
+        _ = try await xclip(["-i"], on: session, world: world, stdin: "still listening")
+        try await eventually("the agent hears the next copy") { session.said.contains("a copy of 15 bytes (text/plain;charset=utf-8): no-sync") }
+    }
+
     @Test func copiedWithXclipOnOneMachinePastesWithXclipOnTheOther() async throws {
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
         defer { desktop.close(); laptop.close() }
