@@ -34,7 +34,7 @@ struct Clipboard: AsyncParsableCommand {
                     guard let id = received["id"]?.stringValue else {
                         throw CLIError(description: "nothing was received from another machine", status: ExitStatus.notFound)
                     }
-                    let bytes = try await daemon.call(Contract.Clipboard.content, [.string(id)]).first?.arrayValue?.compactMap(\.byteValue) ?? []
+                    let bytes = try await daemon.call(Contract.Clipboard.content, [.string(id)]).first?.bytesValue ?? []
                     if received["mime"]?.stringValue != ClipboardCopy.text, isatty(STDOUT_FILENO) != 0 {
                         throw CLIError(description: "the copy is an image (\(bytes.count) bytes); send it into a file: baton clipboard --show > copy.png",
                                        status: ExitStatus.invalidInput)

@@ -58,6 +58,7 @@ enum JSONText {
         case .signature(let v): return StrictJSON.quote(v.text)
         case .unixFD: return "null"  // batond sends none; a descriptor means nothing in a script's JSON
         case .array(_, let values): return "[" + values.map { Self.value($0, rawJSONKeys: rawJSONKeys) }.joined(separator: ",") + "]"
+        case .bytes(let bytes): return "[" + bytes.map { String($0) }.joined(separator: ",") + "]"
         case .structure(let values): return "[" + values.map { Self.value($0, rawJSONKeys: rawJSONKeys) }.joined(separator: ",") + "]"
         case .dictionary(_, _, let entries):
             let members = entries.map { entry -> String in

@@ -38,6 +38,7 @@ struct Scenes: AsyncParsableCommand {
         case .int64(let v): ("int", String(v))
         case .double(let v): ("double", "\(v)")
         case .string(let v): ("string", v)
+        case .bytes(let bytes): ("bytes", bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())
         case .array(.byte, let bytes): ("bytes", bytes.compactMap(\.byteValue).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())
         case let other: (other.type.signature, JSONText.value(other))
         }

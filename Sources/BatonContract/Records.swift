@@ -160,7 +160,7 @@ public enum Records {
         case .int(let v): .int64(v)
         case .double(let v): .double(v)
         case .string(let v): .string(v)
-        case .bytes(let v): .array(.byte, v.map { .byte($0) })
+        case .bytes(let v): .bytes(v)
         }
     }
 
@@ -180,6 +180,7 @@ public enum Records {
             return .int(v)
         case .double(let v): return .double(v)
         case .string(let v): return .string(v)
+        case .bytes(let bytes): return .bytes(bytes)
         case .array(.byte, let bytes): return .bytes(bytes.compactMap(\.byteValue))
         case let other:
             throw .invalidArgument("""

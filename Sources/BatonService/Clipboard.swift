@@ -123,12 +123,13 @@ enum Echo {
     static func key(_ content: [UInt8], mime: String) -> Int {
         var hasher = Hasher()
         hasher.combine(mime)
+        // Hashed as one run of bytes, not byte by byte (8 MB: 20 ms the other way).
         if mime == ClipboardCopy.text {
             var text = content.filter { $0 != UInt8(ascii: "\r") }
             while text.last == UInt8(ascii: "\n") { text.removeLast() }
-            hasher.combine(text)
+            text.withUnsafeBytes { hasher.combine(bytes: $0) }
         } else {
-            hasher.combine(content)
+            content.withUnsafeBytes { hasher.combine(bytes: $0) }
         }
         return hasher.finalize()
     }
@@ -160,7 +161,7 @@ struct ClipboardSource: ActivitySource {
                 guard let content = state.content(id, now: clock.now()) else {
                     throw BatonError.notFound("no copy \(printable(id)) is offered: its time is over, or it was withdrawn")
                 }
-                return [.array(.byte, content.map { .byte($0) })]
+                return [.bytes(content)]
             },
             Method(Contract.Clipboard.clear) { _ in
                 if let id = state.withdraw() { withdrawn(id) }

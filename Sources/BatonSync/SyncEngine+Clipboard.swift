@@ -41,7 +41,7 @@ extension SyncRecord {
     /// when a field is missing or the content does not open there.
     func clipboardCopy(user: String, device: String, key: SymmetricKey?) -> ClipboardCopy? {
         guard kind == "clipboard", let id, let mime, let madeAt, let expiresAt, let sealed, let key,
-              let content = Seal.open(Array(sealed), key: key, context: Seal.clipboardContext(user: user, device: device, id: id)) else {
+              let content = Seal.open(sealed, key: key, context: Seal.clipboardContext(user: user, device: device, id: id)) else {
             return nil
         }
         return ClipboardCopy(id: id, mime: mime, content: content, madeAt: madeAt, expiresAt: expiresAt, device: device)

@@ -132,7 +132,7 @@ public enum ClipboardAgent {
         /// What batond answered for a copy, or why it could not be told.
         func copied(_ copy: X11Clipboard.Copy) async -> String {
             do {
-                return try await call(Contract.Clipboard.copied, [.string(copy.mime), .array(.byte, copy.content.map { .byte($0) }), .stringMap(copy.hints)])
+                return try await call(Contract.Clipboard.copied, [.string(copy.mime), .bytes(copy.content), .stringMap(copy.hints)])
                     .first?.stringValue ?? "?"
             } catch {
                 return "not told to batond: \(error)"
@@ -146,7 +146,7 @@ public enum ClipboardAgent {
         func content(_ id: String) async throws -> (mime: String, content: [UInt8]) {
             let offer = try await call(Contract.Clipboard.offer)
             let mime = offer.count > 1 && offer[0].stringValue == id ? offer[1].stringValue ?? ClipboardCopy.text : ClipboardCopy.text
-            let content = try await call(Contract.Clipboard.content, [.string(id)]).first?.arrayValue?.compactMap(\.byteValue) ?? []
+            let content = try await call(Contract.Clipboard.content, [.string(id)]).first?.bytesValue ?? []
             return (mime, content)
         }
 

@@ -32,7 +32,7 @@ final class X11Clipboard: @unchecked Sendable {
 
     private let x: UnsafePointer<baton_x11>
     private let display: OpaquePointer
-    private let window: Window
+    private var window: Window
     private let wake: Int32
     private let commands = Mutex<[Command]>([])
     private let caps: @Sendable () -> (text: Int, image: Int)?
@@ -69,8 +69,7 @@ final class X11Clipboard: @unchecked Sendable {
         }
         self.display = display
         xfixesEvent = eventBase + XFixesSelectionNotify
-        window = x.pointee.XCreateSimpleWindow(display, x.pointee.XDefaultRootWindow(display), 0, 0, 1, 1, 0, 0, 0)
-        _ = x.pointee.XSelectInput(display, window, PropertyChangeMask)
+        window = Self.makeWindow(x, display)
         func intern(_ name: String) -> Atom { x.pointee.XInternAtom(display, name, 0) }
         atoms = Atoms(clipboard: intern("CLIPBOARD"), targets: intern("TARGETS"), utf8: intern("UTF8_STRING"),
                       textPlain: intern("text/plain;charset=utf-8"), png: intern("image/png"), incr: intern("INCR"),
@@ -80,6 +79,24 @@ final class X11Clipboard: @unchecked Sendable {
         wake = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
         self.caps = caps
         self.copied = copied
+    }
+
+    /// The agent's window: the property conversions arrive in, the owner of what it offers.
+    private static func makeWindow(_ x: UnsafePointer<baton_x11>, _ display: OpaquePointer) -> Window {
+        let window = x.pointee.XCreateSimpleWindow(display, x.pointee.XDefaultRootWindow(display), 0, 0, 1, 1, 0, 0, 0)
+        _ = x.pointee.XSelectInput(display, window, PropertyChangeMask)
+        return window
+    }
+
+    /// After a transfer given up: an owner still sending chunks writes into the old window's
+    /// property, which would spoil the next conversion; a new window is clear of it.
+    private func replaceWindow() {
+        let old = window
+        window = Self.makeWindow(x, display)
+        x.pointee.XFixesSelectSelectionInput(display, window, atoms.clipboard, UInt(XFixesSetSelectionOwnerNotifyMask))
+        _ = x.pointee.XDestroyWindow(display, old)
+        _ = x.pointee.XFlush(display)
+        deferred.removeAll { $0.type == PropertyNotify }
     }
 
     // MARK: From the agent (any thread)
@@ -205,13 +222,17 @@ final class X11Clipboard: @unchecked Sendable {
             guard wait(until: deadline, for: { event in
                 event.type == PropertyNotify && event.xproperty.window == self.window && event.xproperty.atom == self.atoms.property
                     && event.xproperty.state == PropertyNewValue
-            }) != nil, let chunk = property(cap: cap - whole.bytes.count) else { return nil }
+            }) != nil, let chunk = property(cap: cap - whole.bytes.count) else {
+                replaceWindow()
+                return nil
+            }
             first = chunk
             if chunk.converted.bytes.isEmpty { return whole }
             whole.bytes += chunk.converted.bytes
             whole.format = chunk.converted.format
             if chunk.converted.tooLarge || whole.bytes.count > cap {
                 whole.tooLarge = true
+                replaceWindow()
                 return whole
             }
         }

@@ -246,6 +246,12 @@ extension DBusValue: DBusArgument {
 }
 extension Array: DBusArgument where Element: DBusArgument {
     public init?(dbusValue: DBusValue) {
+        // An `ay` as read: its bytes at once, not a DBusValue each.
+        if Element.self == UInt8.self, case .bytes(let bytes) = dbusValue {
+            // The same type: no cast per element (`as?` here cast each byte, 70 instructions a byte).
+            self = unsafeBitCast(bytes, to: [Element].self)
+            return
+        }
         guard let values = dbusValue.arrayValue else { return nil }
         var result: [Element] = []
         result.reserveCapacity(values.count)

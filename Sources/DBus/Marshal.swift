@@ -43,6 +43,13 @@ enum Marshal {
             return dbus_message_iter_append_basic(&iter, Int32(value.type.code), &raw) != 0
         case .variant(let inner):
             return container(variantCode, signature: inner.type.signature, in: &iter) { sub in append(inner, to: &sub) }
+        case .bytes(var bytes):
+            return container(arrayCode, signature: "y", in: &iter) { sub in
+                bytes.withUnsafeMutableBufferPointer { buffer in
+                    var base = buffer.baseAddress
+                    return withUnsafeMutablePointer(to: &base) { dbus_message_iter_append_fixed_array(&sub, byteCode, $0, Int32(buffer.count)) != 0 }
+                }
+            }
         case .array(let element, let values):
             return container(arrayCode, signature: element.signature, in: &iter) { sub in
                 if element == .byte {
@@ -171,9 +178,8 @@ enum Marshal {
             var pointer: UnsafeMutableRawPointer?
             var count: Int32 = 0
             withUnsafeMutablePointer(to: &pointer) { dbus_message_iter_get_fixed_array(&sub, $0, &count) }
-            guard let pointer, count > 0 else { return .array(.byte, []) }
-            let bytes = UnsafeRawBufferPointer(start: pointer, count: Int(count))
-            return .array(.byte, bytes.map { .byte($0) })
+            guard let pointer, count > 0 else { return .bytes([]) }
+            return .bytes(Array(UnsafeRawBufferPointer(start: pointer, count: Int(count))))
         case .array(let element):
             var values: [DBusValue] = []
             while dbus_message_iter_get_arg_type(&sub) != cdbus_type_invalid() {

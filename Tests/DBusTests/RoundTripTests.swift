@@ -13,7 +13,8 @@ struct RoundTripTests {
         .double(.infinity), .string(""), .string("Agatha 🦅 “quoted” \u{FFFF}"), .objectPath("/"),
         .objectPath("/org/baton/Handoff1/scene/a_b"), .signature(""), .signature("a{sa(iv)}"),
         .variant(.variant(.string("nested"))),
-        .array(.string, []), .array(.byte, []), .array(.byte, (0...255).map { .byte(UInt8($0)) }),
+        // Every `ay` is read as `.bytes`, in one buffer (sent either way).
+        .array(.string, []), .bytes([]), .bytes((0...255).map(UInt8.init)),
         .array(.array(.int32), [.array(.int32, [.int32(1), .int32(2)]), .array(.int32, [])]),
         .dictionary(key: .string, value: .variant, []),
         .record(["id": .string("x"), "n": .uint64(3), "tags": .strings(["a", "b"])]),
@@ -59,10 +60,13 @@ struct RoundTripTests {
             .double(8.5), .string("nine"), .objectPath("/ten"), .signature("a{sv}"), .variant(.int32(11)),
             .strings(["twelve"]), .record(["thirteen": .int32(13)]),
             .structure([.int32(14), .string("fifteen"), .boolean(false)]),
-            .array(.array(.byte), [.array(.byte, [.byte(1)]), .array(.byte, [])]),
+            .array(.array(.byte), [.bytes([1]), .bytes([])]),
         ]
         #expect(Signature(arguments.map(\.type)) == Fixture.allTypes)
         #expect(try await world.client.fixture("EchoAll", arguments) == arguments)
+        // Bytes sent a DBusValue each arrive in one buffer.
+        let perByte: DBusValue = .array(.byte, [.byte(1), .byte(255)])
+        #expect(try await world.client.fixture("Echo", [.variant(perByte)]) == [.variant(.bytes([1, 255]))])
     }
 
     @Test func maximumNestingIsAcceptedAndOneMoreIsRefused() async throws {
