@@ -18,10 +18,14 @@ struct Sources: AsyncParsableCommand {
             media: each track a media player plays (any MPRIS 2 player that says its track's URL, as mpv does), as an activity kept at \
             the position it reached, that continuing plays from there. Off until turned on; baton forget org.baton.Media \
             --yes removes what it recorded.
+            clipboard: what you copy (text, PNG images), offered for 2 minutes on the clipboards of your other machines \
+            where it is on too, sealed on the way; a password manager's copies never leave. Needs sync (baton sync init) \
+            and the session's clipboard agent (baton-clipboard.service, started with the session); X11 sessions only \
+            for now: Wayland's comes later, and GNOME on Wayland offers no way for it.
             A source's settings: baton sources show SOURCE lists them with their values; baton sources set SOURCE NAME VALUE \
             changes one (seconds and bytes as plain numbers).
             Examples: baton sources; baton sources enable recent-documents; baton sources enable media; baton sources disable media; \
-            baton sources show clipboard; baton sources set clipboard lifetime 300
+            baton sources enable clipboard; baton sources show clipboard; baton sources set clipboard lifetime 300
             """)
     @ArgumentParser.Argument(help: ArgumentHelp("enable, disable, show or set; nothing to list.", valueName: "action")) var action: String?
     @ArgumentParser.Argument(help: ArgumentHelp("The source: recent-documents, media or clipboard.", valueName: "source")) var source: String?
@@ -49,10 +53,12 @@ struct Sources: AsyncParsableCommand {
                 let blocked = try await daemon.properties(of: Contract.Interface.privacy)[Contract.Privacy.Property.blockedApps]?.arrayValue?
                     .compactMap(\.stringValue) ?? []
                 let recentDocuments = Contract.Sources.RecentDocuments.name, media = Contract.Sources.Media.name
+                let clipboard = Contract.Sources.Clipboard.name
                 let rows = [
                     ("web-pages", blocked.contains(WebPage.app) ? "blocked" : "on", "the browser extension's pages, baton open"),
                     (recentDocuments, on.contains(recentDocuments) ? "on" : "off", "documents apps record as recently used"),
                     (media, on.contains(media) ? "on" : "off", "tracks media players play, where they stopped"),
+                    (clipboard, on.contains(clipboard) ? "on" : "off", "copies, offered on your other machines' clipboards (X11)"),
                 ]
                 if global.json {
                     print("[" + rows.map { "{\"source\":\(StrictJSON.quote($0.0)),\"state\":\(StrictJSON.quote($0.1))}" }.joined(separator: ",") + "]")
