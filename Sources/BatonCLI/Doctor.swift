@@ -45,6 +45,12 @@ struct Doctor: AsyncParsableCommand {
                 checks.append(Check(name: "batond", ok: true, detail: "running as \(owner)", fix: nil))
                 // Asked only of a running batond: a question would start one.
                 if let facts = try? await daemon.properties(of: Contract.Interface.sync) { checks.append(Self.syncCheck(facts)) }
+                let sources = (try? await daemon.properties(of: Contract.Interface.status))?[Contract.Status.Property.sources]?.arrayValue ?? []
+                if sources.contains(.string(Contract.Sources.Clipboard.name)) {
+                    let names = (try? await daemon.connection.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "ListNames"))?
+                        .first?.arrayValue?.compactMap(\.stringValue) ?? []
+                    checks.append(Self.clipboardCheck(agents: names.filter { $0.hasPrefix("org.baton.ClipboardAgent.") }.count))
+                }
             case (nil, true): checks.append(Check(name: "batond", ok: true, detail: "not running; the bus starts it on first use", fix: nil))
             case (nil, false):
                 checks.append(Check(name: "batond", ok: false, detail: "not running, and the bus cannot start it",
@@ -112,6 +118,23 @@ struct Doctor: AsyncParsableCommand {
     /// damaged while running (moved aside at its next start).
     /// Sync across machines: fine when off, online or connecting; a failure when batond cannot
     /// reach its server, or its synced folder is not there.
+    /// The clipboard source, when it is on: an agent watching this session's clipboard, or why none can.
+    static func clipboardCheck(agents: Int) -> Check {
+        let environment = { (name: String) in getenv(name).map { String(cString: $0) } ?? "" }
+        let wayland = environment("XDG_SESSION_TYPE") == "wayland" || (!environment("WAYLAND_DISPLAY").isEmpty && environment("DISPLAY").isEmpty)
+        if agents > 0 { return Check(name: "clipboard", ok: true, detail: "on; \(agents) agent(s) watching a display's clipboard", fix: nil) }
+        if wayland && environment("XDG_CURRENT_DESKTOP").uppercased().contains("GNOME") {
+            return Check(name: "clipboard", ok: false,
+                         detail: "on, but GNOME on Wayland lets no background program watch or set the clipboard: copies here cannot be sent or offered",
+                         fix: "use an X11 (GNOME on Xorg) session on this machine, or baton sources disable clipboard")
+        }
+        if wayland {
+            return Check(name: "clipboard", ok: false, detail: "on, but the Wayland clipboard agent is not built yet", fix: "use an X11 session for now")
+        }
+        return Check(name: "clipboard", ok: false, detail: "on, but no clipboard agent runs in this session",
+                     fix: "systemctl --user start baton-clipboard (or run: baton clipboard-agent)")
+    }
+
     static func syncCheck(_ facts: [String: DBusValue]) -> Check {
         typealias Name = Contract.Sync.Property
         let state = facts.text(Name.state), name = facts.text(Name.deviceName)

@@ -61,8 +61,15 @@ import TestSupport
         defer { second.kill(SIGKILL) }
         #expect(try await within(.seconds(10), "the second agent") { await second.wait() } == 0, "a second agent for the display stops at once")
 
+        let watched = try await world.baton(["doctor"])
+        #expect(watched.stdout.contains("clipboard: on; 1 agent(s) watching"), "\(watched)")
         session.agent.kill(SIGKILL)
         #expect(try await world.call("org.baton.Handoff1.Clipboard", "Offer").first?.stringValue == "", "batond answers without its agent")
+        try await eventually("doctor says no agent runs") {
+            try await world.baton(["doctor"], environment: ["XDG_SESSION_TYPE": "x11"]).stdout.contains("no clipboard agent runs in this session")
+        }
+        let gnome = try await world.baton(["doctor"], environment: ["XDG_SESSION_TYPE": "wayland", "XDG_CURRENT_DESKTOP": "GNOME"])
+        #expect(gnome.stdout.contains("GNOME on Wayland lets no background program watch or set the clipboard"), "\(gnome)")
         let again = try await Session(world)
         defer { again.close() }
         again.display.close()
