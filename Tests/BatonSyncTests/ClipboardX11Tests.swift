@@ -141,6 +141,20 @@ import TestSupport
         #expect(try await laptop.run("/bin/sh", ["-c", "xclip -selection clipboard -o -t TARGETS"],
                                      environment: ["DISPLAY": onLaptop.display.name]).stdout.contains("image/png"))
 
+        // Copied from a GTK 4 text field (select all, the entry's own copy action, as Ctrl+C does).
+        let python = try Executables.require("/usr/bin/python3", package: "python3-gi gir1.2-gtk-4.0")
+        let fromGTK = "Copied from a GTK 4 text field: ünïcode"
+        let gtkOutput = directory.appendingPathComponent("gtk.out").path
+        let output = open(gtkOutput, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let gtk = try Subprocess(python, [Repository.root.appendingPathComponent("Tests/Scripts/gtk-copy.py").path, fromGTK],
+                                 environment: desktop.bus.environment.merging(["DISPLAY": onDesktop.display.name]) { $1 }, stdout: output)
+        Glibc.close(output)
+        defer { gtk.kill(SIGKILL) }
+        try await eventually("GTK copied", timeout: .seconds(20)) { (try? String(contentsOfFile: gtkOutput, encoding: .utf8))?.contains("copied") == true }
+        try await eventually("xclip on the laptop pastes what GTK copied on the desktop", timeout: .seconds(15)) {
+            try await xclip(["-o"], on: onLaptop, world: laptop).stdout == fromGTK
+        }
+
         // And back, without echoing the desktop's copy: the laptop's agent owns the clipboard now.
         let reply = "and a reply from the laptop"
         _ = try await xclip(["-i"], on: onLaptop, world: laptop, stdin: reply)
