@@ -68,7 +68,9 @@ class BatonWindowTests(unittest.TestCase):
         shutil.copytree(os.path.join(repository, "share/icons"), os.path.join(data, "icons"), dirs_exist_ok=True)
         environment = dict(os.environ, DISPLAY=self.display, GDK_BACKEND="x11", GSK_RENDERER="cairo", NO_AT_BRIDGE="1",
                            GTK_A11Y="none")
-        app = subprocess.Popen([os.path.join(HERE, "baton-gtk")], env=environment)
+        # As GNOME on Wayland names itself (the window runs on Xvfb all the same): the clipboard's notice.
+        app = subprocess.Popen([os.path.join(HERE, "baton-gtk")],
+                               env=dict(environment, XDG_SESSION_TYPE="wayland", XDG_CURRENT_DESKTOP="GNOME"))
         self.addCleanup(self.stop, app)
 
         # Nothing yet: the empty state says how to start.
@@ -87,6 +89,15 @@ class BatonWindowTests(unittest.TestCase):
         self.assertEqual(rows[0]["actions"], "continue,forget", "no other machine to continue on")
         self.assertIn("sync: off", window["status"])
         self.assertEqual(window["subtitle"], "Sync off")
+
+        # With the clipboard source on, the window says plainly that GNOME on Wayland keeps it out.
+        self.assertEqual(window["notice"], "")
+        self.client.connection.call_sync(baton.BUS_NAME, baton.ROOT, baton.PREFIX + "Status", "EnableSource",
+                                         GLib.Variant("(s)", ("clipboard",)), None, Gio.DBusCallFlags.NONE, 5000, None)
+        eventually("the clipboard's notice", lambda: "GNOME on Wayland lets no background program" in self.describe()[0]["notice"])
+        self.client.connection.call_sync(baton.BUS_NAME, baton.ROOT, baton.PREFIX + "Status", "DisableSource",
+                                         GLib.Variant("(s)", ("clipboard",)), None, Gio.DBusCallFlags.NONE, 5000, None)
+        eventually("the notice gone with the source", lambda: self.describe()[0]["notice"] == "")
 
         # Typing into the window searches (a person's keys, through xdotool): title and keyword
         # prefixes, as the desktop's search finds them.
