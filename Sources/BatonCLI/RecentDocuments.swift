@@ -11,7 +11,8 @@ struct Sources: AsyncParsableCommand {
         abstract: "List the sources of activities from apps that know nothing of Baton, or turn one on or off.",
         discussion: """
             web-pages: the browser extension's pages and baton open (on; baton block org.baton.Web stops them).
-            recent-documents: each document an app records as recently used (~/.local/share/recently-used.xbel), \
+            recent-documents: each document an app records as recently used (~/.local/share/recently-used.xbel, and KDE's \
+            ~/.local/share/RecentDocuments/), \
             as an activity that continuing opens in that app. Off until turned on: file names would start \
             reaching your other machines. Turning it off keeps what it recorded; baton forget \
             org.baton.RecentDocuments --yes removes that.

@@ -110,14 +110,8 @@ public struct DesktopApp: Equatable, Sendable {
     /// The keys of the `[Desktop Entry]` group (untranslated values, escapes undone).
     public static func parse(_ text: String, id: String, path: String) -> DesktopApp {
         var app = DesktopApp(id: id, path: path)
-        var inMainGroup = false
-        for line in text.split(whereSeparator: \.isNewline) {
-            if line.hasPrefix("[") {
-                inMainGroup = line == "[Desktop Entry]"
-                continue
-            }
-            guard inMainGroup, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") else { continue }
-            let key = line[..<equals].trimmingSpaces, value = unescaped(String(line[line.index(after: equals)...].trimmingSpaces))
+        for (key, raw) in mainGroup(text) {
+            let value = unescaped(String(raw))
             switch key {
             case "Name" where app.name == nil: app.name = value
             case "Icon" where app.icon == nil && !value.isEmpty: app.icon = value
@@ -131,6 +125,22 @@ public struct DesktopApp: Equatable, Sendable {
             }
         }
         return app
+    }
+
+    /// The keys and values of a desktop entry's (or KConfig file's) `[Desktop Entry]` group,
+    /// spaces around them trimmed, as they are written (escapes not undone), in order.
+    static func mainGroup(_ text: String) -> [(key: Substring, value: Substring)] {
+        var entries: [(key: Substring, value: Substring)] = []
+        var inMainGroup = false
+        for line in text.split(whereSeparator: \.isNewline) {
+            if line.hasPrefix("[") {
+                inMainGroup = line == "[Desktop Entry]"
+                continue
+            }
+            guard inMainGroup, !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") else { continue }
+            entries.append((line[..<equals].trimmingSpaces, line[line.index(after: equals)...].trimmingSpaces))
+        }
+        return entries
     }
 
     /// The program a command line runs: its first word, shell quoting undone (GLib quotes the
@@ -206,7 +216,7 @@ public struct DesktopApp: Equatable, Sendable {
         return bytes.count > limit ? nil : String(decoding: bytes, as: UTF8.self)
     }
 
-    private static func fileNames(in directory: String) -> [String] {
+    static func fileNames(in directory: String) -> [String] {
         guard let stream = opendir(directory) else { return [] }
         defer { closedir(stream) }
         var names: [String] = []

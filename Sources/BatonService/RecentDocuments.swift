@@ -84,19 +84,25 @@ struct RecentDocumentsSource: ActivitySource {
     /// Reads the file now and at each change, until cancelled (the source turned off, batond stopping).
     private func follow(_ path: String) async {
         let watcher: DirectoryWatcher
+        // KDE's links are in a directory beside the file (`KDERecentDocuments`), once KIO made it.
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        let kde = directory + "/" + KDERecentDocuments.directoryName
+        let file = String(path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...])
         do {
             // GTK makes the directory when it first writes the file: it may not be there yet.
-            if let slash = path.lastIndex(of: "/") { mkdir(String(path[..<slash]), 0o700) }
-            watcher = try DirectoryWatcher(file: path)
+            mkdir(directory, 0o700)
+            watcher = try DirectoryWatcher([directory]) { $0 == file || $0 == KDERecentDocuments.directoryName || $0.hasSuffix(".desktop") }
         } catch {
             log.error("recent documents: \(error); the source records nothing")
             return
         }
         var shown: [String: String] = [:]  // URI → its activity, ended when it is used again
         await withTaskCancellationHandler {
-            await read(path, shown: &shown)
+            try? watcher.watch(kde)
+            await read(path, kde: kde, shown: &shown)
             for await _ in watcher.changes where !Task.isCancelled {
-                await read(path, shown: &shown)
+                try? watcher.watch(kde)
+                await read(path, kde: kde, shown: &shown)
             }
         } onCancel: {
             watcher.stop()
@@ -104,12 +110,21 @@ struct RecentDocumentsSource: ActivitySource {
         watcher.stop()
     }
 
-    /// Advertises the documents used since the last reading.
-    private func read(_ path: String, shown: inout [String: String]) async {
+    /// Advertises the documents used since the last reading, from the file and KDE's links in
+    /// `kde`: one each, by its URI, the newest use of it wins.
+    private func read(_ path: String, kde: String, shown: inout [String: String]) async {
         do {
             guard let since = try store.sourcesOn()[RecentDocuments.source] else { return }
-            guard let text = Self.readSmallFile(path, limit: RecentDocuments.maxFileBytes) else { return }
-            let used = RecentlyUsed.documents(in: text).filter { $0.usedAt > since }.sorted { $0.usedAt < $1.usedAt }
+            let recorded = Self.readSmallFile(path, limit: RecentDocuments.maxFileBytes).map(RecentlyUsed.documents(in:)) ?? []
+            let linked = getenv("HOME").map { KDERecentDocuments.documents(in: kde, home: String(cString: $0)) } ?? []
+            // By the path a URI names: the two files may encode one name differently.
+            var newest: [String: RecentlyUsed.Document] = [:]
+            for document in recorded + linked where document.usedAt > since {
+                let key = RecentlyUsed.localPath(document.uri) ?? document.uri
+                if let known = newest[key], known.usedAt >= document.usedAt { continue }
+                newest[key] = document
+            }
+            let used = newest.values.sorted { ($0.usedAt, $0.uri) < ($1.usedAt, $1.uri) }
             guard let newest = used.last?.usedAt else { return }
             if !(try store.isBlocked(RecentDocuments.app)) {
                 for document in used.suffix(RecentDocuments.perReading) {

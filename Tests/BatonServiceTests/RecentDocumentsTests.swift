@@ -101,6 +101,58 @@ import TestSupport
         #expect(try await Self.documents(world).map { $0["target_content_id"] } == [.string(after.absoluteString), .string(notes.absoluteString)])
     }
 
+    /// KDE's links in `RecentDocuments/` are recent documents too (issue #61): a document only
+    /// a link names becomes an activity, once however many links name it, and once with
+    /// `recently-used.xbel`'s entry for it; a hand-made link that is no link to a file (an
+    /// application's Exec, a symlink) runs and records nothing.
+    @Test func kdesRecentDocumentLinksAreDocumentsEachOnce() async throws {
+        _ = try Executables.require("Xvfb", package: "xvfb")
+        let world = try await BatonWorld.startedInProcess()
+        defer { world.close() }
+        _ = try Self.prepare(world)
+        let files = world.bus.directory.appendingPathComponent("files")
+        let links = URL(fileURLWithPath: world.bus.dataHome).appendingPathComponent("RecentDocuments")
+        try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
+        let report = files.appendingPathComponent("Quarterly report.odt"), notes = files.appendingPathComponent("notes.txt")
+        for file in [report, notes] { try "text\n".write(to: file, atomically: true, encoding: .utf8) }
+        _ = try await world.baton(["sources", "enable", "recent-documents"])
+
+        // As KIO writes them (the directory made after the source started): two links to one document.
+        try FileManager.default.createDirectory(at: links, withIntermediateDirectories: true)
+        func link(_ name: String, _ text: String) throws {
+            try text.write(to: links.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        let entry = "[Desktop Entry]\nIcon=x-office-document\nName=Quarterly report.odt\nType=Link\nURL[$e]=file:\(report.path)\nX-KDE-LastOpenedWith=\(Self.app)\n"
+        try link("Quarterly report.odt.desktop", entry)
+        try link("Quarterly report.odt[2].desktop", entry)
+        // Hostile: an application's entry, and a symlink to a link elsewhere. Neither is read.
+        let marker = world.bus.directory.appendingPathComponent("ran").path
+        try link("evil.desktop", "[Desktop Entry]\nType=Application\nExec=/usr/bin/touch \(marker)\nURL=file:\(notes.path)\n")
+        let elsewhere = world.bus.directory.appendingPathComponent("elsewhere.desktop")
+        try "[Desktop Entry]\nType=Link\nURL=file:\(notes.path)\n".write(to: elsewhere, atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: links.appendingPathComponent("linked.desktop").path, withDestinationPath: elsewhere.path)
+
+        // A second link to a document is a second use of it (KIO's NAME[2].desktop): the activity
+        // of the first use ends as the next one is advertised, as for the xbel's entries.
+        let reportURI = "file://\(files.path)/Quarterly%20report.odt"
+        // (Read in one state of the list: a later use's activity replaces the earlier one's.) The
+        // hostile links name the notes: read, they would put the notes in the list.
+        try await eventually("the report is one activity, continued in the app that opened it") {
+            let documents = try await Self.documents(world)
+            return documents.count == 1 && documents.first?["target_content_id"]?.stringValue == reportURI
+                && documents.first?["payload"]?.stringValue?.contains("\"app\":\"\(Self.app).desktop\"") == true
+        }
+
+        // The same document in recently-used.xbel (through GTK) and in a link: one activity.
+        try await Self.use([notes.absoluteString], in: world)
+        try link("notes.txt.desktop", "[Desktop Entry]\nType=Link\nURL[$e]=file:\(notes.path)\nX-KDE-LastOpenedWith=\(Self.app)\n")
+        try await eventually("the notes are one activity beside the report's") {
+            let uris = try await Self.documents(world).compactMap { $0["target_content_id"]?.stringValue }
+            return uris.sorted() == [reportURI, notes.absoluteString].sorted()
+        }
+        #expect(!FileManager.default.fileExists(atPath: marker), "nothing in a link is run")
+    }
+
     @Test func aDBusActivatableAppIsAskedToOpenItThroughTheBus() async throws {
         _ = try Executables.require("Xvfb", package: "xvfb")
         let world = try await BatonWorld.startedInProcess()
