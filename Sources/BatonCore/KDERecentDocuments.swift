@@ -3,7 +3,7 @@ import Glibc
 /// KDE's recent documents: KIO writes a KConfig file for each document KDE's file dialog or
 /// launcher opens into `~/.local/share/RecentDocuments/` (`NAME.desktop`, and `NAME[2].desktop`
 /// for a second document of that name), beside `recently-used.xbel`, and the two do not always
-/// agree (issue #61). Each file is a link:
+/// agree. Each file is a link:
 ///
 ///     [Desktop Entry]
 ///     Type=Link

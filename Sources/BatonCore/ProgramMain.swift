@@ -6,8 +6,8 @@ import Glibc
 ///
 /// The main thread waits for it on a semaphore. A top-level `await` would hand the main thread
 /// to `dispatch_main()`, which ends it with `pthread_exit`, and that unwinds its stack through
-/// the program's unwind tables: 0.7 MB of an idle batond's resident pages read once and never
-/// again (Benchmarks/README, "What an idle batond holds"). Nothing here runs on the main queue.
+/// the program's unwind tables, which then stay resident (Benchmarks/README, "What an idle
+/// batond holds"). Nothing here runs on the main queue.
 public func runProgram(_ work: @escaping @Sendable () async -> Void) -> Never {
     let finished = DispatchSemaphore(value: 0)
     Task.detached {

@@ -123,7 +123,7 @@ enum Echo {
     static func key(_ content: [UInt8], mime: String) -> Int {
         var hasher = Hasher()
         hasher.combine(mime)
-        // Hashed as one run of bytes, not byte by byte (8 MB: 20 ms the other way).
+        // Hashed as one run of bytes: byte by byte is many times slower for an image.
         if mime == ClipboardCopy.text {
             var text = content.filter { $0 != UInt8(ascii: "\r") }
             while text.last == UInt8(ascii: "\n") { text.removeLast() }
@@ -187,10 +187,7 @@ struct ClipboardSource: ActivitySource {
     }
 
     var settings: [String: String] {
-        get throws {
-            let given = try store.sourceSettings(Self.name)
-            return Dictionary(uniqueKeysWithValues: Contract.Sources.Clipboard.settings.map { ($0.name, given[$0.name] ?? $0.defaultValue) })
-        }
+        get throws { try store.settingValues(of: Self.name, declared: Contract.Sources.Clipboard.settings) }
     }
 
     /// The agent saw the user copy. What never leaves is decided from what the agent says of the

@@ -56,11 +56,8 @@ struct StatusInterface: Sendable {
         return []
     }
 
-    /// `source`'s declared settings, each with the value the user gave it or its default.
     func settings(of source: String) throws -> [String: String] {
-        let declared = try Self.declaredSettings(of: source)
-        let given = try store.sourceSettings(source)
-        return Dictionary(uniqueKeysWithValues: declared.map { ($0.name, given[$0.name] ?? $0.defaultValue) })
+        try store.settingValues(of: source, declared: try Self.declaredSettings(of: source))
     }
 
     /// The settings `source` declares; `InvalidArgument` for a source batond does not have.
@@ -95,6 +92,14 @@ struct StatusInterface: Sendable {
         if on { source.followIfOn() } else { source.stop() }
         await announcements.signals.propertiesChanged(interface, [Contract.Status.Property.sources])
         return []
+    }
+}
+
+extension Store {
+    /// `source`'s `declared` settings, each with the value the user gave it or its default.
+    func settingValues(of source: String, declared: [SourceSetting]) throws -> [String: String] {
+        let given = try sourceSettings(source)
+        return Dictionary(uniqueKeysWithValues: declared.map { ($0.name, given[$0.name] ?? $0.defaultValue) })
     }
 }
 

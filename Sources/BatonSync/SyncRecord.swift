@@ -30,8 +30,9 @@ struct SyncRecord: Codable, Equatable {
     var madeAt: UInt64?
     var expiresAt: UInt64?
     var epoch: Int32?
-    /// Not in the JSON: after it, past a 0 byte (`encoded`), as it is; base64 in JSON made a
-    /// 300 KB copy cost 11 million instructions to encode.
+    /// Not in the JSON: after it, past a 0 byte (`encoded`), as it is; base64 inside the JSON
+    /// made encoding an image's copy cost more than the rest of sending it
+    /// (Benchmarks/README, "A copy of the clipboard").
     var sealed: [UInt8]?
 
     enum CodingKeys: String, CodingKey {

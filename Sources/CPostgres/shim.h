@@ -22,9 +22,10 @@ struct baton_libpq {
 };
 
 // Loads libpq.so.5 and finds its functions, once: the table, or NULL with dlerror's text in
-// *error. batond opens libpq only when it syncs through PostgreSQL: linked, libpq and the 23
-// libraries it needs (OpenSSL, GnuTLS, Kerberos, LDAP, SASL…) were about 5 MB of an idle batond's
-// resident memory and a few milliseconds of every start. Called from one thread at a time.
+// *error. batond opens libpq only when it syncs through PostgreSQL: linked, libpq and the
+// libraries it needs (OpenSSL, GnuTLS, Kerberos, LDAP, SASL…) weighed on every idle batond's
+// memory and every start (Benchmarks/README, "One program for what ships"). Called from one
+// thread at a time.
 static inline const struct baton_libpq *_Nullable baton_libpq_load(const char *_Nullable *_Nonnull error) {
     static struct baton_libpq functions;
     static int loaded;

@@ -68,7 +68,9 @@ public enum ClipboardAgent {
             let offered = try await connection.signals(matching: MatchRule(interface: Contract.Interface.clipboard, member: Contract.Clipboard.offered.name))
             let withdrawn = try await connection.signals(matching: MatchRule(interface: Contract.Interface.clipboard, member: Contract.Clipboard.withdrawn.name))
             // What batond offers already, as the agent starts with the session.
-            if let id = try? await batond.currentOffer(), !id.isEmpty { await offer(id, batond: batond, clipboard: clipboard, log: log) }
+            if let current = try? await batond.currentOffer(), !current.id.isEmpty {
+                await offer(current.id, mime: current.mime, batond: batond, clipboard: clipboard, log: log)
+            }
             log("watching the clipboard of X display \(displayName)")
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -80,8 +82,8 @@ public enum ClipboardAgent {
                 }
                 group.addTask {
                     for await signal in offered {
-                        guard let id = signal.body.first?.stringValue else { continue }
-                        await offer(id, batond: batond, clipboard: clipboard, log: log)
+                        guard signal.body.count == 5, let id = signal.body[0].stringValue, let mime = signal.body[1].stringValue else { continue }
+                        await offer(id, mime: mime, batond: batond, clipboard: clipboard, log: log)
                     }
                 }
                 group.addTask {
@@ -110,10 +112,10 @@ public enum ClipboardAgent {
         var current: (text: Int, image: Int)? { on.load(ordering: .relaxed) ? value.withLock { $0 } : nil }
     }
 
-    /// Fetches offer `id`'s content and puts it on the clipboard.
-    static func offer(_ id: String, batond: Batond, clipboard: X11Clipboard, log: @Sendable (String) -> Void) async {
+    /// Fetches offer `id`'s content and puts it on the clipboard as `mime`.
+    static func offer(_ id: String, mime: String, batond: Batond, clipboard: X11Clipboard, log: @Sendable (String) -> Void) async {
         do {
-            let (mime, content) = try await batond.content(id)
+            let content = try await batond.content(id)
             clipboard.own(id: id, mime: mime, content: content)
             log("offering \(id) (\(content.count) bytes, \(mime))")
         } catch {
@@ -139,15 +141,14 @@ public enum ClipboardAgent {
             }
         }
 
-        func currentOffer() async throws -> String {
-            try await call(Contract.Clipboard.offer).first?.stringValue ?? ""
+        /// The offer batond holds now ("" id: none), and its type.
+        func currentOffer() async throws -> (id: String, mime: String) {
+            let offer = try await call(Contract.Clipboard.offer)
+            return (offer.first?.stringValue ?? "", offer.count > 1 ? offer[1].stringValue ?? "" : "")
         }
 
-        func content(_ id: String) async throws -> (mime: String, content: [UInt8]) {
-            let offer = try await call(Contract.Clipboard.offer)
-            let mime = offer.count > 1 && offer[0].stringValue == id ? offer[1].stringValue ?? ClipboardCopy.text : ClipboardCopy.text
-            let content = try await call(Contract.Clipboard.content, [.string(id)]).first?.bytesValue ?? []
-            return (mime, content)
+        func content(_ id: String) async throws -> [UInt8] {
+            try await call(Contract.Clipboard.content, [.string(id)]).first?.bytesValue ?? []
         }
 
         /// Whether the clipboard source is on (`Status.Sources`).

@@ -214,7 +214,7 @@ final class X11Clipboard: @unchecked Sendable {
         guard let notify = wait(until: min(deadline, Self.now + Self.nanoseconds(Self.answerDeadline)), for: { event in
             event.type == SelectionNotify && event.xselection.requestor == self.window
         }), notify.xselection.property != 0 else { return nil }
-        guard var first = property(cap: cap) else { return nil }
+        guard let first = property(cap: cap) else { return nil }
         guard first.type == atoms.incr else { return first.converted }
         // INCR: the owner sends chunks, each when the last was deleted; an empty one ends it.
         var whole = Converted()
@@ -226,7 +226,6 @@ final class X11Clipboard: @unchecked Sendable {
                 replaceWindow()
                 return nil
             }
-            first = chunk
             if chunk.converted.bytes.isEmpty { return whole }
             whole.bytes += chunk.converted.bytes
             whole.format = chunk.converted.format

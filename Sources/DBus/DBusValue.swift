@@ -25,9 +25,8 @@ public enum DBusValue: Hashable, Sendable {
     indirect case variant(DBusValue)
     case array(DBusType, [DBusValue])
     /// An array of bytes (`ay`), in one buffer: how every `ay` is read, and the way to send
-    /// large ones (an `.array(.byte, …)` holds a `DBusValue` per byte: 8 MB took 300 ms to
-    /// receive, Benchmarks/README "A copy of the clipboard"). Compares unequal to the same
-    /// bytes as `.array(.byte, …)`.
+    /// large ones (an `.array(.byte, …)` holds a `DBusValue` per byte; Benchmarks/README, "A
+    /// copy of the clipboard"). Compares unequal to the same bytes as `.array(.byte, …)`.
     case bytes([UInt8])
     case dictionary(key: DBusType, value: DBusType, [DictionaryEntry])
     case structure([DBusValue])

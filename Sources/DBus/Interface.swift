@@ -248,7 +248,7 @@ extension Array: DBusArgument where Element: DBusArgument {
     public init?(dbusValue: DBusValue) {
         // An `ay` as read: its bytes at once, not a DBusValue each.
         if Element.self == UInt8.self, case .bytes(let bytes) = dbusValue {
-            // The same type: no cast per element (`as?` here cast each byte, 70 instructions a byte).
+            // The same type: `as?` here would cast each byte on its own.
             self = unsafeBitCast(bytes, to: [Element].self)
             return
         }

@@ -4,7 +4,7 @@
 // The package ships this one program under four names (links to it), chosen by the name it is
 // started as: `batond` (the daemon), `baton-browser-host` (the browser extension's native
 // messaging host), `hawk-notes` (the reference app) and `baton`. The Swift runtime and
-// FoundationEssentials, about 14 MB in each program that links them, are in the package once.
+// FoundationEssentials, the bulk of each program that links them, are in the package once.
 import BatonCLI
 import BatonCore
 import BatondCommand

@@ -214,7 +214,8 @@ extension SyncEngineTests {
     @Test func aCopyOfTheClipboardIsDeletedFromTheServerWhenItsTimeIsOver() async throws {
         let sync = try await SyncServer.fresh()
         let clock = ManualClock()
-        let desktop = try TestDevice(name: "desktop", clock: clock)
+        let said = Said()
+        let desktop = try TestDevice(name: "desktop", log: said, clock: clock)
         let got = Mutex<[ClipboardCopy]>([])
         let laptop = try TestDevice(name: "laptop") { applied in got.withLock { $0 += applied.clipboard } }
         defer { desktop.close(); laptop.close() }
@@ -236,6 +237,22 @@ extension SyncEngineTests {
             try await sync.psql("SELECT count(*) FROM baton.record WHERE device_id = '\(desktopID)'") == records
                 && desktop.store.expiredClipboardRecords(now: clock.now()).isEmpty
         }
+
+        // A server set up before devices could remove their records refuses: said once, the
+        // copy stays there (sealed), and sync goes on.
+        _ = try await sync.psql("REVOKE DELETE ON baton.record FROM baton_device")
+        let now2 = clock.now()
+        try await desktop.engine.sendClipboard(ClipboardCopy(id: Identifier.make(), mime: ClipboardCopy.text, content: Array("stays".utf8),
+                                                             madeAt: now2, expiresAt: now2 + 120_000_000))
+        try await eventually("the laptop has the second copy") { got.withLock { $0.count } == 2 }
+        await clock.advance(by: .seconds(121))
+        let after = Activity(id: Identifier.make(), type: type.type, appID: type.appID, title: "After", payload: "{}", createdAt: 1, updatedAt: 1)
+        _ = try desktop.store.write { try $0.insert(after) }
+        try await eventually("the refusal is said") { said.lines.contains { $0.contains("does not let this device remove") } }
+        try await eventually("the laptop has what came after") { try laptop.store.activity(id: after.id, now: 2) != nil }
+        #expect(try desktop.store.expiredClipboardRecords(now: clock.now()).isEmpty, "not tried again and again")
+        #expect(try await sync.psql("SELECT count(*) FROM baton.record WHERE device_id = '\(desktopID)'")
+            == "\((Int(records.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) + 2)\n", "the copy and the activity")
     }
 
     /// A revoked device cannot read what is written after its revocation, nor append; the
