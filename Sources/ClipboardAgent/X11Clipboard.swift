@@ -24,9 +24,11 @@ final class X11Clipboard: @unchecked Sendable {
         case stop
     }
 
-    /// How long one owner may take to answer a conversion, and a whole transfer (INCR's chunks).
-    static let answerDeadline: Duration = .seconds(1)
-    static let transferDeadline: Duration = .seconds(3)
+    /// How long one owner may take to answer a conversion, and a whole transfer (INCR's chunks):
+    /// as long as Qt's own clipboard waits, for an app busy drawing on a loaded machine is slow
+    /// to answer, not hostile.
+    static let answerDeadline: Duration = .seconds(5)
+    static let transferDeadline: Duration = .seconds(10)
     /// Targets read of an offer: a hostile owner may list thousands.
     static let maxTargets = 1_024
 

@@ -81,8 +81,10 @@ import TestSupport
 
     /// A hostile owner of the clipboard (Tests/Scripts/hostile-owner.c): 10 000 targets, no
     /// answer at all, or a 1 GiB INCR transfer. The agent drops each within its deadline and
-    /// its cap, tells batond a copy was made that was not sent, and hears the next copy.
-    @Test(arguments: ["targets", "silent", "incr"]) func aHostileOwnerIsDroppedWithinItsDeadline(mode: String) async throws {
+    /// its cap, tells batond a copy was made that was not sent, and hears the next copy. A
+    /// busy owner, 2 s late with each answer (an app drawing its first frame on a loaded
+    /// machine), is no enemy: its copy is read.
+    @Test(arguments: ["targets", "silent", "incr", "slow"]) func aHostileOwnerIsDroppedWithinItsDeadline(mode: String) async throws {
         let world = try await BatonWorld.started()
         defer { world.close() }
         _ = try await world.baton(["sources", "enable", "clipboard"])
@@ -96,10 +98,14 @@ import TestSupport
         try #require(built.status == 0, "\(built)")
         let hostile = try Subprocess(owner, [mode], environment: world.bus.environment.merging(["DISPLAY": session.display.name]) { $1 })
         defer { hostile.kill(SIGKILL) }
-        let expected = mode == "incr" ? "a copy of 0 bytes (text/plain;charset=utf-8): too-large" : "a copy of 0 bytes (text/plain;charset=utf-8): unsupported"
-        try await eventually("the agent gave up on the \(mode) owner", timeout: .seconds(15)) { session.said.contains(expected) }
-        _ = try await xclip(["-i"], on: session, world: world, stdin: "still listening")
-        try await eventually("the agent hears the next copy") { session.said.contains("a copy of 15 bytes (text/plain;charset=utf-8): no-sync") }
+        let expected = switch mode {
+        case "incr": "a copy of 0 bytes (text/plain;charset=utf-8): too-large"
+        case "slow": "a copy of 15 bytes (text/plain;charset=utf-8): no-sync"
+        default: "a copy of 0 bytes (text/plain;charset=utf-8): unsupported"
+        }
+        try await eventually("the agent is done with the \(mode) owner", timeout: .seconds(15), context: session.said) { session.said.contains(expected) }
+        _ = try await xclip(["-i"], on: session, world: world, stdin: "still listening here")
+        try await eventually("the agent hears the next copy", context: session.said) { session.said.contains("a copy of 20 bytes (text/plain;charset=utf-8): no-sync") }
     }
 
     @Test func copiedWithXclipOnOneMachinePastesWithXclipOnTheOther() async throws {
@@ -110,6 +116,7 @@ import TestSupport
         for world in [desktop, laptop] { _ = try await world.baton(["sources", "enable", "clipboard"]) }
         let onDesktop = try await Session(desktop), onLaptop = try await Session(laptop)
         defer { onDesktop.close(); onLaptop.close() }
+        @Sendable func agents() -> String { "the desktop's agent said:\n\(onDesktop.said)\nthe laptop's agent said:\n\(onLaptop.said)" }
         for session in [onDesktop, onLaptop] {
             try await eventually("the agent reads copies") { session.said.contains("the clipboard source is on") }
         }
@@ -117,7 +124,7 @@ import TestSupport
         let text = "Copied on the desktop: ünïcode, \"quotes\" and a newline\n"
         let copied = try await xclip(["-i"], on: onDesktop, world: desktop, stdin: text)
         #expect(copied.status == 0, "\(copied)")
-        try await eventually("xclip on the laptop pastes the desktop's copy", timeout: .seconds(15)) {
+        try await eventually("xclip on the laptop pastes the desktop's copy", timeout: .seconds(15), context: agents()) {
             try await xclip(["-o"], on: onLaptop, world: laptop).stdout == text
         }
         #expect(onDesktop.said.contains("(text/plain;charset=utf-8): sent"), "\(onDesktop.said)")
@@ -129,7 +136,7 @@ import TestSupport
         let imagePath = directory.appendingPathComponent("copied.png").path, pastedPath = directory.appendingPathComponent("pasted.png").path
         try image.write(to: URL(fileURLWithPath: imagePath))
         _ = try await xclip(["-t", "image/png", "-i", imagePath], on: onDesktop, world: desktop)
-        try await eventually("xclip on the laptop pastes the desktop's image", timeout: .seconds(15)) {
+        try await eventually("xclip on the laptop pastes the desktop's image", timeout: .seconds(15), context: agents()) {
             _ = try await laptop.run("/bin/sh", ["-c", "xclip -selection clipboard -o -t image/png > '\(pastedPath)'"],
                                      environment: ["DISPLAY": onLaptop.display.name], timeout: .seconds(10))
             return FileManager.default.contents(atPath: pastedPath) == image
@@ -137,7 +144,7 @@ import TestSupport
 
         // A password manager's copy (its hint among the types) is never read or sent: the laptop keeps the image.
         _ = try await xclip(["-t", "x-kde-passwordManagerHint", "-i"], on: onDesktop, world: desktop, stdin: "secret")
-        try await eventually("the desktop's agent heard the password's copy") { onDesktop.said.contains(": secret") }
+        try await eventually("the desktop's agent heard the password's copy", context: agents()) { onDesktop.said.contains(": secret") }
         #expect(try await laptop.run("/bin/sh", ["-c", "xclip -selection clipboard -o -t TARGETS"],
                                      environment: ["DISPLAY": onLaptop.display.name]).stdout.contains("image/png"))
 
@@ -151,14 +158,14 @@ import TestSupport
         Glibc.close(output)
         defer { gtk.kill(SIGKILL) }
         try await eventually("GTK copied", timeout: .seconds(20)) { (try? String(contentsOfFile: gtkOutput, encoding: .utf8))?.contains("copied") == true }
-        try await eventually("xclip on the laptop pastes what GTK copied on the desktop", timeout: .seconds(15)) {
+        try await eventually("xclip on the laptop pastes what GTK copied on the desktop", timeout: .seconds(15), context: agents()) {
             try await xclip(["-o"], on: onLaptop, world: laptop).stdout == fromGTK
         }
 
         // And back, without echoing the desktop's copy: the laptop's agent owns the clipboard now.
         let reply = "and a reply from the laptop"
         _ = try await xclip(["-i"], on: onLaptop, world: laptop, stdin: reply)
-        try await eventually("xclip on the desktop pastes the laptop's copy", timeout: .seconds(15)) {
+        try await eventually("xclip on the desktop pastes the laptop's copy", timeout: .seconds(15), context: agents()) {
             try await xclip(["-o"], on: onDesktop, world: desktop).stdout == reply
         }
     }

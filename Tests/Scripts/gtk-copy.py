@@ -35,6 +35,8 @@ def activate(application):
         # What Ctrl+C runs: the copy action of the entry's text widget.
         if not entry.get_delegate().activate_action("clipboard.copy", None):
             sys.exit("GTK has no clipboard.copy action here")
+        if not entry.get_clipboard().is_local():
+            sys.exit("GTK could not take the clipboard")
         print("copied", flush=True)
         if screenshot:
             here = os.path.dirname(os.path.realpath(__file__))

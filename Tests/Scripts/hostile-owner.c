@@ -2,7 +2,8 @@
  * and then, by MODE,
  *   targets  lists 10 000 made-up targets (text among them only past the first 9 000);
  *   silent   answers nothing at all;
- *   incr     offers UTF8_STRING and sends it by INCR, 64 KiB a chunk, up to 1 GiB.
+ *   incr     offers UTF8_STRING and sends it by INCR, 64 KiB a chunk, up to 1 GiB;
+ *   slow     is no enemy, only busy: answers each request honestly ("slow but honest"), after 2 s.
  * It prints "owner" once it owns the selection, and runs until killed.
  * Build: cc -o hostile-owner hostile-owner.c -lX11 */
 #include <X11/Xatom.h>
@@ -10,9 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
-    if (argc != 2) { fprintf(stderr, "usage: hostile-owner targets|silent|incr\n"); return 2; }
+    if (argc != 2) { fprintf(stderr, "usage: hostile-owner targets|silent|incr|slow\n"); return 2; }
     const char *mode = argv[1];
     Display *display = XOpenDisplay(NULL);
     if (!display) { fprintf(stderr, "no display\n"); return 1; }
@@ -33,6 +35,7 @@ int main(int argc, char **argv) {
         XNextEvent(display, &event);
         if (event.type == SelectionRequest && strcmp(mode, "silent") != 0) {
             XSelectionRequestEvent *request = &event.xselectionrequest;
+            if (strcmp(mode, "slow") == 0) sleep(2);
             XEvent reply = {0};
             reply.xselection.type = SelectionNotify;
             reply.xselection.requestor = request->requestor;
@@ -54,6 +57,9 @@ int main(int argc, char **argv) {
                 property = request->property;
                 XSelectInput(display, requestor, PropertyChangeMask);
                 XChangeProperty(display, requestor, property, incr, 32, PropModeReplace, (unsigned char *)&size, 1);
+            } else if (request->target == utf8 && strcmp(mode, "slow") == 0) {
+                const char *text = "slow but honest";
+                XChangeProperty(display, request->requestor, request->property, utf8, 8, PropModeReplace, (const unsigned char *)text, (int)strlen(text));
             } else {
                 reply.xselection.property = None;
             }

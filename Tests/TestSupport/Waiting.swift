@@ -4,7 +4,8 @@ import Synchronization
 /// Waits until `condition` holds, checking every few milliseconds, and throws after
 /// `timeout`: how tests await a state they cannot subscribe to.
 public func eventually(
-    _ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool
+    _ what: String, timeout: Duration = .seconds(10), context: @autoclosure @Sendable () -> String = "",
+    _ condition: @Sendable () async throws -> Bool
 ) async throws {
     let clock = ContinuousClock()
     let deadline = clock.now + timeout
@@ -12,7 +13,8 @@ public func eventually(
         if try await condition() { return }
         try await Task.sleep(for: .milliseconds(5))
     }
-    throw TestSupportError("timed out waiting for: \(what)")
+    let said = context()
+    throw TestSupportError("timed out waiting for: \(what)" + (said.isEmpty ? "" : "\n\(said)"))
 }
 
 /// The first message of a signal stream, or a failure after `timeout`.
