@@ -80,7 +80,9 @@ struct ClipboardAgentCommand: AsyncParsableCommand {
         abstract: "Watch and set this session's clipboard for the clipboard source (started with the session).",
         discussion: """
             Not for typing: the session starts it (baton-clipboard.service, or the autostart entry). It tells batond of \
-            each copy and offers on the clipboard what your other machines copied. Ends when the display goes away.
+            each copy and offers on the clipboard what your other machines copied: on Wayland through the compositor's \
+            data-control protocol (sway, KWin, Hyprland, labwc, Wayfire), else on X11. Ends when the display goes away \
+            (status 0); status 3 when the session offers no way to watch its clipboard (GNOME on Wayland).
             """,
         shouldDisplay: false)
     @OptionGroup var global: GlobalOptions

@@ -128,9 +128,6 @@ struct Doctor: AsyncParsableCommand {
                          detail: "on, but GNOME on Wayland lets no background program watch or set the clipboard: copies here cannot be sent or offered",
                          fix: "use an X11 (GNOME on Xorg) session on this machine, or baton sources disable clipboard")
         }
-        if wayland {
-            return Check(name: "clipboard", ok: false, detail: "on, but the Wayland clipboard agent is not built yet", fix: "use an X11 session for now")
-        }
         return Check(name: "clipboard", ok: false, detail: "on, but no clipboard agent runs in this session",
                      fix: "systemctl --user start baton-clipboard (or run: baton clipboard-agent)")
     }

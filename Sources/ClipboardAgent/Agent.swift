@@ -5,20 +5,28 @@ import Glibc
 import Synchronization
 
 /// The clipboard agent of one graphical session (`baton clipboard-agent`; docs/DESIGN.md, "The
-/// clipboard"): the display's clipboard on one side (`X11Clipboard`), batond's
+/// clipboard"): the display's clipboard on one side (`X11Clipboard`, `WaylandClipboard`), batond's
 /// `org.baton.Handoff1.Clipboard` on the other. It tells batond of each copy the user makes
 /// and offers on the clipboard what batond offers from the user's other machines, until batond
 /// withdraws it. It decides nothing batond would not: batond answers what became of each copy.
 public enum ClipboardAgent {
+    /// The exit status when the session offers no way to watch its clipboard: the user unit does
+    /// not restart the agent then (`RestartPreventExitStatus=`).
+    public static let sessionCannotStatus: Int32 = 3
+
     /// Runs until the display or the bus goes away, or SIGTERM; returns the exit status.
     public static func run(address: String?, log: @escaping @Sendable (String) -> Void) async -> Int32 {
-        guard let displayVariable = getenv("DISPLAY") else {
-            log(getenv("WAYLAND_DISPLAY") != nil
-                ? "this session is Wayland without X11: the Wayland agent is not built yet (issue #58)"
-                : "no graphical session here: DISPLAY is not set")
+        // Wayland first: where a compositor runs, DISPLAY is only its Xwayland, which sees no
+        // copy made in a Wayland window.
+        let session: (kind: String, display: String)
+        if let wayland = getenv("WAYLAND_DISPLAY") {
+            session = ("W", String(cString: wayland))
+        } else if let x11 = getenv("DISPLAY") {
+            session = ("X", String(cString: x11))
+        } else {
+            log("no graphical session here: neither WAYLAND_DISPLAY nor DISPLAY is set")
             return 1
         }
-        let displayName = String(cString: displayVariable)
         let connection: Connection
         do {
             connection = try Connection(address.map { .address($0) } ?? .session) { _ in }
@@ -29,23 +37,25 @@ public enum ClipboardAgent {
         defer { connection.close() }
         // One agent per display: a session that starts it twice (the unit and the autostart
         // entry) would otherwise send each copy twice.
-        let display = displayName.map { $0.isLetter || $0.isNumber ? $0 : "_" }
+        let display = session.display.map { $0.isLetter || $0.isNumber ? $0 : "_" }
         do {
-            try await connection.requestName("org.baton.ClipboardAgent.X" + String(display))
+            try await connection.requestName("org.baton.ClipboardAgent." + session.kind + String(display))
         } catch {
-            log("another agent watches the clipboard of X display \(displayName) already; this one stops")
+            log("another agent watches the clipboard of display \(session.display) already; this one stops")
             return 0
         }
         let batond = Batond(connection: connection)
         // The caps, read again after each copy: the user may change them while the agent runs.
         let caps = Caps()
-        let copies = AsyncStream<X11Clipboard.Copy>.makeStream()
-        let clipboard: X11Clipboard
+        let copies = AsyncStream<Copy>.makeStream()
+        let clipboard: any SessionClipboard
         do {
-            clipboard = try X11Clipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) })
+            clipboard = session.kind == "W"
+                ? try WaylandClipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) })
+                : try X11Clipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) })
         } catch {
             log(error.description)
-            return 1
+            return error.sessionCannot ? sessionCannotStatus : 1
         }
         do {
             try OwnThread.start { clipboard.run() }
@@ -71,7 +81,7 @@ public enum ClipboardAgent {
             if let current = try? await batond.currentOffer(), !current.id.isEmpty {
                 await offer(current.id, mime: current.mime, batond: batond, clipboard: clipboard, log: log)
             }
-            log("watching the clipboard of X display \(displayName)")
+            log("watching the clipboard of \(clipboard.watching)")
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await copy in copies.stream {
@@ -113,7 +123,7 @@ public enum ClipboardAgent {
     }
 
     /// Fetches offer `id`'s content and puts it on the clipboard as `mime`.
-    static func offer(_ id: String, mime: String, batond: Batond, clipboard: X11Clipboard, log: @Sendable (String) -> Void) async {
+    static func offer(_ id: String, mime: String, batond: Batond, clipboard: any SessionClipboard, log: @Sendable (String) -> Void) async {
         do {
             let content = try await batond.content(id)
             clipboard.own(id: id, mime: mime, content: content)
@@ -132,7 +142,7 @@ public enum ClipboardAgent {
         }
 
         /// What batond answered for a copy, or why it could not be told.
-        func copied(_ copy: X11Clipboard.Copy) async -> String {
+        func copied(_ copy: Copy) async -> String {
             do {
                 return try await call(Contract.Clipboard.copied, [.string(copy.mime), .bytes(copy.content), .stringMap(copy.hints)])
                     .first?.stringValue ?? "?"

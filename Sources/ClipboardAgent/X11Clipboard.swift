@@ -10,37 +10,19 @@ import Synchronization
 ///
 /// Every X call happens on its thread; the agent talks to it through `own`, `release` and
 /// `stop`, which wake the thread through an eventfd.
-final class X11Clipboard: @unchecked Sendable {
-    /// What the user copied, as read: `content` is empty when it was not read (`hints` say why).
-    struct Copy: Sendable {
-        var mime: String
-        var content: [UInt8]
-        var hints: [String: String]
-    }
-
-    private enum Command {
-        case own(id: String, mime: String, content: [UInt8])
-        case release(id: String)
-        case stop
-    }
-
-    /// How long one owner may take to answer a conversion, and a whole transfer (INCR's chunks):
-    /// as long as Qt's own clipboard waits, for an app busy drawing on a loaded machine is slow
-    /// to answer, not hostile.
-    static let answerDeadline: Duration = .seconds(5)
-    static let transferDeadline: Duration = .seconds(10)
+final class X11Clipboard: SessionClipboard, @unchecked Sendable {
     /// Targets read of an offer: a hostile owner may list thousands.
     static let maxTargets = 1_024
 
     private let x: UnsafePointer<baton_x11>
     private let display: OpaquePointer
     private var window: Window
-    private let wake: Int32
-    private let commands = Mutex<[Command]>([])
+    let mailbox: ClipboardMailbox
     private let caps: @Sendable () -> (text: Int, image: Int)?
     private let copied: @Sendable (Copy) -> Void
     private let atoms: Atoms
     private let xfixesEvent: Int32
+    let watching: String
     /// The copy this agent offers while it owns the selection.
     private var owned: (id: String, mime: String, content: [UInt8])?
     /// Events read while waiting for a particular one, handled after it.
@@ -67,9 +49,10 @@ final class X11Clipboard: @unchecked Sendable {
         var eventBase: Int32 = 0, errorBase: Int32 = 0
         guard x.pointee.XFixesQueryExtension(display, &eventBase, &errorBase) != 0 else {
             _ = x.pointee.XCloseDisplay(display)
-            throw AgentError("the X server has no XFixes extension: the agent cannot hear copies")
+            throw AgentError("the X server has no XFixes extension: the agent cannot hear copies", sessionCannot: true)
         }
         self.display = display
+        watching = "X display " + (getenv("DISPLAY").map { String(cString: $0) } ?? "")
         xfixesEvent = eventBase + XFixesSelectionNotify
         window = Self.makeWindow(x, display)
         func intern(_ name: String) -> Atom { x.pointee.XInternAtom(display, name, 0) }
@@ -78,7 +61,7 @@ final class X11Clipboard: @unchecked Sendable {
                       passwordHint: intern("x-kde-passwordManagerHint"), property: intern("BATON_CLIPBOARD"))
         x.pointee.XFixesSelectSelectionInput(display, window, atoms.clipboard, UInt(XFixesSetSelectionOwnerNotifyMask))
         _ = x.pointee.XFlush(display)
-        wake = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        mailbox = ClipboardMailbox(descriptor: eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)))
         self.caps = caps
         self.copied = copied
     }
@@ -101,18 +84,6 @@ final class X11Clipboard: @unchecked Sendable {
         deferred.removeAll { $0.type == PropertyNotify }
     }
 
-    // MARK: From the agent (any thread)
-
-    func own(id: String, mime: String, content: [UInt8]) { send(.own(id: id, mime: mime, content: content)) }
-    func release(id: String) { send(.release(id: id)) }
-    func stop() { send(.stop) }
-
-    private func send(_ command: Command) {
-        commands.withLock { $0.append(command) }
-        var one: UInt64 = 1
-        _ = Glibc.write(wake, &one, 8)
-    }
-
     // MARK: The X thread
 
     /// Runs until `stop`: waits on the display's socket and the wake-up, nothing else.
@@ -120,19 +91,17 @@ final class X11Clipboard: @unchecked Sendable {
         let socket = x.pointee.XConnectionNumber(display)
         while true {
             while let event = nextEvent() { handle(event) }
-            var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: mailbox.descriptor, events: Int16(POLLIN), revents: 0)]
             _ = poll(&fds, 2, -1)
             if fds[1].revents != 0 {
-                var count: UInt64 = 0
-                _ = Glibc.read(wake, &count, 8)
-                for command in commands.withLock({ list in defer { list = [] }; return list }) {
+                for command in mailbox.take() {
                     switch command {
                     case .own(let id, let mime, let content): take(id: id, mime: mime, content: content)
                     case .release(let id): letGo(id: id)
                     case .stop:
                         _ = x.pointee.XDestroyWindow(display, window)
                         _ = x.pointee.XCloseDisplay(display)
-                        close(wake)
+                        mailbox.close()
                         return
                     }
                 }
@@ -212,8 +181,9 @@ final class X11Clipboard: @unchecked Sendable {
         _ = x.pointee.XDeleteProperty(display, window, atoms.property)
         _ = x.pointee.XConvertSelection(display, atoms.clipboard, target, atoms.property, window, time)
         _ = x.pointee.XFlush(display)
-        let deadline = Self.now + Self.nanoseconds(Self.transferDeadline)
-        guard let notify = wait(until: min(deadline, Self.now + Self.nanoseconds(Self.answerDeadline)), for: { event in
+        // The answer within `ClipboardDeadline.answer`, INCR's chunks within `.transfer`.
+        let deadline = ClipboardDeadline.after(ClipboardDeadline.transfer)
+        guard let notify = wait(until: min(deadline, ClipboardDeadline.after(ClipboardDeadline.answer)), for: { event in
             event.type == SelectionNotify && event.xselection.requestor == self.window
         }), notify.xselection.property != 0 else { return nil }
         guard let first = property(cap: cap) else { return nil }
@@ -253,18 +223,7 @@ final class X11Clipboard: @unchecked Sendable {
         return (type, Converted(bytes: bytes, format: format, tooLarge: after > 0 || (format == 8 && bytes.count > cap)))
     }
 
-    /// Nanoseconds on the monotonic clock, for deadlines.
-    static var now: UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-    }
-
-    static func nanoseconds(_ duration: Duration) -> UInt64 {
-        UInt64(duration.components.seconds) * 1_000_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000)
-    }
-
-    /// Reads events until one satisfies `match` or the deadline (`now`'s nanoseconds) passes;
+    /// Reads events until one satisfies `match` or the deadline (`ClipboardDeadline.now`'s clock) passes;
     /// others read meanwhile are handled after, requests for our own offer at once.
     private func wait(until deadline: UInt64, for match: (XEvent) -> Bool) -> XEvent? {
         let socket = x.pointee.XConnectionNumber(display)
@@ -275,10 +234,9 @@ final class X11Clipboard: @unchecked Sendable {
                 if match(event) { return event }
                 if event.type == SelectionRequest { answer(event.xselectionrequest) } else { deferred.append(event) }
             }
-            let now = Self.now
-            guard now < deadline else { return nil }
+            guard let left = ClipboardDeadline.milliseconds(until: deadline) else { return nil }
             var fd = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-            _ = poll(&fd, 1, Int32(min((deadline - now) / 1_000_000 + 1, 60_000)))
+            _ = poll(&fd, 1, left)
         }
     }
 
@@ -323,8 +281,13 @@ final class X11Clipboard: @unchecked Sendable {
     }
 }
 
-/// Why the agent cannot go on, in a sentence.
+/// Why the agent cannot go on, in a sentence. `sessionCannot`: the session itself offers no way
+/// (no data-control protocol, no XFixes), so starting the agent again cannot help.
 public struct AgentError: Error, CustomStringConvertible {
     public let description: String
-    init(_ description: String) { self.description = description }
+    public let sessionCannot: Bool
+    init(_ description: String, sessionCannot: Bool = false) {
+        self.description = description
+        self.sessionCannot = sessionCannot
+    }
 }

@@ -10,22 +10,16 @@ import TestSupport
     /// A machine's display and agent, the agent's messages in a file.
     struct Session {
         let display: VirtualDisplay
-        let agent: Subprocess
-        let log: String
+        let agentProcess: ClipboardAgentProcess
+        var agent: Subprocess { agentProcess.process }
+        var said: String { agentProcess.said }
 
         init(_ world: BatonWorld) async throws {
             display = try await VirtualDisplay()
-            log = world.bus.directory.appendingPathComponent("agent.log").path
-            let output = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            defer { Glibc.close(output) }
-            agent = try Subprocess(try Executables.built("baton"), ["clipboard-agent"],
-                                   environment: world.bus.environment.merging(["DISPLAY": display.name]) { $1 }, stderr: output)
-            try await eventually("the agent watches \(display.name)") { [log] in
-                (try? String(contentsOfFile: log, encoding: .utf8))?.contains("watching the clipboard") == true
-            }
+            var environment = world.bus.environment.merging(["DISPLAY": display.name]) { $1 }
+            environment["WAYLAND_DISPLAY"] = nil
+            agentProcess = try await ClipboardAgentProcess(world, environment: environment, watching: "X display \(display.name)")
         }
-
-        var said: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
 
         func close() {
             agent.kill(SIGKILL)

@@ -1,0 +1,92 @@
+import Glibc
+import Synchronization
+
+/// One session's clipboard as the agent sees it, whatever the display: X11 (`X11Clipboard`) or
+/// a Wayland compositor with a data-control protocol (`WaylandClipboard`). Each works on a thread
+/// of its own (`run`), tells the agent of every copy the user makes (its `copied` callback) and
+/// offers what the agent gives it until told to let go (through its `mailbox`).
+protocol SessionClipboard: AnyObject, Sendable {
+    /// Runs until `stop`; the display going away ends the process with status 0, saying so.
+    func run()
+    /// What the agent says it watches: "X display :1", "Wayland display wayland-1 (…)".
+    var watching: String { get }
+    /// The commands below, for `run` to take.
+    var mailbox: ClipboardMailbox { get }
+}
+
+extension SessionClipboard {
+    /// Offers `content` as the clipboard, as `mime`, until another copy or `release(id:)`.
+    func own(id: String, mime: String, content: [UInt8]) { mailbox.post(.own(id: id, mime: mime, content: content)) }
+    /// Stops offering `id`, if it is still what the clipboard holds from us.
+    func release(id: String) { mailbox.post(.release(id: id)) }
+    func stop() { mailbox.post(.stop) }
+}
+
+/// What the user copied, as read: `content` is empty when it was not read (`hints` say why).
+struct Copy: Sendable {
+    var mime: String
+    var content: [UInt8]
+    var hints: [String: String]
+}
+
+/// How long one owner may take to answer, and a whole transfer: as long as Qt's own clipboard
+/// waits, for an app busy drawing on a loaded machine is slow to answer, not hostile.
+enum ClipboardDeadline {
+    static let answer: Duration = .seconds(5)
+    static let transfer: Duration = .seconds(10)
+
+    /// Nanoseconds on the monotonic clock.
+    static var now: UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
+    /// `duration` from now, on `now`'s clock.
+    static func after(_ duration: Duration) -> UInt64 {
+        now + UInt64(duration.components.seconds) * 1_000_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000)
+    }
+
+    /// Milliseconds left until `deadline`, for `poll`, at least 1 while any is left; nil once it passed.
+    static func milliseconds(until deadline: UInt64) -> Int32? {
+        let now = now
+        guard now < deadline else { return nil }
+        return Int32(min((deadline - now) / 1_000_000 + 1, 60_000))
+    }
+}
+
+/// What the agent asks of a clipboard's thread.
+enum ClipboardCommand: Sendable {
+    case own(id: String, mime: String, content: [UInt8])
+    case release(id: String)
+    case stop
+}
+
+/// The agent's commands to a clipboard's thread, and the eventfd that wakes it for them: the
+/// thread polls `descriptor` beside its display's socket, then `take`s what was posted.
+final class ClipboardMailbox: Sendable {
+    let descriptor: Int32
+    private let commands = Mutex<[ClipboardCommand]>([])
+
+    /// `descriptor`: a non-blocking eventfd, closed by `close`.
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    func post(_ command: ClipboardCommand) {
+        commands.withLock { $0.append(command) }
+        var one: UInt64 = 1
+        _ = Glibc.write(descriptor, &one, 8)
+    }
+
+    /// What was posted since the last take, oldest first.
+    func take() -> [ClipboardCommand] {
+        var count: UInt64 = 0
+        _ = Glibc.read(descriptor, &count, 8)
+        return commands.withLock { list in defer { list = [] }; return list }
+    }
+
+    func close() {
+        _ = Glibc.close(descriptor)
+    }
+}
