@@ -70,58 +70,22 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
             throw AgentError("cannot connect to the Wayland display \(name)")
         }
         let interfaces = baton_wayland_interfaces()
-        // The globals: a seat, and the data-control managers the compositor has.
-        let globals = Globals()
-        let displayProxy = baton_wayland_display_proxy(display)
-        var newID = [wl_argument(o: nil)]
-        guard let registry = wl.pointee.wl_proxy_marshal_array_flags(
-            displayProxy, Request.displayGetRegistry, interfaces.pointee.registry, wl.pointee.wl_proxy_get_version(displayProxy), 0, &newID)
-        else {
+        let found: (kind: Int, manager: OpaquePointer, seat: OpaquePointer)
+        do {
+            found = try Self.bindGlobals(wl, display, interfaces, displayName: name)
+        } catch {
             wl.pointee.wl_display_disconnect(display)
-            throw AgentError("the Wayland display \(name) gave no registry")
+            throw error
         }
-        defer { wl.pointee.wl_proxy_destroy(registry) }
-        let retained = Unmanaged.passRetained(globals)
-        defer { retained.release() }
-        _ = wl.pointee.wl_proxy_add_dispatcher(registry, { implementation, _, opcode, _, arguments in
-            guard let implementation, let arguments, opcode == Event.registryGlobal, let interface = arguments[1].s else { return 0 }
-            Unmanaged<Globals>.fromOpaque(implementation).takeUnretainedValue()
-                .found[String(cString: interface), default: (arguments[0].u, arguments[2].u)] = (arguments[0].u, arguments[2].u)
-            return 0
-        }, retained.toOpaque(), nil)
-        guard wl.pointee.wl_display_roundtrip(display) >= 0 else {
-            wl.pointee.wl_display_disconnect(display)
-            throw AgentError("the Wayland display \(name) went away while listing its globals")
-        }
-        func bind(_ interface: UnsafePointer<wl_interface>, most: UInt32) -> OpaquePointer? {
-            let interfaceName = String(cString: interface.pointee.name)
-            guard let (global, offered) = globals.found[interfaceName] else { return nil }
-            let version = min(offered, most)
-            return interfaceName.withCString { text in
-                var arguments = [wl_argument(u: global), wl_argument(s: text), wl_argument(u: version), wl_argument(o: nil)]
-                return wl.pointee.wl_proxy_marshal_array_flags(registry, Request.registryBind, interface, version, 0, &arguments)
-            }
-        }
-        let managers = [interfaces.pointee.manager.0, interfaces.pointee.manager.1]
-        guard let kind = managers.firstIndex(where: { globals.found[String(cString: $0.pointee.name)] != nil }),
-              let manager = bind(managers[kind], most: kind == 0 ? 1 : 2) else {
-            wl.pointee.wl_display_disconnect(display)
-            throw AgentError("""
-                the compositor of \(name) offers no data-control protocol (ext-data-control-v1 or wlr-data-control-unstable-v1): \
-                no program outside the focused window can see or set its clipboard (GNOME's Mutter has none)
-                """, sessionCannot: true)
-        }
-        guard let seat = bind(interfaces.pointee.seat, most: 1) else {
-            wl.pointee.wl_display_disconnect(display)
-            throw AgentError("the compositor of \(name) has no seat")
-        }
+        let (kind, manager, seat) = found
+        let managerName = String(cString: (kind == 0 ? interfaces.pointee.manager.0 : interfaces.pointee.manager.1).pointee.name)
         self.wl = wl
         self.display = display
         self.interfaces = interfaces
         self.kind = kind
         self.manager = manager
         self.seat = seat
-        watching = "Wayland display \(name) (\(String(cString: managers[kind].pointee.name)))"
+        watching = "Wayland display \(name) (\(managerName))"
         mailbox = ClipboardMailbox(descriptor: baton_wayland_wake_descriptor())
         self.caps = caps
         self.copied = copied
@@ -129,6 +93,53 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
         device = marshal(manager, Request.managerGetDataDevice, creating: interface(\.device), &arguments)
         if let device { listen(to: device, with: Self.deviceEvents) }
         _ = wl.pointee.wl_display_flush(display)
+    }
+
+    /// Lists the compositor's globals and binds its data-control manager (ext's where it has
+    /// both) and its first seat. The registry is destroyed before this returns or throws: the
+    /// caller disconnects on a throw, and a proxy must not outlive its display.
+    private static func bindGlobals(_ wl: UnsafePointer<baton_wayland>, _ display: OpaquePointer,
+                                    _ interfaces: UnsafePointer<baton_wayland_interfaces>, displayName name: String)
+        throws(AgentError) -> (kind: Int, manager: OpaquePointer, seat: OpaquePointer) {
+        let displayProxy = baton_wayland_display_proxy(display)
+        var newID = [wl_argument(o: nil)]
+        guard let registry = wl.pointee.wl_proxy_marshal_array_flags(
+            displayProxy, Request.displayGetRegistry, interfaces.pointee.registry, wl.pointee.wl_proxy_get_version(displayProxy), 0, &newID)
+        else { throw AgentError("the Wayland display \(name) gave no registry") }
+        defer { wl.pointee.wl_proxy_destroy(registry) }
+        let globals = Unmanaged.passRetained(Globals())
+        defer { globals.release() }
+        _ = wl.pointee.wl_proxy_add_dispatcher(registry, { implementation, _, opcode, _, arguments in
+            guard let implementation, let arguments, opcode == Event.registryGlobal, let interface = arguments[1].s else { return 0 }
+            let globals = Unmanaged<Globals>.fromOpaque(implementation).takeUnretainedValue()
+            globals.found[String(cString: interface)] = globals.found[String(cString: interface)] ?? (arguments[0].u, arguments[2].u)
+            return 0
+        }, globals.toOpaque(), nil)
+        guard wl.pointee.wl_display_roundtrip(display) >= 0 else {
+            throw AgentError("the Wayland display \(name) went away while listing its globals")
+        }
+        let found = globals.takeUnretainedValue().found
+        func bind(_ interface: UnsafePointer<wl_interface>, most: UInt32) -> OpaquePointer? {
+            let interfaceName = String(cString: interface.pointee.name)
+            guard let (global, offered) = found[interfaceName] else { return nil }
+            let version = min(offered, most)
+            return interfaceName.withCString { text in
+                var arguments = [wl_argument(u: global), wl_argument(s: text), wl_argument(u: version), wl_argument(o: nil)]
+                return wl.pointee.wl_proxy_marshal_array_flags(registry, Request.registryBind, interface, version, 0, &arguments)
+            }
+        }
+        let managers = [interfaces.pointee.manager.0, interfaces.pointee.manager.1]
+        guard let kind = managers.firstIndex(where: { found[String(cString: $0.pointee.name)] != nil }),
+              let manager = bind(managers[kind], most: kind == 0 ? 1 : 2) else {
+            throw AgentError("""
+                the compositor of \(name) offers no data-control protocol (ext-data-control-v1 or wlr-data-control-unstable-v1): \
+                no program outside the focused window can see or set its clipboard (GNOME's Mutter has none)
+                """, sessionCannot: true)
+        }
+        guard let seat = bind(interfaces.pointee.seat, most: 1) else {
+            throw AgentError("the compositor of \(name) has no seat")
+        }
+        return (kind, manager, seat)
     }
 
     /// The registry's globals by interface name: (name, version).

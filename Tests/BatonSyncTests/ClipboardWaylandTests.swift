@@ -3,9 +3,10 @@ import Glibc
 import Testing
 import TestSupport
 
-/// The clipboard agent on Wayland: two machines, each with its own bus, batond, headless sway
-/// (wlr-data-control) and `baton clipboard-agent`, synced through folders; the copies made and
-/// pasted with wl-copy and wl-paste, programs we did not write.
+/// The clipboard agent on Wayland: two machines, each with its own bus, batond, headless
+/// compositor (sway on one, KWin on the other: wlr-data-control both) and `baton
+/// clipboard-agent`, synced through folders; the copies made and pasted with wl-copy and
+/// wl-paste, programs we did not write. And GNOME's Mutter, which has no data-control.
 @Suite(.serialized) struct ClipboardWaylandTests {
     /// A machine's compositor and agent, the agent's messages in a file.
     struct Session {
@@ -14,8 +15,8 @@ import TestSupport
         var agent: Subprocess { agentProcess.process }
         var said: String { agentProcess.said }
 
-        init(_ world: BatonWorld) async throws {
-            compositor = try await HeadlessCompositor()
+        init(_ world: BatonWorld, on kind: HeadlessCompositor.Kind) async throws {
+            compositor = try await HeadlessCompositor(kind, bus: world.bus.environment)
             var environment = world.bus.environment.merging(compositor.environment) { $1 }
             environment["DISPLAY"] = nil
             agentProcess = try await ClipboardAgentProcess(world, environment: environment, watching: "Wayland display wayland-1")
@@ -53,14 +54,14 @@ import TestSupport
         let (place, _) = try await MachinesMeet.folder.join([desktop, laptop], names: ["desktop", "laptop"])
         defer { place.close() }
         for world in [desktop, laptop] { _ = try await world.baton(["sources", "enable", "clipboard"]) }
-        let onDesktop = try await Session(desktop), onLaptop = try await Session(laptop)
+        let onDesktop = try await Session(desktop, on: .sway), onLaptop = try await Session(laptop, on: .kwin)
         defer { onDesktop.close(); onLaptop.close() }
         @Sendable func agents() -> String { "the desktop's agent said:\n\(onDesktop.said)\nthe laptop's agent said:\n\(onLaptop.said)" }
         for session in [onDesktop, onLaptop] {
             try await eventually("the agent reads copies", context: agents()) { session.said.contains("the clipboard source is on") }
         }
 
-        let text = "Copied on the desktop under sway: ünïcode, \"quotes\" and a newline\n"
+        let text = "Copied on the desktop under sway, pasted under KWin: ünïcode, \"quotes\" and a newline\n"
         try await onDesktop.copy(text, world: desktop)
         try await eventually("wl-paste on the laptop pastes the desktop's copy", timeout: .seconds(15), context: agents()) {
             try await onLaptop.paste(world: laptop) == text
@@ -104,7 +105,7 @@ import TestSupport
         let world = try await BatonWorld.started()
         defer { world.close() }
         _ = try await world.baton(["sources", "enable", "clipboard"])
-        let session = try await Session(world)
+        let session = try await Session(world, on: .sway)
         defer { session.close() }
         let watched = try await world.baton(["doctor"])
         #expect(watched.stdout.contains("clipboard: on; 1 agent(s) watching"), "\(watched)")
@@ -113,5 +114,21 @@ import TestSupport
         #expect(ended == 0, "the agent ends with status 0 when its compositor goes away: \(session.said)")
         #expect(session.said.contains("the Wayland display went away"), "\(session.said)")
         #expect(try await world.call("org.baton.Handoff1.Clipboard", "Offer").first?.stringValue == "", "batond still answers")
+    }
+
+    /// GNOME's compositor has no data-control protocol: the agent says so plainly and stops
+    /// with status 3, which the user unit does not restart.
+    @Test func underMutterTheAgentSaysItCannotAndStops() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let mutter = try await HeadlessCompositor(.mutter, bus: world.bus.environment)
+        defer { mutter.close() }
+        var environment = world.bus.environment.merging(mutter.environment) { $1 }
+        environment["DISPLAY"] = nil
+        let agent = try await Executables.run(try Executables.built("baton"), ["clipboard-agent"], environment: environment, timeout: .seconds(20))
+        #expect(agent.status == 3, "\(agent)")
+        #expect(agent.stderr.contains("offers no data-control protocol") && agent.stderr.contains("GNOME's Mutter has none"), "\(agent)")
+        let unit = try String(contentsOf: Repository.root.appendingPathComponent("systemd/baton-clipboard.service"), encoding: .utf8)
+        #expect(unit.contains("RestartPreventExitStatus=3"), "the unit restarts an agent that cannot")
     }
 }
