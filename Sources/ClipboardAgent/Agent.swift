@@ -25,7 +25,7 @@ public enum ClipboardAgent {
             session = ("X", String(cString: x11))
         } else {
             log("no graphical session here: neither WAYLAND_DISPLAY nor DISPLAY is set")
-            return 1
+            return sessionCannotStatus
         }
         let connection: Connection
         do {

@@ -25,11 +25,7 @@ struct PackageTests {
         let result = try await Executables.run(try Executables.require("unshare", package: "util-linux"), [
             "-m", Repository.root.appendingPathComponent("Tests/Scripts/package-test.sh").path, work.path, deb, Repository.root.path,
         ], timeout: .seconds(300))
-        var seen: [String: String] = [:]
-        for line in result.stdout.split(separator: "\n") {
-            guard let equals = line.firstIndex(of: "=") else { continue }
-            seen[String(line[..<equals])] = String(line[line.index(after: equals)...])
-        }
+        let seen = keyValueLines(result.stdout)
         let report = "\(result)\ninstall log: \((try? String(contentsOf: work.appendingPathComponent("install.log"), encoding: .utf8)) ?? "")"
         try #require(seen["installed"] == "install ok installed", "\(report)")
         #expect((Int(seen["files"] ?? "") ?? 0) > 30, "\(report)")

@@ -22,11 +22,7 @@ struct SystemdUnitTests {
             "-m", Self.repository.appendingPathComponent("Tests/Scripts/systemd-user-test.sh").path, work.path,
             try Executables.built("batond"), Self.repository.appendingPathComponent("systemd/batond.service").path, bus,
         ], timeout: .seconds(120))
-        var seen: [String: String] = [:]
-        for line in result.stdout.split(separator: "\n") {
-            guard let equals = line.firstIndex(of: "=") else { continue }
-            seen[String(line[..<equals])] = String(line[line.index(after: equals)...])
-        }
+        let seen = keyValueLines(result.stdout)
         let report = "\(result)"
         #expect(seen["error"] == nil, "\(report)")
         try #require(seen["manager"] == "running" || seen["manager"] == "degraded", "the user manager did not start: \(report)")
