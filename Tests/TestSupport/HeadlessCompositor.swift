@@ -39,7 +39,10 @@ public final class HeadlessCompositor: Sendable {
             }
         case .kwin:
             let copy = directory.appendingPathComponent("kwin_wayland").path
-            try FileManager.default.copyItem(atPath: try Executables.require("kwin_wayland", package: "kwin-wayland"), toPath: copy)
+            // Copied by cp, not in this process: a test forking meanwhile would inherit our descriptor
+            // open for writing, and exec would fail with ETXTBSY.
+            let copied = try await Executables.run("/bin/cp", [try Executables.require("kwin_wayland", package: "kwin-wayland"), copy])
+            guard copied.status == 0 else { throw TestSupportError("could not copy kwin_wayland: \(copied)") }
             command = [copy, "--virtual", "--no-lockscreen", "--socket", "wayland-1", "--width", "800", "--height", "600"]
             serverEnvironment["QT_QPA_PLATFORM"] = "offscreen"
         case .mutter:
