@@ -12,6 +12,11 @@ unset XDG_STATE_HOME XDG_DATA_HOME XDG_CONFIG_HOME XDG_DATA_DIRS DBUS_SESSION_BU
 mkdir -m 700 -p "$XDG_RUNTIME_DIR" "$HOME"
 say() { echo "$1=$2"; }
 
+# The package's own directories, and of them those something else made before it (another
+# package, such as Plasma's browser integration in /etc/chromium, or the admin): those stay.
+own_dirs="/usr/share/baton /usr/share/doc/baton /etc/chromium/native-messaging-hosts /etc/opt/chrome"
+existing_dirs=""
+for directory in $own_dirs; do [ -e "$directory" ] && existing_dirs="$existing_dirs $directory"; done
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$DEB" > "$T/install.log" 2>&1
 say installed "$(dpkg-query -W -f='${Status}' baton 2>/dev/null)"
 dpkg -L baton > "$T/files" 2>/dev/null
@@ -58,7 +63,8 @@ while read -r path; do
 done < "$T/files"
 say left "${left:-none}"
 left_dirs=""
-for directory in /usr/share/baton /usr/share/doc/baton /etc/chromium/native-messaging-hosts /etc/opt/chrome; do
+for directory in $own_dirs; do
+    case " $existing_dirs " in *" $directory "*) continue ;; esac
     [ -e "$directory" ] && left_dirs="$left_dirs $directory"
 done
 say left_dirs "${left_dirs:-none}"
