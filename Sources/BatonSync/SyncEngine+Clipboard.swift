@@ -28,10 +28,11 @@ extension SyncEngine {
                 let context = Seal.recordContext(user: config.user, device: config.deviceID, seq: record.logSeq, epoch: epoch, hlc: record.hlc)
                 return try Seal.seal(try SyncRecord.removed.encoded(), key: key, context: context)
             }
+            // Noted before anything is said: whoever reads the warning finds the copy not to be tried again.
+            try await store.writing { try $0.clipboardRecordRemoved(logSeq: record.logSeq) }
             if !removed && clipboardRemovalRefused.exchange(true, ordering: .relaxed) == false {
                 log.warning("sync: the server does not let this device remove its expired copies of the clipboard (sealed); run scripts/sync-server-setup on it again")
             }
-            try await store.writing { try $0.clipboardRecordRemoved(logSeq: record.logSeq) }
         }
     }
 }
