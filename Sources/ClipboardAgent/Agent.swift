@@ -18,11 +18,13 @@ public enum ClipboardAgent {
     public static func run(address: String?, log: @escaping @Sendable (String) -> Void) async -> Int32 {
         // Wayland first: where a compositor runs, DISPLAY is only its Xwayland, which sees no
         // copy made in a Wayland window.
+        // An empty variable is as good as none (a session may export it empty).
+        let variable = { (name: String) in getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
         let session: (kind: String, display: String)
-        if let wayland = getenv("WAYLAND_DISPLAY") {
-            session = ("W", String(cString: wayland))
-        } else if let x11 = getenv("DISPLAY") {
-            session = ("X", String(cString: x11))
+        if let wayland = variable("WAYLAND_DISPLAY") {
+            session = ("W", wayland)
+        } else if let x11 = variable("DISPLAY") {
+            session = ("X", x11)
         } else {
             log("no graphical session here: neither WAYLAND_DISPLAY nor DISPLAY is set")
             return sessionCannotStatus

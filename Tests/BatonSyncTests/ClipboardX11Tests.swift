@@ -17,7 +17,8 @@ import TestSupport
         init(_ world: BatonWorld) async throws {
             display = try await VirtualDisplay()
             var environment = world.bus.environment.merging(["DISPLAY": display.name]) { $1 }
-            environment["WAYLAND_DISPLAY"] = nil
+            // Exported empty, as some sessions do: the same as not set.
+            environment["WAYLAND_DISPLAY"] = ""
             agentProcess = try await ClipboardAgentProcess(world, environment: environment, watching: "X display \(display.name)")
         }
 
