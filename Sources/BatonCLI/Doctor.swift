@@ -118,14 +118,21 @@ struct Doctor: AsyncParsableCommand {
     /// damaged while running (moved aside at its next start).
     /// Sync across machines: fine when off, online or connecting; a failure when batond cannot
     /// reach its server, or its synced folder is not there.
-    /// The clipboard source, when it is on: an agent watching this session's clipboard, or why none can.
-    static func clipboardCheck(agents: Int) -> Check {
+    /// Whether this is a GNOME session on Wayland, where no program outside the focused window
+    /// can see or set the clipboard (Mutter has no data-control protocol).
+    static var isGNOMEOnWayland: Bool {
         let environment = { (name: String) in getenv(name).map { String(cString: $0) } ?? "" }
         let wayland = environment("XDG_SESSION_TYPE") == "wayland" || (!environment("WAYLAND_DISPLAY").isEmpty && environment("DISPLAY").isEmpty)
+        return wayland && environment("XDG_CURRENT_DESKTOP").uppercased().contains("GNOME")
+    }
+
+    static let gnomeOnWayland = "GNOME on Wayland lets no background program watch or set the clipboard: copies here cannot be sent or offered"
+
+    /// The clipboard source, when it is on: an agent watching this session's clipboard, or why none can.
+    static func clipboardCheck(agents: Int) -> Check {
         if agents > 0 { return Check(name: "clipboard", ok: true, detail: "on; \(agents) agent(s) watching a display's clipboard", fix: nil) }
-        if wayland && environment("XDG_CURRENT_DESKTOP").uppercased().contains("GNOME") {
-            return Check(name: "clipboard", ok: false,
-                         detail: "on, but GNOME on Wayland lets no background program watch or set the clipboard: copies here cannot be sent or offered",
+        if isGNOMEOnWayland {
+            return Check(name: "clipboard", ok: false, detail: "on, but " + gnomeOnWayland,
                          fix: "use an X11 (GNOME on Xorg) session on this machine, or baton sources disable clipboard")
         }
         return Check(name: "clipboard", ok: false, detail: "on, but no clipboard agent runs in this session",

@@ -21,8 +21,9 @@ struct Sources: AsyncParsableCommand {
             --yes removes what it recorded.
             clipboard: what you copy (text, PNG images), offered for 2 minutes on the clipboards of your other machines \
             where it is on too, sealed on the way; a password manager's copies never leave. Needs sync (baton sync init) \
-            and the session's clipboard agent (baton-clipboard.service, started with the session); X11 sessions only \
-            for now: Wayland's comes later, and GNOME on Wayland offers no way for it.
+            and the session's clipboard agent (baton-clipboard.service, started with the session), in X11 sessions and \
+            under Wayland compositors with a data-control protocol (sway, KWin, Hyprland, labwc, Wayfire); GNOME on \
+            Wayland offers no way for it.
             A source's settings: baton sources show SOURCE lists them with their values; baton sources set SOURCE NAME VALUE \
             changes one (seconds and bytes as plain numbers).
             Examples: baton sources; baton sources enable recent-documents; baton sources enable media; baton sources disable media; \
@@ -59,7 +60,7 @@ struct Sources: AsyncParsableCommand {
                     ("web-pages", blocked.contains(WebPage.app) ? "blocked" : "on", "the browser extension's pages, baton open"),
                     (recentDocuments, on.contains(recentDocuments) ? "on" : "off", "documents apps record as recently used"),
                     (media, on.contains(media) ? "on" : "off", "tracks media players play, where they stopped"),
-                    (clipboard, on.contains(clipboard) ? "on" : "off", "copies, offered on your other machines' clipboards (X11)"),
+                    (clipboard, on.contains(clipboard) ? "on" : "off", "copies, offered on your other machines' clipboards"),
                 ]
                 if global.json {
                     print("[" + rows.map { "{\"source\":\(StrictJSON.quote($0.0)),\"state\":\(StrictJSON.quote($0.1))}" }.joined(separator: ",") + "]")
@@ -70,6 +71,9 @@ struct Sources: AsyncParsableCommand {
                 let method = action == "enable" ? Contract.Status.enableSource : Contract.Status.disableSource
                 _ = try await daemon.call(method, [.string(source)])
                 if !global.json { print("\(source): \(action == "enable" ? "on" : "off")") }
+                if action == "enable", source == Contract.Sources.Clipboard.name, Doctor.isGNOMEOnWayland {
+                    printError("baton: \(Doctor.gnomeOnWayland); baton doctor says more")
+                }
             case ("show", let source?):
                 try await show(source, daemon)
             case ("set", let source?):

@@ -128,6 +128,10 @@ import TestSupport
         let agent = try await Executables.run(try Executables.built("baton"), ["clipboard-agent"], environment: environment, timeout: .seconds(20))
         #expect(agent.status == 3, "\(agent)")
         #expect(agent.stderr.contains("offers no data-control protocol") && agent.stderr.contains("GNOME's Mutter has none"), "\(agent)")
+        // And baton says so where the user turns the source on, in GNOME's Wayland session.
+        let gnome = ["XDG_SESSION_TYPE": "wayland", "XDG_CURRENT_DESKTOP": "ubuntu:GNOME"]
+        let enabled = try await world.baton(["sources", "enable", "clipboard"], environment: gnome)
+        #expect(enabled.status == 0 && enabled.stderr.contains("GNOME on Wayland lets no background program watch or set the clipboard"), "\(enabled)")
         let unit = try String(contentsOf: Repository.root.appendingPathComponent("systemd/baton-clipboard.service"), encoding: .utf8)
         #expect(unit.contains("RestartPreventExitStatus=3"), "the unit restarts an agent that cannot")
     }
