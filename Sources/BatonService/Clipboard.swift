@@ -38,7 +38,8 @@ final class ClipboardState: Sendable {
         var lastLocalCopy: UInt64 = 0
         /// What Baton offered lately, as `Echo.key`s until their copies' time is over: the same
         /// content copied here (an app rewrote it, a clipboard manager took it over) is not sent back.
-        var offered: [(key: Int, until: UInt64)] = []
+        /// With each its type and size: a copy that cannot match any is not hashed at all.
+        var offered: [(key: Int, mime: String, size: Int, until: UInt64)] = []
     }
 
     private let state = Mutex(State())
@@ -58,8 +59,13 @@ final class ClipboardState: Sendable {
 
     /// Whether `content` is what Baton offered lately (line endings and trailing newlines aside).
     func isEcho(_ content: [UInt8], mime: String, now: UInt64) -> Bool {
-        let key = Echo.key(content, mime: mime)
-        return state.withLock { state in state.offered.contains { $0.key == key && $0.until > now } }
+        // Hashing a large image is most of what a copy costs here (Benchmarks/README): only for a
+        // copy that could be one (text loses its line endings: its size may differ).
+        let candidates = state.withLock { state in
+            state.offered.filter { $0.until > now && $0.mime == mime && (mime == ClipboardCopy.text || $0.size == content.count) }.map(\.key)
+        }
+        guard !candidates.isEmpty else { return false }
+        return candidates.contains(Echo.key(content, mime: mime))
     }
 
     /// The user copied here: an offer from another machine is withdrawn (its id, if there was one).
@@ -86,7 +92,7 @@ final class ClipboardState: Sendable {
             let replaced = state.offer?.copy.id
             state.offer = Offer(copy: copy, deviceName: deviceName)
             state.offered.removeAll { $0.until <= now }
-            state.offered.append((Echo.key(copy.content, mime: copy.mime), copy.expiresAt))
+            state.offered.append((Echo.key(copy.content, mime: copy.mime), copy.mime, copy.content.count, copy.expiresAt))
             state.lastReceived = Seen(id: copy.id, mime: copy.mime, size: copy.content.count, at: copy.madeAt, deviceName: deviceName)
             return (true, replaced)
         }

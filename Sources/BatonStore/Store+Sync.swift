@@ -340,7 +340,9 @@ extension WriteTransaction {
             logSeq += 1
             let body = try encode(row.kind == "request" || row.kind == "clipboard" ? .request(row.body)
                                   : try Store.change(kind: row.kind, key: row.key, in: db))
-            try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?")
+            // The staged record replaces what it was made from (read no more): a copy of the
+            // clipboard is not written twice into the row.
+            try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ?, body = NULL WHERE seq = ?")
                 .execute(arguments: [logSeq, body, row.seq])
             if row.kind == "clipboard", let expiresAt = row.expiresAt {
                 // Removed from the log once its time is over (`expiredClipboardRecords`).
