@@ -4,11 +4,13 @@ import TestSupport
 
 /// One machine on X11 (Xvfb), the other on Wayland (headless sway), synced through PostgreSQL:
 /// what is copied with xsel on one is pasted with wl-paste on the other and back, each copy is
-/// exactly one record on the server (no echo), and text over the source's 256 KiB is not sent.
+/// exactly one record on the server (no echo), a password manager's copy and text over the
+/// source's 256 KiB are not sent, and once its time is over the offer leaves the clipboard.
 @Suite struct ClipboardMixedSessionsTests {
     @Test func xselOnX11AndWlPasteOnWaylandThroughTheServer() async throws {
         let xsel = try Executables.require("xsel", package: "xsel")
-        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        // Clocks the test holds: an offer's time is over when the test says so.
+        let desktop = try await BatonWorld.started(["--test-clock"]), laptop = try await BatonWorld.started(["--test-clock"])
         defer { desktop.close(); laptop.close() }
         let sync = try await SyncServer.fresh()
         _ = try await sync.join([desktop, laptop], names: ["desktop", "laptop"])
@@ -59,14 +61,33 @@ import TestSupport
         // A third copy after the reply: the desktop's outbox sends in order, so an echo of the
         // reply, had there been one, would be on the server before it.
         let third = "a third copy, on the desktop"
+        // Later than the laptop's reply on the clocks the test holds (each began when its daemon
+        // started, the laptop's later): an older copy would lose to the laptop's own.
+        _ = try await desktop.call("org.baton.Handoff1.Testing", "AdvanceClock", [.uint64(10_000_000)])
         try await copyOnDesktop(third)
         try await eventually("wl-paste on the laptop pastes the third copy", timeout: .seconds(15), context: agents()) { try await pasteOnLaptop() == third }
         #expect(try await records() == before + 3, "one record per copy, none for an echo: \(agents())")
+
+        // A password manager's copy on the desktop (its hint the only type xclip offers) is not read: no record.
+        let hinted = try await desktop.run("/bin/sh", ["-c", "xclip -selection clipboard -t x-kde-passwordManagerHint -i >/dev/null 2>&1"],
+                                           environment: ["DISPLAY": display.name], stdin: "hunter2", timeout: .seconds(10))
+        #expect(hinted.status == 0, "\(hinted)")
+        try await eventually("the desktop's agent heard the password's copy", context: agents()) { onDesktop.said.contains("): secret") }
+        #expect(try await records() == before + 3, "nothing sent for it: \(agents())")
+        #expect(try await pasteOnLaptop() == third, "the laptop keeps what it had: \(agents())")
+
+        // The third copy's time is over on the laptop (its 120 s, on the laptop's clock): batond
+        // withdraws it, and the agent lets the clipboard go.
+        _ = try await laptop.call("org.baton.Handoff1.Testing", "AdvanceClock", [.uint64(200_000_000)])
+        try await eventually("wl-paste on the laptop finds the clipboard empty", timeout: .seconds(15), context: agents()) {
+            try await pasteOnLaptop() != third
+        }
+        #expect(try await pasteOnLaptop() == "", "\(agents())")
 
         // Text over the source's 256 KiB is read no further than the cap, and not sent.
         try await copyOnLaptop(String(repeating: "x", count: 262_145))
         try await eventually("the laptop's agent refused the large copy", context: agents()) { onLaptop.said.contains("): too-large") }
         #expect(try await records() == before + 3, "nothing sent for it: \(agents())")
-        #expect(try await pasteOnDesktop() == third, "the desktop keeps its own last copy: \(agents())")
+        #expect(!(try await pasteOnDesktop()).hasPrefix("xxxx"), "the desktop keeps its own last copy: \(agents())")
     }
 }
