@@ -27,6 +27,21 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
     private var owned: (id: String, mime: String, content: [UInt8])?
     /// Events read while waiting for a particular one, handled after it.
     private var deferred: [XEvent] = []
+    /// Offers larger than one X request, being sent a chunk at a time (ICCCM's INCR): the next
+    /// chunk goes when the requestor deletes the last from its property.
+    private var sending: [Sending] = []
+
+    private struct Sending {
+        let requestor: Window
+        let property: Atom
+        let target: Atom
+        let content: [UInt8]
+        var offset = 0
+        let deadline: UInt64
+    }
+
+    /// One INCR chunk: what toolkits send (GTK and Qt about as much), well under any request limit.
+    static let chunkBytes = 262_144
 
     private struct Atoms {
         let clipboard, targets, utf8, textPlain, png, incr, passwordHint, property: Atom
@@ -81,7 +96,7 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
         x.pointee.XFixesSelectSelectionInput(display, window, atoms.clipboard, UInt(XFixesSetSelectionOwnerNotifyMask))
         _ = x.pointee.XDestroyWindow(display, old)
         _ = x.pointee.XFlush(display)
-        deferred.removeAll { $0.type == PropertyNotify }
+        deferred.removeAll { $0.type == PropertyNotify && $0.xproperty.window == old }
     }
 
     // MARK: The X thread
@@ -131,6 +146,8 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
             answer(event.xselectionrequest)
         case SelectionClear:
             if event.xselectionclear.selection == atoms.clipboard { owned = nil }
+        case PropertyNotify where event.xproperty.state == PropertyDelete:
+            sendNextChunk(requestor: event.xproperty.window, property: event.xproperty.atom)
         default:
             break
         }
@@ -257,8 +274,8 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
         }
     }
 
-    /// Answers a request for what we own: its targets, or its content in one property (no
-    /// INCR: a copy larger than the server takes in one request is refused).
+    /// Answers a request for what we own: its targets, or its content: in one property, or by
+    /// INCR when it is larger than one request can carry.
     private func answer(_ request: XSelectionRequestEvent) {
         var reply = XEvent()
         reply.xselection = XSelectionEvent(type: SelectionNotify, serial: 0, send_event: 1, display: display, requestor: request.requestor,
@@ -273,10 +290,42 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
             var content = owned.content
             _ = x.pointee.XChangeProperty(display, request.requestor, reply.xselection.property, request.target, 8, PropModeReplace, &content,
                                       Int32(content.count))
+        } else if let owned, request.selection == atoms.clipboard, kinds.contains(request.target) {
+            // INCR: the size first; the chunks as the requestor deletes the property (sendNextChunk).
+            sending.removeAll { ClipboardDeadline.now >= $0.deadline }
+            _ = x.pointee.XSelectInput(display, request.requestor, PropertyChangeMask)
+            var size = CLong(owned.content.count)
+            _ = x.pointee.XChangeProperty(display, request.requestor, reply.xselection.property, atoms.incr, 32, PropModeReplace, &size, 1)
+            sending.append(Sending(requestor: request.requestor, property: reply.xselection.property, target: request.target,
+                                   content: owned.content, deadline: ClipboardDeadline.after(ClipboardDeadline.transfer)))
         } else {
             reply.xselection.property = 0
         }
         _ = x.pointee.XSendEvent(display, request.requestor, 0, 0, &reply)
+        _ = x.pointee.XFlush(display)
+    }
+
+    /// A requestor deleted its property: the next chunk of an INCR transfer to it, or the empty
+    /// one that ends it. A requestor that stops reading is dropped at the transfer's deadline.
+    private func sendNextChunk(requestor: Window, property: Atom) {
+        guard let index = sending.firstIndex(where: { $0.requestor == requestor && $0.property == property }) else { return }
+        guard ClipboardDeadline.now < sending[index].deadline else {
+            sending.remove(at: index)
+            _ = x.pointee.XSelectInput(display, requestor, NoEventMask)
+            return
+        }
+        let transfer = sending[index]
+        let count = min(Self.chunkBytes, transfer.content.count - transfer.offset)
+        transfer.content.withUnsafeBufferPointer { bytes in
+            _ = x.pointee.XChangeProperty(display, requestor, property, transfer.target, 8, PropModeReplace,
+                                          bytes.baseAddress.map { $0 + transfer.offset }, Int32(count))
+        }
+        if count == 0 {
+            sending.remove(at: index)
+            _ = x.pointee.XSelectInput(display, requestor, NoEventMask)
+        } else {
+            sending[index].offset += count
+        }
         _ = x.pointee.XFlush(display)
     }
 }

@@ -164,4 +164,37 @@ import TestSupport
             try await xclip(["-o"], on: onDesktop, world: desktop).stdout == reply
         }
     }
+
+    /// An image larger than one X request (Xvfb's largest is 16 MiB) is sent by INCR, a chunk at
+    /// a time, both ways: xclip hands the agent 20 MB that way, and the other machine's agent
+    /// hands xclip the same 20 MB that way.
+    @Test func anImageLargerThanOneXRequestCrossesByINCR() async throws {
+        let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()
+        defer { desktop.close(); laptop.close() }
+        let (place, _) = try await MachinesMeet.folder.join([desktop, laptop], names: ["desktop", "laptop"])
+        defer { place.close() }
+        for world in [desktop, laptop] {
+            _ = try await world.baton(["sources", "enable", "clipboard"])
+            _ = try await world.baton(["sources", "set", "clipboard", "max-image", "33554432"])
+        }
+        let onDesktop = try await Session(desktop), onLaptop = try await Session(laptop)
+        defer { onDesktop.close(); onLaptop.close() }
+        @Sendable func agents() -> String { "the desktop's agent said:\n\(onDesktop.said)\nthe laptop's agent said:\n\(onLaptop.said)" }
+        let block = Data((0..<1_000_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 17) })
+        var built = Data()
+        for round in 0..<20 { built.append(block); built.append(UInt8(round)) }
+        let image = built
+        let imagePath = desktop.bus.directory.appendingPathComponent("large.png").path
+        let pastedPath = laptop.bus.directory.appendingPathComponent("pasted.png").path
+        try image.write(to: URL(fileURLWithPath: imagePath))
+        _ = try await xclip(["-t", "image/png", "-i", imagePath], on: onDesktop, world: desktop)
+        try await eventually("the desktop's agent sent the large image", timeout: .seconds(30), context: agents()) {
+            onDesktop.said.contains("a copy of \(image.count) bytes (image/png): sent")
+        }
+        try await eventually("xclip on the laptop pastes the 20 MB image", timeout: .seconds(30), context: agents()) {
+            _ = try await laptop.run("/bin/sh", ["-c", "xclip -selection clipboard -o -t image/png > '\(pastedPath)'"],
+                                     environment: ["DISPLAY": onLaptop.display.name], timeout: .seconds(20))
+            return FileManager.default.contents(atPath: pastedPath) == image
+        }
+    }
 }
