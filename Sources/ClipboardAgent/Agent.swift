@@ -53,8 +53,8 @@ public enum ClipboardAgent {
         let clipboard: any SessionClipboard
         do {
             clipboard = session.kind == "W"
-                ? try WaylandClipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) })
-                : try X11Clipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) })
+                ? try WaylandClipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) }, log: log)
+                : try X11Clipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) }, log: log)
         } catch {
             log(error.description)
             return error.sessionCannot ? sessionCannotStatus : 1

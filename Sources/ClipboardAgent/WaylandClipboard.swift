@@ -49,6 +49,8 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
     let mailbox: ClipboardMailbox
     private let caps: @Sendable () -> (text: Int, image: Int)?
     private let copied: @Sendable (Copy) -> Void
+    /// What the agent's log should say (from the agent's Wayland thread).
+    private let log: @Sendable (String) -> Void
 
     /// The types of each offer the compositor announced and we have not destroyed yet.
     private var offers: [OpaquePointer: [String]] = [:]
@@ -60,7 +62,8 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
     /// Connects to the compositor `WAYLAND_DISPLAY` names and finds its data-control manager and
     /// seat. `caps`: the largest text and image to read, nil while the source is off; `copied`:
     /// called on the agent's thread for each copy the user makes.
-    init(caps: @escaping @Sendable () -> (text: Int, image: Int)?, copied: @escaping @Sendable (Copy) -> Void) throws(AgentError) {
+    init(caps: @escaping @Sendable () -> (text: Int, image: Int)?, copied: @escaping @Sendable (Copy) -> Void,
+         log: @escaping @Sendable (String) -> Void) throws(AgentError) {
         var error: UnsafePointer<CChar>?
         guard let wl = baton_wayland_load(&error) else {
             throw AgentError("cannot load libwayland-client (apt-get install libwayland-client0): \(error.map { String(cString: $0) } ?? "")")
@@ -89,6 +92,7 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
         mailbox = ClipboardMailbox(descriptor: baton_wayland_wake_descriptor())
         self.caps = caps
         self.copied = copied
+        self.log = log
         var arguments = [wl_argument(o: nil), wl_argument(o: seat)]
         device = marshal(manager, Request.managerGetDataDevice, creating: interface(\.device), &arguments)
         if let device { listen(to: device, with: Self.deviceEvents) }
@@ -357,6 +361,7 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
         if let previous = owned?.source { _ = marshal(previous, Request.sourceDestroy, flags: UInt32(WL_MARSHAL_FLAG_DESTROY)) }
         owned = (source, id, mime, content)
         _ = wl.pointee.wl_display_flush(display)
+        log("the clipboard holds \(id)")
     }
 
     private func letGo(id: String) {

@@ -20,6 +20,8 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
     let mailbox: ClipboardMailbox
     private let caps: @Sendable () -> (text: Int, image: Int)?
     private let copied: @Sendable (Copy) -> Void
+    /// What the agent's log should say (from the X thread).
+    private let log: @Sendable (String) -> Void
     private let atoms: Atoms
     private let xfixesEvent: Int32
     let watching: String
@@ -50,7 +52,8 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
     /// Opens the display `DISPLAY` names. `caps`: the largest text and image to read (the
     /// source's settings), nil while the source is off (nothing is read then); `copied`: called
     /// on the X thread for each copy the user makes.
-    init(caps: @escaping @Sendable () -> (text: Int, image: Int)?, copied: @escaping @Sendable (Copy) -> Void) throws(AgentError) {
+    init(caps: @escaping @Sendable () -> (text: Int, image: Int)?, copied: @escaping @Sendable (Copy) -> Void,
+         log: @escaping @Sendable (String) -> Void) throws(AgentError) {
         var error: UnsafePointer<CChar>?
         guard let x = baton_x11_load(&error) else {
             throw AgentError("cannot load libX11 and libXfixes (apt-get install libx11-6 libxfixes3): \(error.map { String(cString: $0) } ?? "")")
@@ -79,6 +82,7 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
         mailbox = ClipboardMailbox(descriptor: eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)))
         self.caps = caps
         self.copied = copied
+        self.log = log
     }
 
     /// The agent's window: the property conversions arrive in, the owner of what it offers.
@@ -139,13 +143,20 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
             let notify = baton_xfixes_selection_event(&raw)
             // Another client took the clipboard: the user copied there.
             guard notify.selection == atoms.clipboard, notify.owner != window, notify.owner != 0 else { return }
+            if let id = owned?.id { log("window \(notify.owner) took the clipboard from \(id)") }
             owned = nil
             guard let caps = caps() else { return }
             copied(read(at: notify.selection_timestamp, caps: caps))
         case SelectionRequest:
             answer(event.xselectionrequest)
         case SelectionClear:
-            if event.xselectionclear.selection == atoms.clipboard { owned = nil }
+            // A clear can be stale: letting go of one offer then taking the next sends us the
+            // first's clear after we own the clipboard again. Only the server knows who owns it now.
+            if event.xselectionclear.selection == atoms.clipboard, let id = owned?.id,
+               x.pointee.XGetSelectionOwner(display, atoms.clipboard) != window {
+                owned = nil
+                log("another client took the clipboard from \(id)")
+            }
         case PropertyNotify where event.xproperty.state == PropertyDelete:
             sendNextChunk(requestor: event.xproperty.window, property: event.xproperty.atom)
         default:
@@ -261,13 +272,16 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
 
     private func take(id: String, mime: String, content: [UInt8]) {
         _ = x.pointee.XSetSelectionOwner(display, atoms.clipboard, window, 0)
-        guard x.pointee.XGetSelectionOwner(display, atoms.clipboard) == window else { return }
+        let owner = x.pointee.XGetSelectionOwner(display, atoms.clipboard)
+        guard owner == window else { return log("could not take the clipboard for \(id): window \(owner) owns it") }
         owned = (id, mime, content)
+        log("the clipboard holds \(id)")
     }
 
     private func letGo(id: String) {
         guard owned?.id == id else { return }
         owned = nil
+        log("letting go of \(id)")
         if x.pointee.XGetSelectionOwner(display, atoms.clipboard) == window {
             _ = x.pointee.XSetSelectionOwner(display, atoms.clipboard, 0, 0)
             _ = x.pointee.XFlush(display)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 import TestSupport
 
@@ -153,8 +154,14 @@ import TestSupport
         Glibc.close(output)
         defer { gtk.kill(SIGKILL) }
         try await eventually("GTK copied", timeout: .seconds(20)) { (try? String(contentsOfFile: gtkOutput, encoding: .utf8))?.contains("copied") == true }
-        try await eventually("xclip on the laptop pastes what GTK copied on the desktop", timeout: .seconds(15), context: agents()) {
-            try await xclip(["-o"], on: onLaptop, world: laptop).stdout == fromGTK
+        let lastPaste = Mutex("")
+        // Up to 30 s: on a loaded machine GTK may take the agent's whole answer and transfer
+        // deadlines (5 s, 10 s) before the copy even leaves the desktop.
+        try await eventually("xclip on the laptop pastes what GTK copied on the desktop", timeout: .seconds(30),
+                             context: agents() + "\nxclip -o last gave: " + lastPaste.withLock { $0 }) {
+            let pasted = try await xclip(["-o"], on: onLaptop, world: laptop)
+            lastPaste.withLock { $0 = "\(pasted)" }
+            return pasted.stdout == fromGTK
         }
 
         // And back, without echoing the desktop's copy: the laptop's agent owns the clipboard now.
