@@ -53,3 +53,28 @@ settle() {
 
 # cpu_ticks PID: the process's user + kernel CPU time so far, threads that ended included, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# start_xvfb DIR: starts an Xvfb on a display number it picks itself (-displayfd: a fixed number
+# can collide with a stale socket in /tmp/.X11-unix), adds it to pids and sets x_display (":N").
+start_xvfb() {
+    local dir=$1
+    Xvfb -displayfd 3 -screen 0 800x600x24 -nolisten tcp 3>"$dir/xvfb.display" 2>/dev/null & pids+=($!)
+    for _ in $(seq 200); do grep -q . "$dir/xvfb.display" 2>/dev/null && break; sleep 0.05; done
+    x_display=":$(head -1 "$dir/xvfb.display")"
+    [ "$x_display" != ":" ] || { echo "${0##*/}: Xvfb named no display" >&2; exit 1; }
+}
+
+# start_headless_sway DIR: starts sway on wlroots' headless backend with DIR as its runtime
+# directory (its display: DIR/wayland-1), as user 65534 when root (sway refuses root; DIR's
+# parents must let that user through), and adds it to pids.
+start_headless_sway() {
+    local dir=$1
+    mkdir -m 700 "$dir"
+    printf 'output HEADLESS-1 resolution 800x600\nxwayland disable\n' > "$dir/config"
+    local as_sway=()
+    if [ "$(id -u)" -eq 0 ]; then chown -R 65534:65534 "$dir"; as_sway=(setpriv --reuid=65534 --regid=65534 --clear-groups); fi
+    XDG_RUNTIME_DIR=$dir WLR_BACKENDS=headless WLR_LIBINPUT_NO_DEVICES=1 WLR_RENDERER=pixman \
+        "${as_sway[@]}" sway -c "$dir/config" >"$dir.log" 2>&1 & pids+=($!)
+    for _ in $(seq 200); do [ -S "$dir/wayland-1" ] && break; sleep 0.05; done
+    [ -S "$dir/wayland-1" ] || { echo "${0##*/}: sway did not start:" >&2; cat "$dir.log" >&2; exit 1; }
+}

@@ -81,7 +81,7 @@ struct ClipboardAgentCommand: AsyncParsableCommand {
         discussion: """
             Not for typing: the session starts it (baton-clipboard.service, or the autostart entry). It tells batond of \
             each copy and offers on the clipboard what your other machines copied: on Wayland through the compositor's \
-            data-control protocol (sway, KWin, Hyprland, labwc, Wayfire), else on X11. Ends when the display goes away \
+            data-control protocol (sway and KWin have it), else on X11. Ends when the display goes away \
             (status 0); status 3 when the session offers no way to watch its clipboard (GNOME on Wayland).
             """,
         shouldDisplay: false)

@@ -22,7 +22,7 @@ struct Sources: AsyncParsableCommand {
             clipboard: what you copy (text, PNG images), offered for 2 minutes on the clipboards of your other machines \
             where it is on too, sealed on the way; a password manager's copies never leave. Needs sync (baton sync init) \
             and the session's clipboard agent (baton-clipboard.service, started with the session), in X11 sessions and \
-            under Wayland compositors with a data-control protocol (sway, KWin, Hyprland, labwc, Wayfire); GNOME on \
+            under Wayland compositors with a data-control protocol (sway and KWin have it); GNOME on \
             Wayland offers no way for it.
             A source's settings: baton sources show SOURCE lists them with their values; baton sources set SOURCE NAME VALUE \
             changes one (seconds and bytes as plain numbers).

@@ -16,15 +16,15 @@ public enum ClipboardAgent {
 
     /// Runs until the display or the bus goes away, or SIGTERM; returns the exit status.
     public static func run(address: String?, log: @escaping @Sendable (String) -> Void) async -> Int32 {
-        // Wayland first: where a compositor runs, DISPLAY is only its Xwayland, which sees no
-        // copy made in a Wayland window.
         // An empty variable is as good as none (a session may export it empty).
         let variable = { (name: String) in getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
-        let session: (kind: String, display: String)
+        // Wayland first: where a compositor runs, DISPLAY is only its Xwayland, which sees no
+        // copy made in a Wayland window.
+        let session: (wayland: Bool, display: String)
         if let wayland = variable("WAYLAND_DISPLAY") {
-            session = ("W", wayland)
+            session = (true, wayland)
         } else if let x11 = variable("DISPLAY") {
-            session = ("X", x11)
+            session = (false, x11)
         } else {
             log("no graphical session here: neither WAYLAND_DISPLAY nor DISPLAY is set")
             return sessionCannotStatus
@@ -41,7 +41,7 @@ public enum ClipboardAgent {
         // entry) would otherwise send each copy twice.
         let display = session.display.map { $0.isLetter || $0.isNumber ? $0 : "_" }
         do {
-            try await connection.requestName("org.baton.ClipboardAgent." + session.kind + String(display))
+            try await connection.requestName("org.baton.ClipboardAgent." + (session.wayland ? "W" : "X") + String(display))
         } catch {
             log("another agent watches the clipboard of display \(session.display) already; this one stops")
             return 0
@@ -52,7 +52,7 @@ public enum ClipboardAgent {
         let copies = AsyncStream<Copy>.makeStream()
         let clipboard: any SessionClipboard
         do {
-            clipboard = session.kind == "W"
+            clipboard = session.wayland
                 ? try WaylandClipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) }, log: log)
                 : try X11Clipboard(caps: { caps.current }, copied: { copies.continuation.yield($0) }, log: log)
         } catch {

@@ -1,3 +1,4 @@
+import BatonCore
 import Glibc
 import Synchronization
 
@@ -12,9 +13,29 @@ protocol SessionClipboard: AnyObject, Sendable {
     var watching: String { get }
     /// The commands below, for `run` to take.
     var mailbox: ClipboardMailbox { get }
+    /// On the clipboard's thread: offer a copy, let one go, leave the display.
+    func take(id: String, mime: String, content: [UInt8])
+    func letGo(id: String)
+    func disconnect()
 }
 
 extension SessionClipboard {
+    /// On the clipboard's thread, once its mailbox woke it: carries out what was posted; false
+    /// once told to stop (the display is left then).
+    func obeyCommands() -> Bool {
+        for command in mailbox.take() {
+            switch command {
+            case .own(let id, let mime, let content): take(id: id, mime: mime, content: content)
+            case .release(let id): letGo(id: id)
+            case .stop:
+                disconnect()
+                mailbox.close()
+                return false
+            }
+        }
+        return true
+    }
+
     /// Offers `content` as the clipboard, as `mime`, until another copy or `release(id:)`.
     func own(id: String, mime: String, content: [UInt8]) { mailbox.post(.own(id: id, mime: mime, content: content)) }
     /// Stops offering `id`, if it is still what the clipboard holds from us.
@@ -27,6 +48,38 @@ struct Copy: Sendable {
     var mime: String
     var content: [UInt8]
     var hints: [String: String]
+
+    /// What to do with a new offer on the clipboard, decided from its types alone, before a byte
+    /// is read (docs/DESIGN.md, "The clipboard"): read one type, or tell batond of a copy not read.
+    enum Decision {
+        /// Read `type` (the display's name for it), to be sent as `mime`, at most `cap` bytes.
+        case read(type: String, mime: String, cap: Int)
+        case notRead(Copy)
+    }
+
+    /// The types a copy is read as, the preferred first: UTF-8 text by its MIME and its X11
+    /// names, then PNG.
+    static let readable: [(type: String, mime: String)] = [
+        (ClipboardCopy.text, ClipboardCopy.text), ("UTF8_STRING", ClipboardCopy.text), (ClipboardCopy.png, ClipboardCopy.png),
+    ]
+
+    /// `offers` says whether the offer lists a type. A password manager's hint, with any value,
+    /// means nothing of it is read; else the first readable type it lists.
+    static func decide(offers: (String) -> Bool, caps: (text: Int, image: Int)) -> Decision {
+        if offers("x-kde-passwordManagerHint") {
+            return .notRead(Copy(mime: ClipboardCopy.text, content: [], hints: ["x-kde-passwordManagerHint": ""]))
+        }
+        guard let chosen = readable.first(where: { offers($0.type) }) else {
+            return .notRead(Copy(mime: ClipboardCopy.text, content: [], hints: ["unsupported": "neither text nor PNG"]))
+        }
+        return .read(type: chosen.type, mime: chosen.mime, cap: chosen.mime == ClipboardCopy.text ? caps.text : caps.image)
+    }
+
+    /// A copy too large to read.
+    static func tooLarge(_ mime: String, cap: Int) -> Copy { Copy(mime: mime, content: [], hints: ["too-large": "over \(cap) bytes"]) }
+
+    /// A copy its owner did not hand over, and why.
+    static func unreadable(_ mime: String, _ why: String) -> Copy { Copy(mime: mime, content: [], hints: ["unreadable": why]) }
 }
 
 /// How long one owner may take to answer, and a whole transfer: as long as Qt's own clipboard

@@ -5,7 +5,7 @@ import Synchronization
 
 /// The clipboard of a Wayland session, through the compositor's data-control protocol
 /// (docs/DESIGN.md, "The clipboard"): `ext_data_control_manager_v1` where the compositor offers
-/// it, else `zwlr_data_control_manager_v1` (sway, KWin, Hyprland, labwc, Wayfire). The
+/// it, else `zwlr_data_control_manager_v1` (sway 1.7 and KWin 5.27, tested). The
 /// compositor tells the agent of each new selection with the offer's types, whatever window has
 /// the focus; the agent reads only the one type it sends, through a pipe, with a deadline and a
 /// size cap, and offers another machine's copy as a data source of its own.
@@ -175,18 +175,7 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
                 newSelection = nil
                 look(at: offer)
             }
-            if fds[1].revents != 0 {
-                for command in mailbox.take() {
-                    switch command {
-                    case .own(let id, let mime, let content): take(id: id, mime: mime, content: content)
-                    case .release(let id): letGo(id: id)
-                    case .stop:
-                        mailbox.close()
-                        wl.pointee.wl_display_disconnect(display)
-                        return
-                    }
-                }
-            }
+            if fds[1].revents != 0, !obeyCommands() { return }
         }
     }
 
@@ -245,25 +234,17 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
         copied(read(offer, types: Set(types), caps: caps))
     }
 
-    /// The copy: from the types alone, what never leaves (a password manager's hint) or is not
-    /// sent (neither text nor PNG); then the one type sent, through a pipe.
+    /// The copy: from the types alone, what is read (`Copy.decide`); then the one type sent,
+    /// through a pipe.
     private func read(_ offer: OpaquePointer, types: Set<String>, caps: (text: Int, image: Int)) -> Copy {
-        if types.contains("x-kde-passwordManagerHint") {
-            return Copy(mime: ClipboardCopy.text, content: [], hints: ["x-kde-passwordManagerHint": ""])
-        }
         let (type, mime, cap): (String, String, Int)
-        if types.contains(ClipboardCopy.text) {
-            (type, mime, cap) = (ClipboardCopy.text, ClipboardCopy.text, caps.text)
-        } else if types.contains("UTF8_STRING") {
-            (type, mime, cap) = ("UTF8_STRING", ClipboardCopy.text, caps.text)
-        } else if types.contains(ClipboardCopy.png) {
-            (type, mime, cap) = (ClipboardCopy.png, ClipboardCopy.png, caps.image)
-        } else {
-            return Copy(mime: ClipboardCopy.text, content: [], hints: ["unsupported": "neither text nor PNG"])
+        switch Copy.decide(offers: types.contains, caps: caps) {
+        case .notRead(let copy): return copy
+        case .read(let readType, let readMime, let readCap): (type, mime, cap) = (readType, readMime, readCap)
         }
         var pipe: [Int32] = [-1, -1]
         guard baton_wayland_pipe(&pipe) == 0 else {
-            return Copy(mime: mime, content: [], hints: ["unreadable": "no pipe: \(String(cString: strerror(errno)))"])
+            return .unreadable(mime, "no pipe: \(String(cString: strerror(errno)))")
         }
         defer { close(pipe[0]) }
         type.withCString { text in
@@ -276,8 +257,8 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
         _ = wl.pointee.wl_display_flush(display)
         switch Self.readAll(pipe[0], cap: cap) {
         case .read(let content): return Copy(mime: mime, content: content, hints: [:])
-        case .tooLarge: return Copy(mime: mime, content: [], hints: ["too-large": "over \(cap) bytes"])
-        case .late: return Copy(mime: mime, content: [], hints: ["unreadable": "the owner did not send it in time"])
+        case .tooLarge: return .tooLarge(mime, cap: cap)
+        case .late: return .unreadable(mime, "the owner did not send it in time")
         }
     }
 
@@ -345,7 +326,11 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
 
     // MARK: Offering a copy
 
-    private func take(id: String, mime: String, content: [UInt8]) {
+    func disconnect() {
+        wl.pointee.wl_display_disconnect(display)
+    }
+
+    func take(id: String, mime: String, content: [UInt8]) {
         guard let device else { return }
         var newID = [wl_argument(o: nil)]
         guard let source = marshal(manager, Request.managerCreateDataSource, creating: interface(\.source), &newID) else { return }
@@ -364,7 +349,7 @@ final class WaylandClipboard: SessionClipboard, @unchecked Sendable {
         log("the clipboard holds \(id)")
     }
 
-    private func letGo(id: String) {
+    func letGo(id: String) {
         guard let owned, owned.id == id, let device else { return }
         self.owned = nil
         var arguments = [wl_argument(o: nil)]

@@ -112,19 +112,7 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
             while let event = nextEvent() { handle(event) }
             var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: mailbox.descriptor, events: Int16(POLLIN), revents: 0)]
             _ = poll(&fds, 2, -1)
-            if fds[1].revents != 0 {
-                for command in mailbox.take() {
-                    switch command {
-                    case .own(let id, let mime, let content): take(id: id, mime: mime, content: content)
-                    case .release(let id): letGo(id: id)
-                    case .stop:
-                        _ = x.pointee.XDestroyWindow(display, window)
-                        _ = x.pointee.XCloseDisplay(display)
-                        mailbox.close()
-                        return
-                    }
-                }
-            }
+            if fds[1].revents != 0, !obeyCommands() { return }
         }
     }
 
@@ -166,31 +154,24 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
 
     // MARK: Reading a copy
 
-    /// What the new owner offers: its targets first, and from them what never leaves (a
-    /// password manager's hint) or is not sent (neither text nor PNG); then the one type sent.
+    /// What the new owner offers: its targets first, and from them alone what is read
+    /// (`Copy.decide`); then the one type sent.
     private func read(at time: Time, caps: (text: Int, image: Int)) -> Copy {
         guard let list = convert(atoms.targets, at: time, cap: Self.maxTargets * MemoryLayout<Atom>.size) else {
-            return Copy(mime: ClipboardCopy.text, content: [], hints: ["unreadable": "the owner did not list its types in time"])
+            return .unreadable(ClipboardCopy.text, "the owner did not list its types in time")
         }
         let targets = Set(list.format == 32 ? list.atoms : [])
-        if targets.contains(atoms.passwordHint) {
-            return Copy(mime: ClipboardCopy.text, content: [], hints: ["x-kde-passwordManagerHint": ""])
+        let byName = [ClipboardCopy.text: atoms.textPlain, "UTF8_STRING": atoms.utf8, ClipboardCopy.png: atoms.png,
+                      "x-kde-passwordManagerHint": atoms.passwordHint]
+        switch Copy.decide(offers: { byName[$0].map(targets.contains) ?? false }, caps: caps) {
+        case .notRead(let copy):
+            return copy
+        case .read(let type, let mime, let cap):
+            guard let target = byName[type], let data = convert(target, at: time, cap: cap) else {
+                return .unreadable(mime, "the owner did not send it in time")
+            }
+            return data.tooLarge ? .tooLarge(mime, cap: cap) : Copy(mime: mime, content: data.bytes, hints: [:])
         }
-        let (target, mime, cap): (Atom, String, Int)
-        if targets.contains(atoms.utf8) {
-            (target, mime, cap) = (atoms.utf8, ClipboardCopy.text, caps.text)
-        } else if targets.contains(atoms.textPlain) {
-            (target, mime, cap) = (atoms.textPlain, ClipboardCopy.text, caps.text)
-        } else if targets.contains(atoms.png) {
-            (target, mime, cap) = (atoms.png, ClipboardCopy.png, caps.image)
-        } else {
-            return Copy(mime: ClipboardCopy.text, content: [], hints: ["unsupported": "neither text nor PNG"])
-        }
-        guard let data = convert(target, at: time, cap: cap) else {
-            return Copy(mime: mime, content: [], hints: ["unreadable": "the owner did not send it in time"])
-        }
-        if data.tooLarge { return Copy(mime: mime, content: [], hints: ["too-large": "over \(cap) bytes"]) }
-        return Copy(mime: mime, content: data.bytes, hints: [:])
     }
 
     private struct Converted {
@@ -270,7 +251,12 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
 
     // MARK: Offering a copy
 
-    private func take(id: String, mime: String, content: [UInt8]) {
+    func disconnect() {
+        _ = x.pointee.XDestroyWindow(display, window)
+        _ = x.pointee.XCloseDisplay(display)
+    }
+
+    func take(id: String, mime: String, content: [UInt8]) {
         _ = x.pointee.XSetSelectionOwner(display, atoms.clipboard, window, 0)
         let owner = x.pointee.XGetSelectionOwner(display, atoms.clipboard)
         guard owner == window else { return log("could not take the clipboard for \(id): window \(owner) owns it") }
@@ -278,7 +264,7 @@ final class X11Clipboard: SessionClipboard, @unchecked Sendable {
         log("the clipboard holds \(id)")
     }
 
-    private func letGo(id: String) {
+    func letGo(id: String) {
         guard owned?.id == id else { return }
         owned = nil
         log("letting go of \(id)")

@@ -68,13 +68,3 @@ private final class Outcome<T: Sendable>: Sendable {
         }?.resume(with: result)
     }
 }
-
-/// The `key=value` lines a test script prints (Tests/Scripts/*-test.sh), by key; other lines are left out.
-public func keyValueLines(_ text: String) -> [String: String] {
-    var seen: [String: String] = [:]
-    for line in text.split(separator: "\n") {
-        guard let equals = line.firstIndex(of: "=") else { continue }
-        seen[String(line[..<equals])] = String(line[line.index(after: equals)...])
-    }
-    return seen
-}
