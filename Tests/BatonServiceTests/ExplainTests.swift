@@ -152,6 +152,10 @@ struct ExplainTests {
         let unrecorded = try await world.advertise("while paused")
 
         try await expectAgreement(live, world, state: "live", cause: "has no handler")
+        // Continued: Explain tells of that continuation, and it can be continued again.
+        let continuedInto = try #require(try await explain(live, world).lastContinuation)
+        #expect(continuedInto["state"] == .string("ready") && continuedInto["scene"]?.objectPathValue != nil, "\(continuedInto)")
+        try await expectAgreement(live, world, state: "live", cause: "has no handler")
         try await expectAgreement(hidden, world, state: "live", cause: "eligible_for_handoff=false", refused: "NotEligible")
         try await expectAgreement(invalidated, world, state: "invalidated", cause: "invalidated by its app (20")
         try await expectAgreement(unkept, world, state: "invalidated", cause: "the history has no copy", refused: "NotFound")

@@ -75,5 +75,15 @@ import TestSupport
         #expect(explained.state == "history" && explained.continuable, "\(explained)")
         #expect(explained.reasons.first?.hasPrefix("invalidated on device laptop (20") == true, "\(explained.reasons)")
         #expect(await refusal(of: asked, on: desktop) == nil)
+
+        // Past the week on the laptop too: another machine's live activities are explained as before.
+        _ = try await laptop.call("org.baton.Handoff1.Testing", "AdvanceClock", [.uint64(8 * 86_400 * 1_000_000)])
+        explained = try await explain(note, on: laptop)
+        #expect(explained.state == "live" && explained.continuable, "\(explained)")
+        #expect(await refusal(of: note, on: laptop) == nil)
+        explained = try await explain(canvas, on: laptop)
+        #expect(explained.state == "live" && !explained.continuable, "\(explained)")
+        #expect(explained.reasons.contains { $0.contains("continued on desktop") }, "\(explained.reasons)")
+        #expect(await refusal(of: canvas, on: laptop)?.name == "org.baton.Handoff1.Error.UnknownActivityType")
     }
 }
