@@ -62,6 +62,8 @@ let package = Package(
         .plugin(name: "WaylandScanner", capability: .buildTool()),
         // glibc's <malloc.h>: malloc_trim, for an idle batond to hand back what malloc keeps free.
         .systemLibrary(name: "CMalloc"),
+        // glibc's posix_spawn_file_actions_addchdir_np: a terminal continued here starts in its directory.
+        .systemLibrary(name: "CSpawn"),
         // A small, safe Swift API over libdbus: one bus thread, typed values, exported objects.
         .target(name: "DBus", dependencies: ["CDBus"]),
         // The domain: activity types, activities, scenes, storage values, validation, limits. No D-Bus, no SQL.
@@ -123,7 +125,7 @@ let package = Package(
         ], path: "Benchmarks/SyncBench"),
         // The companion CLI: commands over the bus, tables or JSON. No Foundation, for a fast start.
         .target(name: "BatonCLI", dependencies: [
-            "DBus", "BatonContract", "BatonCore", "ClipboardAgent", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "DBus", "BatonContract", "BatonCore", "ClipboardAgent", "CSpawn", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // The clipboard agent of a graphical session (`baton clipboard-agent`): the display's side.
         .target(name: "ClipboardAgent", dependencies: ["CX11", "CWayland", "DBus", "BatonContract", "BatonCore"]),

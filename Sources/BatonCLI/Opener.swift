@@ -1,5 +1,6 @@
 import BatonContract
 import BatonCore
+import CSpawn
 import DBus
 import Glibc
 import Synchronization
@@ -49,13 +50,13 @@ enum Opener {
 
     /// Starts `arguments` (a program on PATH, or a path) in a session of its own, without
     /// waiting for it: an app runs for as long as the user keeps it open.
-    static func launch(_ arguments: [String]) throws(BatonError) {
-        _ = try spawn(arguments)
+    static func launch(_ arguments: [String], in directory: String? = nil) throws(BatonError) {
+        _ = try spawn(arguments, in: directory)
     }
 
     /// Starts `arguments` with the usual signals (unblocked, default actions) in a session of
-    /// its own, stdin /dev/null; returns its pid.
-    static func spawn(_ arguments: [String]) throws(BatonError) -> pid_t {
+    /// its own, stdin /dev/null, in `directory` when given; returns its pid.
+    static func spawn(_ arguments: [String], in directory: String? = nil) throws(BatonError) -> pid_t {
         guard let program = arguments.first else { throw .handlerFailed("nothing to start") }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -74,6 +75,7 @@ enum Opener {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let directory { posix_spawn_file_actions_addchdir_np(&actions, directory) }
         let argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0

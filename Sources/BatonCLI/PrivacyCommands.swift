@@ -77,12 +77,22 @@ struct Forget: AsyncParsableCommand {
         abstract: "Remove everything Baton keeps of an app: types, activities, history, scenes and their storage.",
         discussion: """
             Its live activities end on your other machines too (sync). It cannot be undone: on a terminal \
-            baton asks first; elsewhere give --yes. To keep the app from advertising again: baton block.
+            baton asks first; elsewhere give --yes. To keep the app from advertising again: baton block. \
+            A source's name stands for its app: baton forget terminals --yes forgets every shell the terminals source recorded.
             """)
-    @ArgumentParser.Argument(help: "The app id.", completion: .custom(Completions.apps)) var app: String
+    @ArgumentParser.Argument(help: "The app id, or a source's name (recent-documents, media, terminals).", completion: .custom(Completions.apps))
+    var named: String
     @Flag(help: "Do not ask.") var yes = false
     @OptionGroup var global: GlobalOptions
+
+    /// The sources whose activities belong to an app of Baton's own, by the source's name.
+    static let sourceApps = [
+        Contract.Sources.RecentDocuments.name: Contract.Sources.RecentDocuments.app, Contract.Sources.Media.name: Contract.Sources.Media.app,
+        Contract.Sources.Terminals.name: Contract.Sources.Terminals.app,
+    ]
+
     func run() async throws {
+        let app = Self.sourceApps[named] ?? named
         try await perform {
             if !yes {
                 guard isatty(0) == 1 else {

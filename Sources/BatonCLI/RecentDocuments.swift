@@ -24,13 +24,20 @@ struct Sources: AsyncParsableCommand {
             and the session's clipboard agent (baton-clipboard.service, started with the session), in X11 sessions and \
             under Wayland compositors with a data-control protocol (sway and KWin have it); GNOME on \
             Wayland offers no way for it.
+            terminals: each shell open in a terminal window (GNOME Terminal, Console, Konsole, kitty, foot, Alacritty, \
+            xterm, …), titled by its directory, kept current as you cd, ended when it exits; continuing opens the same terminal \
+            there (an ssh session logs in to the same host). Off until turned on. Shells in ~/.ssh and ~/.gnupg are never \
+            recorded (the setting blocked-paths); baton shell-init says how a shell tells its directory at once; baton forget \
+            terminals --yes removes what it recorded.
             A source's settings: baton sources show SOURCE lists them with their values; baton sources set SOURCE NAME VALUE \
             changes one (seconds and bytes as plain numbers).
             Examples: baton sources; baton sources enable recent-documents; baton sources enable media; baton sources disable media; \
-            baton sources enable clipboard; baton sources show clipboard; baton sources set clipboard lifetime 300
+            baton sources enable clipboard; baton sources show clipboard; baton sources set clipboard lifetime 300; \
+            baton sources set terminals blocked-paths '~/.ssh:~/.gnupg:~/secret'
+
             """)
     @ArgumentParser.Argument(help: ArgumentHelp("enable, disable, show or set; nothing to list.", valueName: "action")) var action: String?
-    @ArgumentParser.Argument(help: ArgumentHelp("The source: recent-documents, media or clipboard.", valueName: "source")) var source: String?
+    @ArgumentParser.Argument(help: ArgumentHelp("The source: recent-documents, media, clipboard or terminals.", valueName: "source")) var source: String?
     @ArgumentParser.Argument(help: ArgumentHelp("With set: the setting's name.", valueName: "name")) var name: String?
     @ArgumentParser.Argument(help: ArgumentHelp("With set: its new value.", valueName: "value")) var value: String?
     @OptionGroup var global: GlobalOptions
@@ -55,12 +62,13 @@ struct Sources: AsyncParsableCommand {
                 let blocked = try await daemon.properties(of: Contract.Interface.privacy)[Contract.Privacy.Property.blockedApps]?.arrayValue?
                     .compactMap(\.stringValue) ?? []
                 let recentDocuments = Contract.Sources.RecentDocuments.name, media = Contract.Sources.Media.name
-                let clipboard = Contract.Sources.Clipboard.name
+                let clipboard = Contract.Sources.Clipboard.name, terminals = Contract.Sources.Terminals.name
                 let rows = [
                     ("web-pages", blocked.contains(WebPage.app) ? "blocked" : "on", "the browser extension's pages, baton open"),
                     (recentDocuments, on.contains(recentDocuments) ? "on" : "off", "documents apps record as recently used"),
                     (media, on.contains(media) ? "on" : "off", "tracks media players play, where they stopped"),
                     (clipboard, on.contains(clipboard) ? "on" : "off", "copies, offered on your other machines' clipboards"),
+                    (terminals, on.contains(terminals) ? "on" : "off", "shells in terminal windows, at their directories"),
                 ]
                 if global.json {
                     print("[" + rows.map { "{\"source\":\(StrictJSON.quote($0.0)),\"state\":\(StrictJSON.quote($0.1))}" }.joined(separator: ",") + "]")
@@ -74,13 +82,17 @@ struct Sources: AsyncParsableCommand {
                 if action == "enable", source == Contract.Sources.Clipboard.name, Doctor.isGNOMEOnWayland {
                     printError("baton: \(Doctor.gnomeOnWayland); baton doctor says more")
                 }
+                if action == "enable", source == Contract.Sources.Terminals.name, !global.json {
+                    print("Shells are followed from /proc within 3 s of a cd; to have yours say it at once (and tell the terminal), "
+                          + "add eval \"$(baton shell-init bash)\" to ~/.bashrc (baton help shell-init for zsh and fish).")
+                }
             case ("show", let source?):
                 try await show(source, daemon)
             case ("set", let source?):
                 _ = try await daemon.call(Contract.Status.setSourceSetting, [.string(source), .string(name ?? ""), .string(value ?? "")])
                 if !global.json { print("\(source): \(name ?? "") is \(value ?? "")") }
             case ("enable", nil), ("disable", nil), ("show", nil):
-                throw CLIError(description: "name the source: baton sources \(action ?? "") recent-documents (or media, or clipboard)", status: ExitStatus.invalidInput)
+                throw CLIError(description: "name the source: baton sources \(action ?? "") recent-documents (or media, clipboard, terminals)", status: ExitStatus.invalidInput)
             case (let other?, _):
                 throw CLIError(description: "'\(other)' is not enable, disable, show or set; baton sources lists the sources", status: ExitStatus.invalidInput)
             }

@@ -376,7 +376,7 @@ extension Contract {
         }
 
         /// The sources the user turns on and off, by name (`Status.Sources` lists those on).
-        public static let switchable = [RecentDocuments.name, Media.name, Clipboard.name]
+        public static let switchable = [RecentDocuments.name, Media.name, Clipboard.name, Terminals.name]
         /// Where a source's handler answers `Handler.ContinueActivity`.
         public static let handlerPath = "/"
     }

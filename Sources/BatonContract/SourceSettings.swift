@@ -11,6 +11,8 @@ public struct SourceSetting: Sendable, Equatable {
         case oneOf([String])
         /// A whole number in this range (seconds, bytes).
         case number(ClosedRange<UInt64>)
+        /// Text of at most this many bytes, without control characters; `takes` says what it is.
+        case text(maxBytes: Int, takes: String)
     }
 
     public let name: String
@@ -39,6 +41,11 @@ public struct SourceSetting: Sendable, Equatable {
                 throw .invalidArgument("\(source)'s \(name) is a whole number from \(range.lowerBound) to \(range.upperBound), not '\(printable(value))'")
             }
             return String(number)
+        case .text(let maxBytes, let takes):
+            guard value.utf8.count <= maxBytes, !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw .invalidArgument("\(source)'s \(name) is \(takes) of at most \(maxBytes) bytes, without control characters")
+            }
+            return value
         }
     }
 
@@ -47,6 +54,7 @@ public struct SourceSetting: Sendable, Equatable {
         switch values {
         case .oneOf(let words): words.dropLast().joined(separator: ", ") + (words.count > 1 ? " or " : "") + (words.last ?? "")
         case .number(let range): "\(range.lowerBound) to \(range.upperBound)"
+        case .text(_, let takes): takes
         }
     }
 }
@@ -67,8 +75,21 @@ extension Contract.Sources {
         ]
     }
 
+    /// The shells open in terminal windows, each an activity that continuing opens in a terminal
+    /// at its directory; off until the user turns it on.
+    public enum Terminals {
+        public static let type = "org.baton.terminal.session"
+        public static let app = "org.baton.Terminals"
+        /// Its name for `Status.EnableSource`, `Status.SourceSettings` and `baton sources`.
+        public static let name = "terminals"
+        public static let settings = [
+            SourceSetting("blocked-paths", .text(maxBytes: 4_096, takes: "directories separated by ':' (~/ the home, * any name)"),
+                          default: "~/.ssh:~/.gnupg", "directories whose shells are never recorded, nor anything below them"),
+        ]
+    }
+
     /// Each source's settings, by the source's name: every source batond has, with or without settings.
     public static let settings: [String: [SourceSetting]] = [
-        RecentDocuments.name: [], Media.name: [], Clipboard.name: Clipboard.settings,
+        RecentDocuments.name: [], Media.name: [], Clipboard.name: Clipboard.settings, Terminals.name: Terminals.settings,
     ]
 }

@@ -5,17 +5,19 @@ import Synchronization
 /// made in one (inotify: `IN_CLOSE_WRITE`; `IN_MOVED_TO` for a file replaced by a rename, as
 /// GLib's `g_file_set_contents` and sync tools do; `IN_CREATE` of a directory), where the
 /// names `matching` accepts; and when a watched directory itself goes (deleted, moved away,
-/// its file system unmounted). A thread of its own waits in `poll` until a change or `stop()`:
-/// no wake-up while nothing changes.
+/// its file system unmounted). With `entries`, also when any entry is made or removed (a
+/// pseudo-terminal in `/dev/pts`, say). A thread of its own waits in `poll` until a change or
+/// `stop()`: no wake-up while nothing changes.
 public final class DirectoryWatcher: Sendable {
     /// One element per burst of changes; ends at `stop()`.
     public let changes: AsyncStream<Void>
     private let inotify: Int32
     private let stopWriter: Int32
     private let stopped = Mutex(false)
+    private let entries: Bool
 
     /// Watches `directories`; throws when one cannot be watched (it does not exist, say).
-    public init(_ directories: [String], matching: @escaping @Sendable (String) -> Bool) throws {
+    public init(_ directories: [String], entries: Bool = false, matching: @escaping @Sendable (String) -> Bool) throws {
         let inotify = inotify_init1(Int32(IN_CLOEXEC))
         guard inotify >= 0 else { throw WatchError(description: "inotify: \(String(cString: strerror(errno)))") }
         var stop: [Int32] = [0, 0]
@@ -25,6 +27,7 @@ public final class DirectoryWatcher: Sendable {
         }
         for fd in stop { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         self.inotify = inotify
+        self.entries = entries
         stopWriter = stop[1]
         let stopReader = stop[0]
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -53,7 +56,7 @@ public final class DirectoryWatcher: Sendable {
                 guard fds[0].revents != 0 else { continue }
                 let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
                 guard count > 0 else { if count < 0 && errno == EINTR { continue } else { return } }
-                if Self.events(in: buffer[..<count]).contains(where: { Self.isGone($0) || Self.counts($0) && matching($0.name) }) {
+                if Self.events(in: buffer[..<count]).contains(where: { Self.isGone($0) || (entries || Self.counts($0)) && matching($0.name) }) {
                     continuation.yield()
                 }
             }
@@ -79,7 +82,7 @@ public final class DirectoryWatcher: Sendable {
 
     /// Watches one more directory (watching one twice is watching it once).
     public func watch(_ directory: String) throws {
-        let mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT
+        let mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | (entries ? IN_DELETE : 0)
         guard inotify_add_watch(inotify, directory, UInt32(mask)) >= 0 else {
             throw WatchError(description: "cannot watch \(directory): \(String(cString: strerror(errno)))")
         }

@@ -101,7 +101,8 @@ public func buildDaemon(_ options: DaemonOptions, environment: [String: String],
     let service = HandoffService(
         connection: connection, store: store, log: logger, handlerTimeout: options.handlerTimeout, callsPerCaller: options.callsPerCaller,
         applicationDirectories: XDGData.applicationDirectories(environment: environment),
-        recentlyUsedPath: XDGData.recentlyUsedPath(environment: environment))
+        recentlyUsedPath: XDGData.recentlyUsedPath(environment: environment),
+        shellsDirectory: Terminals.shellsDirectory(environment: environment), home: environment["HOME"])
     let bus = BusService(
         service: service, connection: connection, systemd: SystemdNotifier(environment: environment),
         typeDirectories: options.typeDirectories ?? DeclaredTypes.directories(environment: environment), logger: logger)

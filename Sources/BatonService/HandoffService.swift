@@ -54,10 +54,12 @@ public final class HandoffService: Sendable {
     /// A store on a `ManualClock` exports `org.baton.Handoff1.Testing` (see `DaemonOptions.testClock`).
     public init(
         connection: Connection, store: Store, log: Logger, handlerTimeout: Duration = .seconds(10), callsPerCaller: Int = 256,
-        applicationDirectories: [String] = [], recentlyUsedPath: String? = nil
+        applicationDirectories: [String] = [], recentlyUsedPath: String? = nil, shellsDirectory: String? = nil, home: String? = nil
     ) {
         self.applicationDirectories = applicationDirectories
         self.recentlyUsedPath = recentlyUsedPath
+        self.shellsDirectory = shellsDirectory
+        self.home = home
         self.connection = connection
         self.store = store
         self.log = log
@@ -88,6 +90,12 @@ public final class HandoffService: Sendable {
     let recentDocumentsFollower = SourceFollower()
     /// The task following the media players, while the source is on.
     let mediaFollower = SourceFollower()
+    /// Where shells set up with `baton shell-init` say their directories (`Terminals.shellsDirectory`).
+    let shellsDirectory: String?
+    /// The user's home directory, for titles (`~/src`) and blocked paths.
+    let home: String?
+    /// The task following the terminals' shells, while the source is on.
+    let terminalsFollower = SourceFollower()
     /// What the clipboard source holds in memory: the copy offered, the last one sent.
     let clipboardState = ClipboardState()
 

@@ -1,5 +1,6 @@
 import BatonContract
 import BatonCore
+import Glibc
 
 /// The sources whose activities open outside any scene, as data: each opens through a handler
 /// of its own that the bus starts (batond's unit confines what batond itself may start), may
@@ -38,5 +39,13 @@ struct OutsideOpener: Sendable {
                 return track.obstacle(applicationDirectories: directories)
             },
             refused: "a track that cannot be played here", failure: "the track could not be played"),
+        Terminals.type: OutsideOpener(
+            handler: Terminals.app, opens: { activity, _ in Terminals.opens(activity) },
+            obstacle: { activity, _ in
+                guard let session = Terminals.Session(payload: activity.payload) else { return "it names no directory" }
+                let home = getenv("HOME").map { String(cString: $0) } ?? "/"
+                return session.opening(home: home, installed: TerminalShells.isOnPath) == nil ? "no terminal program is installed here" : nil
+            },
+            refused: "a terminal that cannot be opened here", failure: "the terminal could not be opened"),
     ]
 }

@@ -117,7 +117,10 @@ extension HandoffService {
          Media.source: MediaSource(
             store: store, activities: activities, announcements: self, background: background, follower: mediaFollower,
             connection: connection, recentlyUsedPath: recentlyUsedPath, applicationDirectories: applicationDirectories, log: log),
-         ClipboardSource.name: clipboard]
+         ClipboardSource.name: clipboard,
+         Terminals.source: TerminalsSource(
+            store: store, activities: activities, announcements: self, background: background, follower: terminalsFollower,
+            shellsDirectory: shellsDirectory, home: home, log: log)]
     }
 
     /// The clipboard source and its interface, over what it holds in memory.

@@ -63,4 +63,20 @@ import TestSupport
         let incomplete = try await world.baton(["sources", "set", "clipboard", "lifetime"])
         #expect(incomplete.status != 0 && incomplete.stderr.contains("set takes a source, a setting and a value"), "\(incomplete)")
     }
+
+    /// A setting of text: the terminals' blocked paths.
+    @Test func theTerminalsBlockedPathsAreTextWithoutControlCharacters() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        #expect(try await settings("terminals", world) == ["blocked-paths": "~/.ssh:~/.gnupg"])
+        let set = try await world.baton(["sources", "set", "terminals", "blocked-paths", "~/.ssh:~/.gnupg:~/work/secr*"])
+        #expect(set.status == 0, "\(set)")
+        for value in ["~/.ssh\n/etc", String(repeating: "/x", count: 2_049)] {
+            let refused = try await world.baton(["sources", "set", "terminals", "blocked-paths", value])
+            #expect(refused.status != 0 && refused.stderr.contains("of at most 4096 bytes, without control characters"), "\(refused)")
+        }
+        #expect(try await settings("terminals", world) == ["blocked-paths": "~/.ssh:~/.gnupg:~/work/secr*"])
+        let shown = try await world.baton(["sources", "show", "terminals"])
+        #expect(shown.stdout.contains("separated by ':'") && shown.stdout.contains("(default ~/.ssh:~/.gnupg)"), "\(shown)")
+    }
 }

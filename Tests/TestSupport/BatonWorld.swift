@@ -13,6 +13,8 @@ public final class BatonWorld: @unchecked Sendable {
     public private(set) var daemon: RunningBatond?
     /// Arguments every start of batond gets (a handler timeout, say).
     public var extraArguments: [String] = []
+    /// Environment every start of batond gets beside the bus's (`XDG_RUNTIME_DIR`, say).
+    public var extraEnvironment: [String: String] = [:]
     /// Run by `close()`, first: what a test started in its own process (a daemon built in it).
     private var closing: [() -> Void] = []
 
@@ -47,7 +49,7 @@ public final class BatonWorld: @unchecked Sendable {
 
     /// Starts batond and waits until it owns its name.
     public func startDaemon(_ arguments: [String] = [], umask: mode_t? = nil) async throws {
-        daemon = try await RunningBatond(on: bus, arguments: extraArguments + arguments, umask: umask)
+        daemon = try await RunningBatond(on: bus, arguments: extraArguments + arguments, umask: umask, environment: extraEnvironment)
     }
 
     /// Stops batond with `signal` and returns its exit status.

@@ -10,16 +10,16 @@ public final class RunningBatond: @unchecked Sendable {
     /// Starts batond on `bus` and waits until it owns org.baton.Handoff1. With `umask`, batond
     /// runs with that umask (set in a shell that then runs it: the test process's own umask is
     /// shared by every test running at the same time).
-    public init(on bus: PrivateBus, arguments: [String] = [], umask: mode_t? = nil) async throws {
+    public init(on bus: PrivateBus, arguments: [String] = [], umask: mode_t? = nil, environment extra: [String: String] = [:]) async throws {
         database = Self.database(on: bus)
         let log = open(Self.logPath(on: bus), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         defer { close(log) }
         let command = [try Executables.built("batond"), "--database", database, "--verbose"] + arguments
         if let umask {
             process = try Subprocess("/bin/sh", ["-c", "umask \(String(umask, radix: 8)) && exec \"$0\" \"$@\""] + command,
-                                     environment: bus.environment, stderr: log)
+                                     environment: bus.environment.merging(extra) { $1 }, stderr: log)
         } else {
-            process = try Subprocess(command[0], Array(command.dropFirst()), environment: bus.environment, stderr: log)
+            process = try Subprocess(command[0], Array(command.dropFirst()), environment: bus.environment.merging(extra) { $1 }, stderr: log)
         }
         let watcher = try bus.connect()
         defer { watcher.close() }
