@@ -78,7 +78,8 @@ public enum TerminalShells {
             return found
         }
         var shells: [Shell] = []
-        for (pid, process) in processes where shells.count < 1_000 && Self.shells.contains(process.comm) {
+        // A shell that exited but was not yet reaped (a zombie) is gone.
+        for (pid, process) in processes where shells.count < 1_000 && Self.shells.contains(process.comm) && process.state != "Z" {
             guard let terminal = terminal(process.parent) else { continue }
             let said = toldDirectory(pid)
             let directory = said ?? readLink("\(proc)/\(pid)/cwd") ?? ""
@@ -111,6 +112,8 @@ public enum TerminalShells {
     /// `/proc/PID/stat`'s fields this needs.
     struct ProcessStat: Equatable {
         var comm: String
+        /// `R`, `S`, `Z` (exited, not yet reaped), …
+        var state: Character
         var parent: Int32
         var group: Int32
         var foregroundGroup: Int32
@@ -125,6 +128,7 @@ public enum TerminalShells {
             guard fields.count >= 20, let parent = Int32(fields[1]), let group = Int32(fields[2]), let foreground = Int32(fields[5]),
                   let start = UInt64(fields[19]) else { return nil }
             comm = String(text[text.index(after: open)..<close])
+            state = fields[0].first ?? "?"
             self.parent = parent
             self.group = group
             foregroundGroup = foreground
@@ -227,28 +231,31 @@ public enum TerminalShells {
     }
 }
 
-/// What an activity of the terminals source holds (`{cwd, terminal, host, user}`): the
-/// directory (empty for an ssh session, whose directory on the other host is unknown here),
-/// the terminal's desktop id, and where an ssh session is logged in.
+/// What an activity of the terminals source holds (`{cwd, terminal, host, user}`, and `port`
+/// when an ssh session named one): the directory (empty for an ssh session, whose directory on
+/// the other host is unknown here), the terminal's desktop id, and where an ssh session is logged in.
 public struct TerminalSession: Sendable, Equatable {
     public var cwd: String
     public var terminal: String
     public var host: String?
     public var user: String?
+    public var port: String?
 
-    public init(cwd: String, terminal: String, host: String? = nil, user: String? = nil) {
-        (self.cwd, self.terminal, self.host, self.user) = (cwd, terminal, host, user)
+    public init(cwd: String, terminal: String, host: String? = nil, user: String? = nil, port: String? = nil) {
+        (self.cwd, self.terminal, self.host, self.user, self.port) = (cwd, terminal, host, user, port)
     }
 
     public init?(payload: String) {
         guard let members = try? StrictJSON.parseObject(payload, maxBytes: 1 << 20, maxDepth: 4), let cwd = members.string("cwd") else { return nil }
-        self.init(cwd: cwd, terminal: members.string("terminal") ?? "", host: members.string("host"), user: members.string("user"))
+        self.init(cwd: cwd, terminal: members.string("terminal") ?? "", host: members.string("host"), user: members.string("user"),
+                  port: members.string("port"))
     }
 
     public var payload: String {
         var json = "{\"cwd\":\(StrictJSON.quote(cwd)),\"terminal\":\(StrictJSON.quote(terminal))"
         if let host { json += ",\"host\":\(StrictJSON.quote(host))" }
         if let user { json += ",\"user\":\(StrictJSON.quote(user))" }
+        if let port { json += ",\"port\":\(StrictJSON.quote(port))" }
         return json + "}"
     }
 
@@ -264,7 +271,7 @@ public struct TerminalSession: Sendable, Equatable {
         let directory = host == nil ? TerminalShells.nearestDirectory(cwd) : TerminalShells.nearestDirectory(home)
         var command: [String] = []
         if let host {
-            command = ["ssh", "-t"] + (user.map { ["-l", $0] } ?? []) + ["--", host]
+            command = ["ssh", "-t"] + (port.map { ["-p", $0] } ?? []) + (user.map { ["-l", $0] } ?? []) + ["--", host]
             if !cwd.isEmpty { command.append("cd \(TerminalShells.shellQuoted(cwd)) && exec \"$SHELL\" -l") }
         }
         if let terminal = knownTerminal, installed(terminal.program) {

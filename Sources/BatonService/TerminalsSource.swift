@@ -155,7 +155,7 @@ struct TerminalsSource: ActivitySource {
                 guard recording else { continue }
                 // An ssh session's directory is on the other host, unknown here.
                 let session = Terminals.Session(cwd: shell.ssh == nil ? shell.directory : "", terminal: shell.terminal.desktopID,
-                                                host: shell.ssh?.host, user: shell.ssh?.user)
+                                                host: shell.ssh?.host, user: shell.ssh?.user, port: shell.ssh?.port)
                 // A directory under a blocked path is never recorded: the activity stays where it was last seen.
                 if session.host == nil, session.cwd.isEmpty || TerminalShells.isBlocked(session.cwd, patterns: blocked, home: home) { continue }
                 if let known = shown[shell.key], known.session == session { continue }
@@ -170,8 +170,15 @@ struct TerminalsSource: ActivitySource {
                 }
             }
             for (key, gone) in shown where !open.contains(key) {
+                do {
+                    announcements.announce(try await activities.invalidate(gone.id))
+                } catch let error as BatonError where error.code == .notFound {
+                    // Ended already (forgotten, say).
+                } catch {
+                    log.error("terminals: ending \(gone.id), whose shell exited: \(error); tried again at the next look")
+                    continue
+                }
                 shown[key] = nil
-                if let ended = try? await activities.invalidate(gone.id) { announcements.announce(ended) }
                 if let shellsDirectory, let pid = key.split(separator: "-").first { unlink("\(shellsDirectory)/\(pid)") }
             }
         } catch {

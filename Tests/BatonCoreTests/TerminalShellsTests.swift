@@ -9,7 +9,7 @@ struct TerminalShellsTests {
         let line = "4242 (we (ird) name) S 4200 4242 4242 34816 4300 4194560 1 2 3 4 5 6 7 8 20 0 1 0 987654 0 0"
         let parsed = try #require(TerminalShells.ProcessStat(line))
         #expect(parsed.comm == "we (ird) name" && parsed.parent == 4200 && parsed.group == 4242)
-        #expect(parsed.foregroundGroup == 4300 && parsed.startTime == 987654)
+        #expect(parsed.foregroundGroup == 4300 && parsed.startTime == 987654 && parsed.state == "S")
         #expect(TerminalShells.ProcessStat("4242 (cut short) S 1 2") == nil)
         #expect(TerminalShells.ProcessStat("no name at all") == nil)
     }
@@ -67,5 +67,10 @@ struct TerminalShellsTests {
         #expect(fallback.arguments == ["x-terminal-emulator"] && fallback.directory == directory)
         #expect(here.opening(home: "/", installed: { _ in false }) == nil)
         #expect(TerminalSession(payload: here.payload) == here && TerminalSession(payload: ssh.payload) == ssh)
+        let ported = TerminalSession(cwd: "", terminal: "foot", host: "build", port: "2222")
+        #expect(ported.opening(home: directory, installed: everything)?.arguments == [
+            "foot", "--working-directory=\(directory)", "ssh", "-t", "-p", "2222", "--", "build",
+        ])
+        #expect(TerminalSession(payload: ported.payload) == ported)
     }
 }

@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 import TestSupport
 
@@ -22,6 +23,8 @@ import TestSupport
             var environment = world.bus.environment
             environment["WAYLAND_DISPLAY"] = compositor.environment["XDG_RUNTIME_DIR"].map { $0 + "/wayland-1" }
             environment["XDG_RUNTIME_DIR"] = runtime.path
+            // A home of the test's own: a shell started without a command reads no rc file of this machine's user.
+            environment["HOME"] = places.path
             environment["DISPLAY"] = nil
             return environment
         }
@@ -39,7 +42,8 @@ import TestSupport
                 let compositor = try await HeadlessCompositor(.sway)
                 let stage = Stage(world: world, compositor: compositor, runtime: runtime, places: places)
                 let environment = stage.environment
-                let exported = ["WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "XDG_DATA_HOME"].map { "\($0)=\(environment[$0] ?? "")" }.joined(separator: " ")
+                try FileManager.default.createDirectory(at: places, withIntermediateDirectories: true)
+                let exported = ["WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "HOME"].map { "\($0)=\(environment[$0] ?? "")" }.joined(separator: " ")
                 try world.bus.installService(name: "org.baton.Terminals", exec: "/usr/bin/env \(exported) \(try Executables.built("baton")) serve-terminals")
                 return stage
             } catch {
@@ -69,46 +73,10 @@ import TestSupport
                                   stdout: log, stderr: log)
         }
 
-        /// Types `line` and Return into the shell of the activity `id` (its persistent id names
-        /// the shell's pid), at its terminal, as keys would come (TIOCSTI). wtype, a virtual
-        /// keyboard, lost the first keys of a line now and then while sway took its keymap.
-        func type(_ line: String, into id: String) async throws {
-            let persistent = try #require(try await sessions()[id]?.persistentID)
-            let pid = try #require(persistent.split(separator: "-").dropLast().last.flatMap { Int32($0) }, "\(persistent)")
-            let tty = open("/proc/\(pid)/fd/0", O_RDWR | O_NOCTTY | O_CLOEXEC)
-            guard tty >= 0 else { throw TestSupportError("the shell \(pid)'s terminal: \(String(cString: strerror(errno)))") }
-            defer { Glibc.close(tty) }
-            for var byte in Array((line + "\n").utf8) {
-                guard ioctl(tty, UInt(TIOCSTI), &byte) == 0 else { throw TestSupportError("TIOCSTI: \(String(cString: strerror(errno)))") }
-            }
-        }
-
-        /// The terminals source's live activities: id → (title, payload's members).
-        func sessions() async throws -> [String: (title: String, payload: [String: String], persistentID: String)] {
-            let records = try await world.call(TerminalsTests.activities, "List", [.stringMap(["app_id": "org.baton.Terminals"])]).first?.arrayValue ?? []
-            var found: [String: (title: String, payload: [String: String], persistentID: String)] = [:]
-            for record in records {
-                guard let fields = record.stringKeyedValue?.mapValues(\.unwrapped), let id = fields["id"]?.stringValue,
-                      let json = fields["payload"]?.stringValue?.data(using: .utf8),
-                      let payload = try JSONSerialization.jsonObject(with: json) as? [String: String] else { continue }
-                found[id] = (fields["title"]?.stringValue ?? "", payload, fields["persistent_id"]?.stringValue ?? "")
-            }
-            return found
-        }
-
-        /// The one live session whose `cwd` is `directory`, once there is one.
-        func session(at directory: String, _ what: String) async throws -> String {
-            do {
-                try await eventually(what, timeout: .seconds(15)) {
-                    try await sessions().filter { $0.value.payload["cwd"] == directory }.count == 1
-                }
-            } catch {
-                let now = try await sessions().map { "\($0.key): \($0.value.title) \($0.value.payload)" }
-                let shells = try await world.run("/bin/sh", ["-c", "for p in $(pgrep -x bash); do echo $p $(cat /proc/$p/comm) $(readlink /proc/$p/cwd) parent $(cat /proc/$(cut -d' ' -f4 /proc/$p/stat)/comm); done"])
-                throw TestSupportError("\(error); the sessions now: \(now); the shells: \(shells.stdout); foot said: \((try? String(contentsOfFile: places.appendingPathComponent("foot.log").path, encoding: .utf8)) ?? ""); batond said: \(world.daemonLog.suffix(2_000))")
-            }
-            return try #require(try await sessions().first { $0.value.payload["cwd"] == directory }?.key)
-        }
+        var shells: ShellSessions { ShellSessions(world: world, terminalLog: places.appendingPathComponent("foot.log").path) }
+        func type(_ line: String, into id: String) async throws { try await shells.type(line, into: id) }
+        func sessions() async throws -> [String: ShellSessions.Session] { try await shells.all() }
+        func session(at directory: String, _ what: String) async throws -> String { try await shells.one(at: directory, what) }
     }
 
     @Test func aStockShellInFootIsFollowedEndedAndContinued() async throws {
@@ -188,5 +156,195 @@ import TestSupport
         let id = try await stage.session(at: start, "the shell became an activity")
         try await stage.type("cd '\(link)'", into: id)
         #expect(try await stage.session(at: link, "the activity followed the shell's word, the link's path") == id)
+    }
+
+    /// An ssh session typed into a stock shell (to an sshd of the test's own on loopback) is
+    /// recorded as one, and continues as an ssh session to the same host and port.
+    @Test func anSSHSessionContinuesAsAnSSHSessionToTheSameHost() async throws {
+        let sshd = try Executables.require("/usr/sbin/sshd", package: "openssh-server")
+        let stage = try await Stage.make()
+        defer { stage.close() }
+        let keys = try stage.place("ssh")
+        for (name, comment) in [("host", "the test's sshd"), ("id", "the test's user")] {
+            let made = try await stage.world.run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", "\(keys)/\(name)"])
+            #expect(made.status == 0, "\(made)")
+        }
+        try FileManager.default.copyItem(atPath: "\(keys)/id.pub", toPath: "\(keys)/authorized_keys")
+        let port = try freePort()
+        try """
+            ListenAddress 127.0.0.1
+            Port \(port)
+            HostKey \(keys)/host
+            AuthorizedKeysFile \(keys)/authorized_keys
+            PidFile \(keys)/sshd.pid
+            StrictModes no
+            UsePAM no
+            PermitRootLogin yes
+            LogLevel VERBOSE
+
+            """.write(toFile: "\(keys)/sshd_config", atomically: true, encoding: .utf8)
+        mkdir("/run/sshd", 0o755)  // its privilege separation directory, which the package's unit makes
+        let log = open("\(keys)/sshd.log", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        let server = try Subprocess(sshd, ["-D", "-e", "-f", "\(keys)/sshd_config"], stderr: log)
+        Glibc.close(log)
+        defer { server.kill(SIGKILL) }
+        let said: @Sendable () -> String = { (try? String(contentsOfFile: "\(keys)/sshd.log", encoding: .utf8)) ?? "" }
+        try await eventually("sshd listens", timeout: .seconds(10), context: said()) { said().contains("Server listening on 127.0.0.1") }
+        _ = try await stage.world.baton(["sources", "enable", "terminals"])
+
+        let start = try stage.place("start")
+        let foot = try stage.foot(at: start, ["bash", "--norc", "--noprofile", "-i"])
+        defer { foot.kill(SIGKILL) }
+        let id = try await stage.session(at: start, "the shell became an activity")
+        try await stage.type("ssh -t -p \(port) -i '\(keys)/id' -o StrictHostKeyChecking=no -o UserKnownHostsFile='\(keys)/known' root@127.0.0.1", into: id)
+        try await eventually("the activity is an ssh session to the test's sshd", timeout: .seconds(15), context: said()) {
+            try await stage.sessions()[id]?.payload == ["cwd": "", "terminal": "foot", "host": "127.0.0.1", "user": "root", "port": "\(port)"]
+        }
+        #expect(try await stage.sessions()[id]?.title == "ssh root@127.0.0.1 — foot")
+        try await eventually("the shell's ssh logged in", timeout: .seconds(15), context: said()) { said().contains("Accepted publickey for root") }
+
+        // Continued: a new foot runs ssh to the same host, port and user (the host's key is new
+        // to it, so it asks; reaching the same sshd is what is checked).
+        let connections = said().components(separatedBy: "Connection from 127.0.0.1").count
+        _ = try await stage.world.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
+        try await eventually("the continuation's ssh reached the same sshd", timeout: .seconds(15), context: said()) {
+            said().components(separatedBy: "Connection from 127.0.0.1").count > connections
+        }
+        let continued = try await stage.world.run("/bin/sh", ["-c", "for p in $(pgrep -x ssh); do tr '\\0' ' ' < /proc/$p/cmdline; echo; done"])
+        #expect(continued.stdout.contains("ssh -t -p \(port) -l root -- 127.0.0.1"), "\(continued.stdout)")
+    }
+
+    /// GNOME Terminal, as Debian ships it (its server started by this bus, under Xvfb): a stock
+    /// shell, which says nothing, and one with baton shell-init, which sends OSC 7 and tells
+    /// Baton; both followed through a cd, and one continued in a new GNOME Terminal window there.
+    @Test func shellsInGNOMETerminalAreFollowedAndContinuedThere() async throws {
+        let server = try Executables.require("/usr/libexec/gnome-terminal-server", package: "gnome-terminal")
+        let client = try Executables.require("gnome-terminal", package: "gnome-terminal")
+        let world = try BatonWorld()
+        defer { world.close() }
+        let runtime = world.bus.directory.appendingPathComponent("runtime").path, places = world.bus.directory.appendingPathComponent("places").path
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+        chmod(runtime, 0o700)
+        world.extraEnvironment = ["XDG_RUNTIME_DIR": runtime]
+        try await world.startDaemon()
+        let display = try await VirtualDisplay()
+        defer { display.close() }
+        // What GNOME Terminal needs in a test (FIELD-NOTES): a UTF-8 locale, settings in memory, no accessibility bus.
+        try FileManager.default.createDirectory(atPath: places, withIntermediateDirectories: true)
+        // HOME: the test's own, so that the shell a new window starts reads no rc file of this machine's user.
+        let session = ["DISPLAY": display.name, "LANG": "C.UTF-8", "GSETTINGS_BACKEND": "memory", "NO_AT_BRIDGE": "1", "XDG_RUNTIME_DIR": runtime,
+                       "HOME": places]
+        let exported = session.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        try world.bus.installService(name: "org.gnome.Terminal", exec: "/usr/bin/env \(exported) \(server)")
+        try world.bus.installService(name: "org.baton.Terminals", exec: "/usr/bin/env \(exported) \(try Executables.built("baton")) serve-terminals")
+        let environment = world.bus.environment.merging(session) { $1 }.filter { $0.key != "WAYLAND_DISPLAY" }
+        _ = try await world.baton(["sources", "enable", "terminals"])
+        let rc = world.bus.directory.appendingPathComponent("bashrc").path
+        try "eval \"$('\(try Executables.built("baton"))' shell-init bash)\"\n".write(toFile: rc, atomically: true, encoding: .utf8)
+
+        let stock = places + "/stock", told = places + "/told", elsewhere = places + "/elsewhere"
+        for directory in [stock, told, elsewhere] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        for (directory, shell) in [(stock, ["bash", "--norc", "--noprofile", "-i"]), (told, ["bash", "--rcfile", rc, "-i"])] {
+            let opened = try await world.run(client, ["--working-directory=\(directory)", "--"] + shell, environment: environment)
+            #expect(opened.status == 0, "\(opened)")
+        }
+        let shells = ShellSessions(world: world)
+        let stockID = try await shells.one(at: stock, "the stock shell in GNOME Terminal became an activity")
+        let toldID = try await shells.one(at: told, "the shell that says its directory became an activity")
+        for id in [stockID, toldID] {
+            #expect(try await shells.all()[id]?.payload["terminal"] == "org.gnome.Terminal")
+            try await shells.type("cd '\(elsewhere)'", into: id)
+        }
+        try await eventually("both followed their cd", timeout: .seconds(15)) {
+            try await shells.all().filter { $0.value.payload["cwd"] == elsewhere }.keys.sorted() == [stockID, toldID].sorted()
+        }
+
+        _ = try await world.call(Self.activities, "Continue", [.string(stockID), .stringMap([:])])
+        try await eventually("a third shell, in a new GNOME Terminal window, at the same directory", timeout: .seconds(20)) {
+            try await shells.all().filter { $0.value.payload["cwd"] == elsewhere && $0.value.payload["terminal"] == "org.gnome.Terminal" }.count == 3
+        }
+        // A shell just started may not have its terminal set up yet (a terminal may flush what
+        // was typed before): exit is typed again into each shell still there.
+        let typed = Mutex(ContinuousClock.now - .seconds(1))
+        do {
+            try await eventually("every shell's activity ended with it", timeout: .seconds(15)) {
+                let left = try await shells.all()
+                let again = typed.withLock { last in
+                    guard ContinuousClock.now - last >= .milliseconds(500) else { return false }
+                    last = .now
+                    return true
+                }
+                if again { for id in left.keys { try? await shells.type("exit", into: id) } }
+                return left.isEmpty
+            }
+        } catch {
+            let left = try await shells.all().map { "\($0.value.title) \($0.value.persistentID)" }
+            let alive = try await world.run("/bin/sh", ["-c", "for p in $(pgrep -x bash); do echo $p $(readlink /proc/$p/cwd); done"])
+            throw TestSupportError("\(error): left \(left); shells: \(alive.stdout); batond: \(world.daemonLog.suffix(1_500))")
+        }
+    }
+
+    /// A TCP port on loopback nobody listens on now.
+    func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { Glibc.close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw TestSupportError("no free port: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// The terminals source's activities on a world's batond, and the shells behind them.
+struct ShellSessions {
+    typealias Session = (title: String, payload: [String: String], persistentID: String)
+    let world: BatonWorld
+    /// What the terminal said, shown when a wait times out.
+    var terminalLog = ""
+
+    /// Types `line` and Return into the shell of the activity `id` (its persistent id names
+    /// the shell's pid), at its terminal, as keys would come (TIOCSTI). wtype, a virtual
+    /// keyboard, lost the first keys of a line now and then while sway took its keymap.
+    func type(_ line: String, into id: String) async throws {
+        let persistent = try #require(try await all()[id]?.persistentID)
+        let pid = try #require(persistent.split(separator: "-").dropLast().last.flatMap { Int32($0) }, "\(persistent)")
+        let tty = open("/proc/\(pid)/fd/0", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard tty >= 0 else { throw TestSupportError("the shell \(pid)'s terminal: \(String(cString: strerror(errno)))") }
+        defer { Glibc.close(tty) }
+        for var byte in Array((line + "\n").utf8) {
+            guard ioctl(tty, UInt(TIOCSTI), &byte) == 0 else { throw TestSupportError("TIOCSTI: \(String(cString: strerror(errno)))") }
+        }
+    }
+
+    /// The terminals source's live activities: id → (title, payload's members).
+    func all() async throws -> [String: Session] {
+        let records = try await world.call(TerminalsTests.activities, "List", [.stringMap(["app_id": "org.baton.Terminals"])]).first?.arrayValue ?? []
+        var found: [String: Session] = [:]
+        for record in records {
+            guard let fields = record.stringKeyedValue?.mapValues(\.unwrapped), let id = fields["id"]?.stringValue,
+                  let json = fields["payload"]?.stringValue?.data(using: .utf8),
+                  let payload = try JSONSerialization.jsonObject(with: json) as? [String: String] else { continue }
+            found[id] = (fields["title"]?.stringValue ?? "", payload, fields["persistent_id"]?.stringValue ?? "")
+        }
+        return found
+    }
+
+    /// The one live session whose `cwd` is `directory`, once there is one.
+    func one(at directory: String, _ what: String) async throws -> String {
+        do {
+            try await eventually(what, timeout: .seconds(15)) {
+                try await all().filter { $0.value.payload["cwd"] == directory }.count == 1
+            }
+        } catch {
+            let now = try await all().map { "\($0.key): \($0.value.title) \($0.value.payload)" }
+            let shells = try await world.run("/bin/sh", ["-c", "for p in $(pgrep -x bash); do echo $p $(cat /proc/$p/comm) $(readlink /proc/$p/cwd) parent $(cat /proc/$(cut -d' ' -f4 /proc/$p/stat)/comm); done"])
+            throw TestSupportError("\(error); the sessions now: \(now); the shells: \(shells.stdout); the terminal said: \((try? String(contentsOfFile: terminalLog, encoding: .utf8)) ?? ""); batond said: \(world.daemonLog.suffix(2_000))")
+        }
+        return try #require(try await all().first { $0.value.payload["cwd"] == directory }?.key)
     }
 }
