@@ -80,9 +80,13 @@ public final class DirectoryWatcher: Sendable {
         try self.init([directory.isEmpty ? "/" : directory]) { $0 == name }
     }
 
-    /// Watches one more directory (watching one twice is watching it once).
-    public func watch(_ directory: String) throws {
-        let mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | (entries ? IN_DELETE : 0)
+    /// Watches one more directory (watching one twice is watching it once); with
+    /// `onlyEntries`, only for entries made and removed there (`/dev/pts`, where a terminal's
+    /// every open and close of a pseudo-terminal would be a change otherwise).
+    public func watch(_ directory: String, onlyEntries: Bool = false) throws {
+        let selfEvents = IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT
+        let mask = onlyEntries ? IN_CREATE | IN_DELETE | selfEvents
+            : IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | selfEvents | (entries ? IN_DELETE : 0)
         guard inotify_add_watch(inotify, directory, UInt32(mask)) >= 0 else {
             throw WatchError(description: "cannot watch \(directory): \(String(cString: strerror(errno)))")
         }

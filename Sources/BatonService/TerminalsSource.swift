@@ -81,12 +81,18 @@ struct TerminalsSource: ActivitySource {
     }
 
     private func follow() async {
-        var directories = [Terminals.ptys]
-        if let shellsDirectory, Self.makeDirectories(shellsDirectory) { directories.append(shellsDirectory) }
+        let told = shellsDirectory.flatMap { Self.makeDirectories($0) ? $0 : nil }
         let watcher: DirectoryWatcher
         do {
-            watcher = try DirectoryWatcher(directories, entries: true) { _ in true }
+            watcher = try DirectoryWatcher(told.map { [$0] } ?? [], entries: true) { _ in true }
         } catch {
+            log.error("terminals: \(error); the source records nothing")
+            return
+        }
+        do {
+            try watcher.watch(Terminals.ptys, onlyEntries: true)
+        } catch {
+            watcher.stop()
             log.error("terminals: \(error); the source records nothing")
             return
         }
@@ -101,7 +107,7 @@ struct TerminalsSource: ActivitySource {
         var ticking: Task<Void, Never>?
         var shown = adopt()
         var settling = ContinuousClock.now
-        wake.yield(.change)
+        wake.yield(.tick)  // the first look; a change would keep looking for a while
         for await wakeup in wakeups {
             if wakeup == .change { settling = .now + Terminals.settling }
             let open = await look(&shown) || ContinuousClock.now < settling
