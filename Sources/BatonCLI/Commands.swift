@@ -25,7 +25,7 @@ public struct BatonCommand: AsyncParsableCommand {
         version: "baton 1 (contract org.baton.Handoff1 version 1)",
         subcommands: [Types.self, Activities.self, History.self, Scenes.self, Watch.self, Export.self, Import.self, Pause.self, Resume.self,
                       Block.self, Unblock.self, Forget.self, Notifications.self, OpenPage.self, Sync.self, Devices.self, Status.self, Doctor.self,
-                      Sources.self, Clipboard.self, ClipboardAgentCommand.self, ServeWeb.self, ServeDocuments.self, ServeMedia.self, ShellInit.self, ServeTerminals.self],
+                      Sources.self, Clipboard.self, ClipboardAgentCommand.self, ServeWeb.self, ServeDocuments.self, ServeMedia.self, ShellInit.self, ServeTerminals.self, TerminalsCommand.self],
         groupedSubcommands: [
             // The everyday verbs at the top, as git's are: the same commands as under activities.
             CommandGroup(name: "everyday",

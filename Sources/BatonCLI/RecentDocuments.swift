@@ -27,8 +27,9 @@ struct Sources: AsyncParsableCommand {
             terminals: each shell open in a terminal window (GNOME Terminal, Console, Konsole, kitty, foot, Alacritty, \
             xterm, …), titled by its directory, kept current as you cd, ended when it exits; continuing opens the same terminal \
             there (an ssh session logs in to the same host). Off until turned on. Shells in ~/.ssh and ~/.gnupg are never \
-            recorded (the setting blocked-paths); baton shell-init says how a shell tells its directory at once; baton forget \
-            terminals --yes removes what it recorded.
+            recorded (the setting blocked-paths); baton shell-init says how a shell tells its directory at once; baton \
+            terminals restore reopens the shells open at the last logout or restart; baton forget terminals --yes removes \
+            what it recorded.
             A source's settings: baton sources show SOURCE lists them with their values; baton sources set SOURCE NAME VALUE \
             changes one (seconds and bytes as plain numbers).
             Examples: baton sources; baton sources enable recent-documents; baton sources enable media; baton sources disable media; \

@@ -121,3 +121,61 @@ struct ServeTerminals: AsyncParsableCommand {
         }
     }
 }
+
+/// `baton terminals [restore]`: the shells the terminals source follows, and reopening those
+/// that were open when Baton last stopped following them (a logout, a restart).
+struct TerminalsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "terminals",
+        abstract: "List the shells open in terminal windows, or reopen those open when Baton last stopped.",
+        discussion: """
+            With the terminals source on (baton sources enable terminals), each shell in a terminal window is an activity. \
+            baton terminals lists them; baton terminals restore reopens, each in the terminal that had it and at its \
+            directory, the shells that were open when Baton last stopped following them (a logout, a restart of the \
+            machine), except any whose directory is open in that terminal again. Examples: baton terminals; baton terminals restore
+            """)
+    @ArgumentParser.Argument(help: ArgumentHelp("restore, or nothing to list.", valueName: "action")) var action: String?
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        if let action, action != "restore" { throw ValidationError("'\(action)' is not restore; baton terminals lists the shells") }
+    }
+
+    func run() async throws {
+        try await perform {
+            let daemon = try global.daemon()
+            let app = Contract.Sources.Terminals.app
+            let live = try await daemon.call(Contract.Activities.list, [.stringMap(["app_id": app])]).first?.arrayValue ?? []
+            guard action == "restore" else {
+                return printRecords(live, global.output, headers: ["ID", "TITLE", "DIRECTORY"]) { record in
+                    [record.text(Key.id), record.text(Key.title), TerminalSession(payload: record.text(Key.payload))?.cwd ?? ""]
+                }
+            }
+            let past = try await daemon.call(Contract.Archive.history, [.stringMap(["app_id": app])]).first?.arrayValue ?? []
+            let open = Set(live.compactMap { $0.stringKeyedValue?.mapValues(\.unwrapped) }.compactMap { TerminalSession(payload: $0.text(Key.payload)) })
+            let toRestore = Self.openAtLastStop(past.compactMap { $0.stringKeyedValue?.mapValues(\.unwrapped) })
+                .filter { TerminalSession(payload: $0.text(Key.payload)).map { !open.contains($0) } ?? false }
+            var failed = 0
+            for record in toRestore {
+                do {
+                    _ = try await daemon.call(Contract.Activities.continue, [.string(record.text(Key.id)), .stringMap([:])])
+                    if !global.json { print("reopened \(record.text(Key.title))") }
+                } catch let error as DBusError {
+                    failed += 1
+                    printError("baton: \(record.text(Key.title)) was not reopened: \(error.message)")
+                }
+            }
+            if global.json { print("{\"reopened\":\(toRestore.count - failed),\"failed\":\(failed)}") }
+            if toRestore.isEmpty, !global.json { print("no shell was open when Baton last stopped following them, or all are open again") }
+            if failed > 0 { throw CLIError(description: "\(failed) of \(toRestore.count) shells were not reopened", status: ExitStatus.failure) }
+        }
+    }
+
+    /// Of the history's shells, those open when Baton last stopped: each ended so, within a
+    /// minute of the newest that did (one stop ends them all at once).
+    static func openAtLastStop(_ past: [[String: DBusValue]]) -> [[String: DBusValue]] {
+        let atStop = past.filter { $0.text(Key.endDetail) == Contract.Sources.Terminals.openAtStop }
+        guard let newest = atStop.compactMap({ $0[Key.endedAt]?.uint64Value }).max() else { return [] }
+        return atStop.filter { ($0[Key.endedAt]?.uint64Value ?? 0) + 60_000_000 >= newest }
+    }
+}

@@ -82,6 +82,8 @@ extension Contract.Sources {
         public static let app = "org.baton.Terminals"
         /// Its name for `Status.EnableSource`, `Status.SourceSettings` and `baton sources`.
         public static let name = "terminals"
+        /// The history's end reason of a shell open when batond last stopped: what `baton terminals restore` reopens.
+        public static let openAtStop = "its shell was open when Baton last stopped following it"
         public static let settings = [
             SourceSetting("blocked-paths", .text(maxBytes: 4_096, takes: "directories separated by ':' (~/ the home, * any name)"),
                           default: "~/.ssh:~/.gnupg", "directories whose shells are never recorded, nor anything below them"),

@@ -82,7 +82,8 @@ public enum TerminalShells {
         for (pid, process) in processes where shells.count < 1_000 && Self.shells.contains(process.comm) && process.state != "Z" {
             guard let terminal = terminal(process.parent) else { continue }
             let said = toldDirectory(pid)
-            let directory = said ?? readLink("\(proc)/\(pid)/cwd") ?? ""
+            // A directory removed while the shell is in it reads "PATH (deleted)": not a place to go back to.
+            let directory = said ?? readLink("\(proc)/\(pid)/cwd").flatMap { $0.hasSuffix(" (deleted)") ? nil : $0 } ?? ""
             // The foreground program, when it is not the shell itself: an ssh session, perhaps.
             var ssh: SSHDestination?
             if process.foregroundGroup > 0, process.foregroundGroup != process.group,
@@ -234,7 +235,7 @@ public enum TerminalShells {
 /// What an activity of the terminals source holds (`{cwd, terminal, host, user}`, and `port`
 /// when an ssh session named one): the directory (empty for an ssh session, whose directory on
 /// the other host is unknown here), the terminal's desktop id, and where an ssh session is logged in.
-public struct TerminalSession: Sendable, Equatable {
+public struct TerminalSession: Sendable, Hashable {
     public var cwd: String
     public var terminal: String
     public var host: String?

@@ -159,14 +159,14 @@ struct ActivityRepository: Sendable {
     /// Ends the activity `id`: one advertised while paused is forgotten with no trace (nor
     /// history); another machine's goes here now, with a request in this machine's log for its
     /// own machine; this machine's is deleted.
-    func invalidate(_ id: String) async throws -> Outcome {
+    func invalidate(_ id: String, reason: String = "invalidated by its app") async throws -> Outcome {
         if let removed = paused.remove(id) { return Outcome(id: id, ended: [Ended(id: id, appID: removed.appID)]) }
         if let activity = try store.storedActivity(id: id), activity.isRemote, let sync = sync.engine {
             let ended = try await SyncCalls.syncing { try await sync.invalidate(activity) }
             guard !ended.isEmpty else { throw BatonError.notFound("no activity \(id)") }
             return Outcome(id: id, ended: ended)
         }
-        let ended = try await store.writing { try $0.deleteActivities(ids: [id]) }
+        let ended = try await store.writing { try $0.deleteActivities(ids: [id], reason: reason) }
         guard !ended.isEmpty else { throw BatonError.notFound("no activity \(id)") }
         return Outcome(id: id, ended: ended)
     }

@@ -22,6 +22,11 @@ enum Terminals {
     static let source = Contract.Sources.Terminals.name
     /// How often `/proc` is read while shells are open: a directory shows within this and the scan.
     static let period: Duration = .seconds(2)
+    /// How an activity of this source ends, as the history and Explain say it: its shell exited
+    /// while batond watched, or it was open when batond last stopped (`baton terminals restore`
+    /// reopens those).
+    static let exited = "its shell exited"
+    static let openAtStop = Contract.Sources.Terminals.openAtStop
     /// How long after a change shells are looked for even when none is seen yet (its shell
     /// starts after the terminal made its pseudo-terminal).
     static let settling: Duration = .seconds(5)
@@ -105,7 +110,7 @@ struct TerminalsSource: ActivitySource {
             wake.finish()
         }
         var ticking: Task<Void, Never>?
-        var shown = adopt()
+        var shown = await adopt()
         var settling = ContinuousClock.now
         wake.yield(.tick)  // the first look; a change would keep looking for a while
         for await wakeup in wakeups {
@@ -129,19 +134,24 @@ struct TerminalsSource: ActivitySource {
         watcher.stop()
     }
 
-    /// The shells recorded before (batond restarted while they ran): by the persistent id each
-    /// activity carries, this boot's `pid-start` of its shell.
-    private func adopt() -> [String: Shown] {
+    /// The shells recorded before batond started, by the persistent id each activity carries
+    /// (this boot's id, then the shell's `pid-start`): those still running are followed again;
+    /// the others were open when batond last stopped (a logout, a restart of the machine), and
+    /// end so (`baton terminals restore` reopens them).
+    private func adopt() async -> [String: Shown] {
         var filter = Store.ActivityFilter()
         filter.appID = Terminals.app
         filter.device = .local
-        let boot = Self.bootID
+        let boot = Self.bootID + "-"
+        let running = Set(TerminalShells.scan().map(\.key))
         var shown: [String: Shown] = [:]
         for activity in (try? activities.list(filter, now: store.wallClock.now())) ?? [] {
-            guard let key = activity.persistentID, key.hasPrefix(boot + "-"), let session = Terminals.Session(payload: activity.payload) else {
-                continue
+            let key = activity.persistentID.map { $0.hasPrefix(boot) ? String($0.dropFirst(boot.count)) : $0 } ?? ""
+            if running.contains(key), let session = Terminals.Session(payload: activity.payload) {
+                shown[key] = Shown(id: activity.id, session: session)
+            } else if let ended = try? await activities.invalidate(activity.id, reason: Terminals.openAtStop) {
+                announcements.announce(ended)
             }
-            shown[String(key.dropFirst(boot.count + 1))] = Shown(id: activity.id, session: session)
         }
         return shown
     }
@@ -177,7 +187,7 @@ struct TerminalsSource: ActivitySource {
             }
             for (key, gone) in shown where !open.contains(key) {
                 do {
-                    announcements.announce(try await activities.invalidate(gone.id))
+                    announcements.announce(try await activities.invalidate(gone.id, reason: Terminals.exited))
                 } catch let error as BatonError where error.code == .notFound {
                     // Ended already (forgotten, say).
                 } catch {

@@ -293,9 +293,9 @@ extension WriteTransaction {
     }
 
     /// Ends activities (`Invalidate`), into the history; returns those that were there.
-    public func deleteActivities(ids: [String]) throws -> [Ended] {
+    public func deleteActivities(ids: [String], reason: String = "invalidated by its app") throws -> [Ended] {
         activitiesChange()
-        return try ids.compactMap { try end(id: $0, .invalidated("invalidated by its app"), history: true) }
+        return try ids.compactMap { try end(id: $0, .invalidated(reason), history: true) }
     }
 
     /// Ends every activity of this machine carrying one of `persistentIDs` (with `appID`,

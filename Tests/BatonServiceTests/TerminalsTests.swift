@@ -284,6 +284,99 @@ import TestSupport
         }
     }
 
+    /// Another machine continues a shell at the same path when it has it, else at the nearest
+    /// parent it has, and Explain says which: two daemons syncing through a folder (on one
+    /// file system, so the path is taken away to be missing), the laptop's own handler opening foot.
+    @Test func anotherMachineContinuesAtTheSamePathOrTheNearestParent() async throws {
+        let stage = try await Stage.make()
+        defer { stage.close() }
+        let laptop = try BatonWorld()
+        defer { laptop.close() }
+        let laptopRuntime = laptop.bus.directory.appendingPathComponent("runtime").path
+        try FileManager.default.createDirectory(atPath: laptopRuntime, withIntermediateDirectories: true)
+        chmod(laptopRuntime, 0o700)
+        laptop.extraEnvironment = ["XDG_RUNTIME_DIR": laptopRuntime]
+        try await laptop.startDaemon()
+        let exported = ["WAYLAND_DISPLAY": stage.environment["WAYLAND_DISPLAY"] ?? "", "XDG_RUNTIME_DIR": laptopRuntime, "HOME": stage.places.path]
+            .sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        try laptop.bus.installService(name: "org.baton.Terminals", exec: "/usr/bin/env \(exported) \(try Executables.built("baton")) serve-terminals")
+        let (place, _) = try await MachinesMeet.folder.join([stage.world, laptop], names: ["desktop", "laptop"])
+        defer { place.close() }
+        _ = try await stage.world.baton(["sources", "enable", "terminals"])
+
+        let parent = try stage.place("tree/project"), deep = try stage.place("tree/project/build")
+        let rc = stage.places.appendingPathComponent("bashrc").path
+        try "eval \"$('\(try Executables.built("baton"))' shell-init bash)\"\n".write(toFile: rc, atomically: true, encoding: .utf8)
+        let foot = try stage.foot(at: deep, ["bash", "--rcfile", rc, "--noprofile", "-i"])
+        defer { foot.kill(SIGKILL) }
+        let id = try await stage.session(at: deep, "the desktop's shell became an activity")
+        try await eventually("the laptop has the desktop's shell", timeout: .seconds(20)) {
+            let listed = try await laptop.call(Self.activities, "List", [.stringMap(["app_id": "org.baton.Terminals"])]).first?.arrayValue ?? []
+            return listed.contains { $0.stringKeyedValue?["id"]?.unwrapped.stringValue == id }
+        }
+
+        // The path is there: the laptop opens foot at it (its shell is this file system's, so the desktop sees it).
+        var reasons = try await explained(id, on: laptop)
+        #expect(reasons.contains { $0.contains("continuing opens foot at \(deep)") }, "\(reasons)")
+        _ = try await laptop.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
+        try await eventually("a shell the laptop opened, at the same path", timeout: .seconds(15)) {
+            try await stage.sessions().filter { $0.value.payload["cwd"] == deep }.count == 2
+        }
+
+        // Gone from "the laptop": its nearest parent, and Explain says so.
+        for other in try await stage.sessions() where other.key != id { try await stage.type("exit", into: other.key) }
+        try await eventually("only the first shell is left", timeout: .seconds(15)) { try await stage.sessions().count == 1 }
+        try FileManager.default.removeItem(atPath: deep)
+        reasons = try await explained(id, on: laptop)
+        #expect(reasons.contains { $0.contains("continuing opens foot at \(parent), the nearest folder this machine has of \(deep)") }, "\(reasons)")
+        _ = try await laptop.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
+        try await eventually("a shell the laptop opened, at the nearest parent", timeout: .seconds(15)) {
+            try await stage.sessions().contains { $0.value.payload["cwd"] == parent }
+        }
+    }
+
+    /// Explain's reasons for `id` on `world`.
+    func explained(_ id: String, on world: BatonWorld) async throws -> [String] {
+        let fields = try #require(try await world.call(Self.activities, "Explain", [.string(id)]).first?.stringKeyedValue).mapValues(\.unwrapped)
+        #expect(fields["continuable"]?.boolValue == true, "\(fields)")
+        return fields["reasons"].flatMap([String].init(dbusValue:)) ?? []
+    }
+
+    /// The shells open when batond stopped (a logout, a restart) end so, and `baton terminals
+    /// restore` reopens each in its terminal at its directory, once.
+    @Test func shellsOpenAtAStopAreRestoredInOneGo() async throws {
+        let stage = try await Stage.make()
+        defer { stage.close() }
+        _ = try await stage.world.baton(["sources", "enable", "terminals"])
+        let first = try stage.place("first"), second = try stage.place("second")
+        let feet = try [first, second].map { try stage.foot(at: $0, ["bash", "--norc", "--noprofile", "-i"]) }
+        defer { for foot in feet { foot.kill(SIGKILL) } }
+        let ids = [try await stage.session(at: first, "the first shell"), try await stage.session(at: second, "the second shell")]
+
+        // batond stops, then the session's terminals go; batond starts again.
+        await stage.world.stopDaemon()
+        for foot in feet {
+            foot.kill(SIGKILL)
+            _ = await foot.wait()
+        }
+        try await stage.world.startDaemon()
+        try await eventually("both ended as open at the stop", timeout: .seconds(15)) { try await stage.sessions().isEmpty }
+        let history = try await stage.world.baton(["history", "list", "--app", "org.baton.Terminals", "--json"])
+        #expect(history.stdout.components(separatedBy: "open when Baton last stopped following it").count == 3, "\(history.stdout) \(history.stderr)")
+
+        let restored = try await stage.world.baton(["terminals", "restore"])
+        #expect(restored.status == 0 && restored.stdout.components(separatedBy: "reopened").count == 3, "\(restored)")
+        try await eventually("both shells are open again where they were", timeout: .seconds(15)) {
+            let open = try await stage.sessions()
+            return open.count == 2 && Set(open.values.compactMap { $0.payload["cwd"] }) == [first, second] && Set(open.keys).isDisjoint(with: ids)
+        }
+        let listed = try await stage.world.baton(["terminals"])
+        #expect(listed.stdout.contains(first) && listed.stdout.contains(second), "\(listed)")
+        // Once: what is open again is not reopened twice.
+        let again = try await stage.world.baton(["terminals", "restore"])
+        #expect(again.status == 0 && !again.stdout.contains("reopened") && again.stdout.contains("all are open again"), "\(again)")
+    }
+
     /// A TCP port on loopback nobody listens on now.
     func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
