@@ -263,6 +263,14 @@ import TestSupport
         try await eventually("a third shell, in a new GNOME Terminal window, at the same directory", timeout: .seconds(20)) {
             try await shells.all().filter { $0.value.payload["cwd"] == elsewhere && $0.value.payload["terminal"] == "org.gnome.Terminal" }.count == 3
         }
+        if let directory = ProcessInfo.processInfo.environment["BATON_SCREENSHOTS"] {
+            // The newest window, by its own pixels (the root window's show nothing of it here).
+            let path = directory + "/gnome-terminal-continued.png"
+            let shot = try await world.run("/bin/sh", ["-c", """
+                xwd -silent -id "$(xdotool search --class gnome-terminal | tail -1)" | xwdtopnm 2>/dev/null | pnmtopng > '\(path)'
+                """], environment: environment)
+            #expect(shot.status == 0, "\(shot)")
+        }
         // A shell just started may not have its terminal set up yet (a terminal may flush what
         // was typed before): exit is typed again into each shell still there.
         let typed = Mutex(ContinuousClock.now - .seconds(1))
