@@ -20,7 +20,7 @@ struct BatonWindowTests {
             "PYTHONPATH": [Repository.root.appendingPathComponent("apps/baton-gtk").path,
                            Repository.root.appendingPathComponent("apps/hawk-notes-gtk").path,
                            Repository.root.appendingPathComponent("python").path].joined(separator: ":"),
-            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "BATON_CLI": try Executables.built("baton"),
         ], timeout: Self.deadline)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains("Ran 1 test") && result.stderr.hasSuffix("OK\n"), "\(result.stderr)")

@@ -155,6 +155,16 @@ class BatonWindowTests(unittest.TestCase):
         self.assertTrue(self.describe()[1][0]["detail"].startswith("%s · this machine · at 0:42 of 2:00 · " % player),
                         self.describe()[1][0])
 
+        # With the terminals source on, its button reopens what was open at the last stop (here: nothing).
+        self.client.connection.call_sync(baton.BUS_NAME, baton.ROOT, baton.PREFIX + "Status", "EnableSource",
+                                         GLib.Variant("(s)", ("terminals",)), None, Gio.DBusCallFlags.NONE, 5000, None)
+        eventually("the reopen button", lambda: self.describe()[0]["reopen"] == "shown")
+        self.act("reopen-terminals", "")
+        eventually("what reopening did", lambda: self.describe()[0]["reopened"] == "No terminals to reopen")
+        self.client.connection.call_sync(baton.BUS_NAME, baton.ROOT, baton.PREFIX + "Status", "DisableSource",
+                                         GLib.Variant("(s)", ("terminals",)), None, Gio.DBusCallFlags.NONE, 5000, None)
+        eventually("the reopen button gone with the source", lambda: self.describe()[0]["reopen"] == "")
+
         # Drawn: photographed until two photographs agree.
         shot = os.path.join(self.directory, "baton-gtk.png")
         xid = self.describe()[0]["xid"]
