@@ -1,13 +1,13 @@
 import DBus
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 import TestSupport
 
-/// Kate, as Debian ships it, records a document the way KDE does (KIO's launcher, `kde-open5`:
-/// `recently-used.xbel` and `RecentDocuments/NAME.desktop` both), and the recent-documents source
-/// makes one activity of it, which continuing opens in Kate again. Kate runs on Qt's offscreen
-/// platform: it needs no display to open a file.
+/// Kate, as Debian ships it, records a document the ways KDE does (KIO's launcher `kde-open5`,
+/// and KDE's file dialog: `recently-used.xbel` and `RecentDocuments/NAME.desktop` both), and the
+/// recent-documents source makes one activity of it, which continuing opens in Kate again.
 @Suite(.serialized) struct KateTests {
     static let activities = "org.baton.Handoff1.Activities"
 
@@ -60,6 +60,79 @@ import TestSupport
         _ = try await world.run("/usr/bin/pkill", ["-KILL", "-f", documents.path])
         try await eventually("Kate closed", timeout: .seconds(10)) { !(try await kateOpens([document.path, uri], world)) }
         let id = try #require(activity["id"]?.stringValue)
+        _ = try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
+        try await eventually("Kate opened the document again", timeout: .seconds(20)) { try await kateOpens([document.path, uri], world) }
+    }
+
+    /// KDE's file dialog (plasma-integration, `QT_QPA_PLATFORMTHEME=kde`, as in Plasma): Kate
+    /// under Xvfb, File › Open with Ctrl+O, the document's path typed and Return, with xdotool
+    /// as a person's keys; then one activity of it, which continues in Kate.
+    @Test func aDocumentOpenedThroughKDEsFileDialogIsAnActivity() async throws {
+        _ = try Executables.require("kate", package: "kate")
+        _ = try Executables.require("xdotool", package: "xdotool")
+        guard FileManager.default.fileExists(atPath: "/usr/lib/x86_64-linux-gnu/qt5/plugins/platformthemes/KDEPlasmaPlatformTheme.so") else {
+            throw TestSupportError("KDE's platform theme is missing: apt-get install plasma-integration (scripts/setup does)")
+        }
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        let display = try await VirtualDisplay(width: 1024, height: 768)
+        defer { display.close() }
+        let documents = URL(fileURLWithPath: "/var/tmp").appendingPathComponent("baton-kate-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: documents, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: documents) }
+        let document = documents.appendingPathComponent("plan.txt")
+        try "steps\n".write(to: document, atomically: true, encoding: .utf8)
+        let home = world.bus.directory.appendingPathComponent("home")
+        try FileManager.default.createDirectory(at: home.appendingPathComponent(".config"), withIntermediateDirectories: true)
+        let runtime = world.bus.directory.appendingPathComponent("runtime").path
+        mkdir(runtime, 0o700)
+        let session = ["HOME": home.path, "XDG_CONFIG_HOME": home.path + "/.config", "XDG_RUNTIME_DIR": runtime, "DISPLAY": display.name,
+                       "QT_QPA_PLATFORMTHEME": "kde", "XDG_DATA_HOME": world.bus.dataHome]
+        let exported = session.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        try world.bus.installService(name: "org.baton.RecentDocuments", exec: "/usr/bin/env \(exported) \(try Executables.built("baton")) serve-documents")
+        let environment = world.bus.environment.merging(session) { $1 }.filter { $0.key != "WAYLAND_DISPLAY" }
+        defer { _ = try? Subprocess("/usr/bin/pkill", ["-KILL", "-x", "kate"]) }
+        _ = try await world.baton(["sources", "enable", "recent-documents"])
+
+        let kate = try Subprocess("/usr/bin/kate", ["-n"], environment: environment)
+        defer { kate.kill(SIGKILL) }
+        @Sendable func xdotool(_ arguments: [String]) async throws -> String {
+            try await world.run("/usr/bin/xdotool", arguments, environment: environment).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        try await eventually("Kate's window", timeout: .seconds(30)) { !(try await xdotool(["search", "--onlyvisible", "--class", "kate"]).isEmpty) }
+        let window = try await xdotool(["search", "--onlyvisible", "--class", "kate"]).split(separator: "\n").last.map(String.init) ?? ""
+        // The pointer over Kate: without a window manager, the keyboard goes where the pointer is.
+        _ = try await xdotool(["mousemove", "--window", window, "100", "100"])
+        let pressed = Mutex(ContinuousClock.now - .seconds(2))
+        try await eventually("KDE's file dialog", timeout: .seconds(30)) {
+            // Ctrl+O again each second until the dialog shows: Kate may not take keys at once.
+            if pressed.withLock({ last in ContinuousClock.now - last >= .seconds(1) ? { last = .now; return true }() : false }) {
+                _ = try await xdotool(["key", "ctrl+o"])
+            }
+            return !(try await xdotool(["search", "--onlyvisible", "--name", "Open File"]).isEmpty)
+        }
+        _ = try await xdotool(["type", "--delay", "20", document.path])
+        _ = try await xdotool(["key", "Return"])
+
+        let uri = "file://" + document.path
+        @Sendable func recorded() async throws -> [[String: DBusValue]] {
+            let listed = try await world.call(Self.activities, "List", [.stringMap(["app_id": "org.baton.RecentDocuments"])]).first?.arrayValue ?? []
+            return listed.compactMap { $0.stringKeyedValue?.mapValues(\.unwrapped) }
+        }
+        try await eventually("the document opened through the dialog is an activity", timeout: .seconds(15)) {
+            try await recorded().contains { $0["target_content_id"]?.stringValue == uri }
+        }
+        let activities = try await recorded()
+        #expect(activities.count == 1 && activities.first?["payload"]?.stringValue?.contains("\"app\":\"org.kde.kate") == true, "\(activities)")
+        if let directory = ProcessInfo.processInfo.environment["BATON_SCREENSHOTS"] {
+            let shot = try await world.run("/bin/sh", ["-c", "xwd -silent -id \(window) | xwdtopnm 2>/dev/null | pnmtopng > '\(directory)/kate-file-dialog.png'"],
+                                           environment: environment)
+            #expect(shot.status == 0, "\(shot)")
+        }
+
+        kate.kill(SIGKILL)
+        _ = await kate.wait()
+        let id = try #require(activities.first?["id"]?.stringValue)
         _ = try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
         try await eventually("Kate opened the document again", timeout: .seconds(20)) { try await kateOpens([document.path, uri], world) }
     }
