@@ -242,8 +242,8 @@ import TestSupport
         let rc = world.bus.directory.appendingPathComponent("bashrc").path
         try "eval \"$('\(try Executables.built("baton"))' shell-init bash)\"\n".write(toFile: rc, atomically: true, encoding: .utf8)
 
-        let stock = places + "/stock", told = places + "/told", elsewhere = places + "/elsewhere"
-        for directory in [stock, told, elsewhere] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        let stock = places + "/stock", told = places + "/told", first = places + "/first stop", elsewhere = places + "/elsewhere"
+        for directory in [stock, told, first, elsewhere] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
         for (directory, shell) in [(stock, ["bash", "--norc", "--noprofile", "-i"]), (told, ["bash", "--rcfile", rc, "-i"])] {
             let opened = try await world.run(client, ["--working-directory=\(directory)", "--"] + shell, environment: environment)
             #expect(opened.status == 0, "\(opened)")
@@ -251,12 +251,13 @@ import TestSupport
         let shells = ShellSessions(world: world)
         let stockID = try await shells.one(at: stock, "the stock shell in GNOME Terminal became an activity")
         let toldID = try await shells.one(at: told, "the shell that says its directory became an activity")
-        for id in [stockID, toldID] {
-            #expect(try await shells.all()[id]?.payload["terminal"] == "org.gnome.Terminal")
-            try await shells.type("cd '\(elsewhere)'", into: id)
-        }
-        try await eventually("both followed their cd", timeout: .seconds(15)) {
-            try await shells.all().filter { $0.value.payload["cwd"] == elsewhere }.keys.sorted() == [stockID, toldID].sorted()
+        for id in [stockID, toldID] { #expect(try await shells.all()[id]?.payload["terminal"] == "org.gnome.Terminal") }
+        // cd twice: each activity follows its shell (the same activity, updated).
+        for directory in [first, elsewhere] {
+            for id in [stockID, toldID] { try await shells.type("cd '\(directory)'", into: id) }
+            try await eventually("both followed their cd to \(directory)", timeout: .seconds(15)) {
+                try await shells.all().filter { $0.value.payload["cwd"] == directory }.keys.sorted() == [stockID, toldID].sorted()
+            }
         }
 
         _ = try await world.call(Self.activities, "Continue", [.string(stockID), .stringMap([:])])
