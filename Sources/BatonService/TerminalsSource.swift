@@ -112,10 +112,11 @@ struct TerminalsSource: ActivitySource {
         var ticking: Task<Void, Never>?
         var shown = await adopt()
         var settling = ContinuousClock.now
+        var paused = activities.paused.isPaused
         wake.yield(.tick)  // the first look; a change would keep looking for a while
         for await wakeup in wakeups {
             if wakeup == .change { settling = .now + Terminals.settling }
-            let open = await look(&shown) || ContinuousClock.now < settling
+            let open = await look(&shown, paused: &paused) || ContinuousClock.now < settling
             if open, ticking == nil {
                 ticking = Task {
                     while !Task.isCancelled {
@@ -157,8 +158,14 @@ struct TerminalsSource: ActivitySource {
     }
 
     /// Reads the shells now and records what changed; returns whether any shell is open.
-    private func look(_ shown: inout [String: Shown]) async -> Bool {
+    /// `paused`: whether recording was paused at the last look. What was advertised during a
+    /// pause is gone at its end: those shells are recorded again.
+    private func look(_ shown: inout [String: Shown], paused: inout Bool) async -> Bool {
         let shells = TerminalShells.scan(toldDirectory: told(by:))
+        if paused != activities.paused.isPaused {
+            paused.toggle()
+            if !paused { shown = shown.filter { (try? activities.find($0.value.id)) != nil } }
+        }
         log.debug("terminals: \(shells.count) shells open, \(shown.count) shown")
         do {
             guard try store.sourcesOn()[Terminals.source] != nil else { return !shells.isEmpty }

@@ -386,6 +386,37 @@ import TestSupport
         #expect(again.status == 0 && !again.stdout.contains("reopened") && again.stdout.contains("all are open again"), "\(again)")
     }
 
+    /// A blocked source records nothing until unblocked; a shell opened while recording is
+    /// paused is kept in memory only, and recorded once recording resumes.
+    @Test func blockAndPauseAreObeyed() async throws {
+        let stage = try await Stage.make()
+        defer { stage.close() }
+        _ = try await stage.world.baton(["sources", "enable", "terminals"])
+        _ = try await stage.world.baton(["block", "org.baton.Terminals"])
+        let blocked = try stage.place("blocked"), paused = try stage.place("paused")
+        let first = try stage.foot(at: blocked, ["bash", "--norc", "--noprofile", "-i"])
+        defer { first.kill(SIGKILL) }
+        // Looked at twice with the shell open (batond's log says each look): nothing recorded.
+        let looks: @Sendable () -> Int = { stage.world.daemonLog.components(separatedBy: "terminals: 1 shells open").count }
+        try await eventually("batond looked at the shell twice", timeout: .seconds(15)) { looks() >= 3 }
+        #expect(try await stage.sessions().isEmpty)
+        _ = try await stage.world.baton(["unblock", "org.baton.Terminals"])
+        _ = try await stage.session(at: blocked, "recorded once unblocked")
+
+        _ = try await stage.world.baton(["pause"])
+        let second = try stage.foot(at: paused, ["bash", "--norc", "--noprofile", "-i"])
+        defer { second.kill(SIGKILL) }
+        let unrecorded = try await stage.session(at: paused, "advertised while paused")
+        let explained = try await stage.world.call(Self.activities, "Explain", [.string(unrecorded)]).first?.stringKeyedValue
+        #expect(explained?["reasons"]?.unwrapped.arrayValue?.contains { $0.stringValue?.contains("while recording was paused") == true } == true,
+                "\(String(describing: explained))")
+        _ = try await stage.world.baton(["resume"])
+        let recorded = try await stage.session(at: paused, "recorded once recording resumed")
+        #expect(recorded != unrecorded)
+        #expect(try await stage.world.call(Self.activities, "Explain", [.string(recorded)]).first?.stringKeyedValue?["state"]?.unwrapped
+            == .string("live"))
+    }
+
     /// A TCP port on loopback nobody listens on now.
     func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
