@@ -1,3 +1,4 @@
+import BatonCore
 import DBus
 import Foundation
 import Glibc
@@ -263,6 +264,21 @@ import TestSupport
         _ = try await world.call(Self.activities, "Continue", [.string(stockID), .stringMap([:])])
         try await eventually("a third shell, in a new GNOME Terminal window, at the same directory", timeout: .seconds(20)) {
             try await shells.all().filter { $0.value.payload["cwd"] == elsewhere && $0.value.payload["terminal"] == "org.gnome.Terminal" }.count == 3
+        }
+        // A shell of a terminal this machine lacks (kitty, advertised as another machine's would
+        // arrive): Debian's x-terminal-emulator opens it, here GNOME Terminal, at its directory.
+        if TerminalShells.isOnPath("x-terminal-emulator"), !TerminalShells.isOnPath("kitty") {
+            let kitty = places + "/kitty's"
+            try FileManager.default.createDirectory(atPath: kitty, withIntermediateDirectories: true)
+            let id = try #require(try await world.call(Self.activities, "Advertise", [
+                .string("org.baton.terminal.session"), .string("~/kitty's — kitty"),
+                .string(TerminalSession(cwd: kitty, terminal: "kitty").payload), .stringMap([:]),
+            ]).first?.stringValue)
+            _ = try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
+            try await eventually("x-terminal-emulator's window, at kitty's directory", timeout: .seconds(20)) {
+                try await shells.all().contains { $0.value.payload["cwd"] == kitty && $0.value.payload["terminal"] == "org.gnome.Terminal" }
+            }
+            _ = try await world.call(Self.activities, "Invalidate", [.string(id)])
         }
         if let directory = ProcessInfo.processInfo.environment["BATON_SCREENSHOTS"] {
             // The newest window, by its own pixels (the root window's show nothing of it here).
