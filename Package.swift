@@ -110,7 +110,7 @@ let package = Package(
         ]),
         .testTarget(name: "BatonSyncTests", dependencies: ["BatonSync", "TestSupport", "BatonKit", "HawkNotes", "batond", "baton", "hawk-notes"]),
         .testTarget(name: "BatonKitTests", dependencies: ["BatonKit", "TestSupport", "batond"]),
-        .testTarget(name: "BatonCLITests", dependencies: ["TestSupport", "baton", "batond"], exclude: ["Snapshots"]),
+        .testTarget(name: "BatonCLITests", dependencies: ["TestSupport", "BatonCore", "baton", "batond"], exclude: ["Snapshots"]),
         .testTarget(name: "HawkNotesTests", dependencies: ["HawkNotes", "TestSupport", "batond", "hawk-notes"]),
 
         // Benchmarks (run on demand, see Benchmarks/README.md): the echo server built on our layer.

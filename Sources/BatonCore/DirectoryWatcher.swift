@@ -5,8 +5,8 @@ import Synchronization
 /// made in one (inotify: `IN_CLOSE_WRITE`; `IN_MOVED_TO` for a file replaced by a rename, as
 /// GLib's `g_file_set_contents` and sync tools do; `IN_CREATE` of a directory), where the
 /// names `matching` accepts; and when a watched directory itself goes (deleted, moved away,
-/// its file system unmounted). With `entries`, also when any entry is made or removed (a
-/// pseudo-terminal in `/dev/pts`, say). A thread of its own waits in `poll` until a change or
+/// its file system unmounted). With `entries`, a file made counts too (a pseudo-terminal in
+/// `/dev/pts`, say; see `watch(_:onlyEntries:)`). A thread of its own waits in `poll` until a change or
 /// `stop()`: no wake-up while nothing changes.
 public final class DirectoryWatcher: Sendable {
     /// One element per burst of changes; ends at `stop()`.
@@ -86,7 +86,7 @@ public final class DirectoryWatcher: Sendable {
     public func watch(_ directory: String, onlyEntries: Bool = false) throws {
         let selfEvents = IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT
         let mask = onlyEntries ? IN_CREATE | IN_DELETE | selfEvents
-            : IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | selfEvents | (entries ? IN_DELETE : 0)
+            : IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | selfEvents
         guard inotify_add_watch(inotify, directory, UInt32(mask)) >= 0 else {
             throw WatchError(description: "cannot watch \(directory): \(String(cString: strerror(errno)))")
         }

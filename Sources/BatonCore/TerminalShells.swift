@@ -224,12 +224,8 @@ public enum TerminalShells {
         return path.split(separator: ":").contains { access("\($0)/\(program)", X_OK) == 0 }
     }
 
-    /// This machine's host name.
-    public static func hostName() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
+    /// This machine's host name, as OSC 7 names it.
+    public static func hostName() -> String { ThisMachine.hostName() ?? "localhost" }
 }
 
 /// What an activity of the terminals source holds (`{cwd, terminal, host, user}`, and `port`
@@ -345,4 +341,14 @@ public struct SSHDestination: Sendable, Equatable {
 
     /// `[user@]host`, as ssh takes it.
     public var target: String { user.map { "\($0)@\(host)" } ?? host }
+}
+
+/// This machine, as the system names it.
+public enum ThisMachine {
+    /// Its host name (`gethostname`); nil when it cannot be read.
+    public static func hostName() -> String? {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 }

@@ -170,9 +170,7 @@ enum SyncCalls {
     /// The device's name from the options, else the host's name.
     static func deviceName(_ options: [String: String]) -> String {
         if let name = options["device_name"], !name.isEmpty { return name }
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "this machine" }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return ThisMachine.hostName() ?? "this machine"
     }
 
     /// Runs a sync call, its failures as the contract names them.

@@ -1,3 +1,4 @@
+import BatonCore
 import Foundation
 import Glibc
 import Testing
@@ -27,19 +28,10 @@ struct ShellInitTests {
         ], stdin: lines, timeout: .seconds(20))
         #expect(ran.status == 0, "\(ran)")
         let encoded = target.path.replacingOccurrences(of: " ", with: "%20").replacingOccurrences(of: "é", with: "%C3%A9")
-        #expect(ran.stdout.contains("\u{1B}]7;file://\(TerminalHost.name)\(encoded)\u{1B}\\"), "\(ran.stdout.debugDescription)")
+        #expect(ran.stdout.contains("\u{1B}]7;file://\(ThisMachine.hostName() ?? "")\(encoded)\u{1B}\\"), "\(ran.stdout.debugDescription)")
         let said = try FileManager.default.contentsOfDirectory(atPath: shells.path)
         #expect(said.count == 1 && said.allSatisfy { Int32($0) != nil }, "one file, named by the shell's pid: \(said)")
         let told = try said.first.map { try String(contentsOfFile: shells.appendingPathComponent($0).path, encoding: .utf8) }
         #expect(told == target.path + "\n")
-    }
-}
-
-/// This machine's host name, as a shell's `$HOSTNAME` says it.
-enum TerminalHost {
-    static var name: String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
