@@ -13,6 +13,7 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: work) }
         _ = try Executables.require("Xvfb", package: "xvfb")
         _ = try Executables.require("xclip", package: "xclip")
+        _ = try Executables.require("mutter", package: "mutter")
         let root = Repository.root
         let result = try await Executables.run(try Executables.require("unshare", package: "util-linux"), [
             "-m", root.appendingPathComponent("Tests/Scripts/clipboard-unit-test.sh").path, work.path,
@@ -36,5 +37,7 @@ import TestSupport
         #expect(seen["display_gone"] == "inactive" && seen["display_gone_result"] == "success" && seen["restarts"] == "0",
                 "the agent ends cleanly with its display and is not restarted: \(report)")
         #expect(seen["agent_said"]?.contains("the X display went away; stopping") == true, "\(report)")
+        #expect(seen["gnome"] == "failed failed 3 0", "under GNOME's Mutter the agent exits with 3 and is not restarted: \(report)")
+        #expect(seen["gnome_said"] == "1", "it says why, once: \(report)")
     }
 }

@@ -80,5 +80,24 @@ say display_gone "$(systemctl --user is-active baton-clipboard)"
 say display_gone_result "$(systemctl --user show -p Result --value baton-clipboard)"
 say restarts "$(systemctl --user show -p NRestarts --value baton-clipboard)"
 say agent_said "$(tr '\n' '|' < "$T/agent.log" 2>/dev/null | tail -c 600)"
+
+# GNOME on Wayland: its compositor (Mutter, headless here) offers no data-control protocol. The
+# agent says so and exits with status 3, which the unit does not restart: failed at once, not
+# waiting to restart (auto-restart).
+mutter --wayland --headless --no-x11 --virtual-monitor 640x480 --wayland-display wayland-gnome >"$T/mutter.log" 2>&1 &
+mutter=$!
+for _ in $(seq 200); do [ -S "$XDG_RUNTIME_DIR/wayland-gnome" ] && break; sleep 0.05; done
+systemctl --user stop test-session.target
+systemctl --user unset-environment DISPLAY
+systemctl --user set-environment WAYLAND_DISPLAY=wayland-gnome
+systemctl --user start test-session.target
+for _ in $(seq 100); do
+    [ "$(systemctl --user show -p ActiveState --value baton-clipboard)" = failed ] && break
+    sleep 0.1
+done
+unit() { systemctl --user show -p "$1" --value baton-clipboard; }
+say gnome "$(unit ActiveState) $(unit SubState) $(unit ExecMainStatus) $(unit NRestarts)"
+say gnome_said "$(grep -c 'offers no data-control protocol' "$T/agent.log" 2>/dev/null)"
+kill "$mutter"
 systemctl --user stop test-session.target batond >/dev/null 2>&1
 kill $manager ${journal:-}
