@@ -170,6 +170,22 @@ import TestSupport
         try await eventually("xclip on the desktop pastes the laptop's copy", timeout: .seconds(15), context: agents()) {
             try await xclip(["-o"], on: onDesktop, world: desktop).stdout == reply
         }
+
+        // Pasted into a GTK 4 text field (its own paste action, as Ctrl+V does): what a person sees.
+        let pasteOutput = directory.appendingPathComponent("gtk-paste.out").path
+        let pasteFile = open(pasteOutput, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let screenshot = ProcessInfo.processInfo.environment["BATON_SCREENSHOTS"].map { $0 + "/clipboard-pasted-in-gtk.png" }
+        let paster = try Subprocess(python, [Repository.root.appendingPathComponent("Tests/Scripts/gtk-paste.py").path] + (screenshot.map { [$0] } ?? []),
+                                    environment: desktop.bus.environment.merging(["DISPLAY": onDesktop.display.name]) { $1 }, stdout: pasteFile)
+        Glibc.close(pasteFile)
+        defer { paster.kill(SIGKILL) }
+        @Sendable func pasteSaid() -> String { (try? String(contentsOfFile: pasteOutput, encoding: .utf8)) ?? "" }
+        try await eventually("GTK on the desktop pastes the laptop's copy", timeout: .seconds(20), context: agents() + "\ngtk-paste.py said: " + pasteSaid()) {
+            pasteSaid().contains("pasted \"\(reply)\"")
+        }
+        if screenshot != nil {
+            try await eventually("the screen photographed", timeout: .seconds(10)) { pasteSaid().contains("photographed") }
+        }
     }
 
     /// An image larger than one X request (Xvfb's largest is 16 MiB) is sent by INCR, a chunk at
