@@ -60,7 +60,7 @@ TARGETS = [
     ("min", "property", "calls_per_s", 0.85, "echo"),
     ("max", "property", "p50_us", 1.15, "echo"),
     ("max", "get", "server_cpu_us_per_call", 2.0, "echo"),
-    ("max", "get", "p50_us", 1.3, "echo"),
+    ("max", "get", "p50_us", 1.2, "echo"),  # issue #57's; #6 asked 1.3
     ("min", "get", "calls_per_s", 0.7, "echo"),
     ("max", "advertise 200 B", "p50_us", 2.5, "echo"),
     ("min", "advertise 200 B", "calls_per_s", 0.5, "echo"),
@@ -120,12 +120,14 @@ for kind, name, key, bound, against in TARGETS:
 
 # Floors: a C libdbus server sending the same messages for the same call, with no storage. A
 # target its floor misses cannot be met by sending these messages through libdbus on each call;
-# "against the floor" is what batond's own code costs on top.
-FLOORS = {"get": "get (C, same record)", "advertise 200 B": "advertise (C, same messages)"}
-for name, floor in FLOORS.items():
+# "against the floor" is what batond's own code costs on top. Get has a second floor that also
+# reads its row with SQLite, in C: what Get costs with its storage and nothing of batond's.
+FLOORS = [("get", "get (C, same record)", "no storage"), ("get", "get (C, record and its row)", "and SQLite reading the row"),
+          ("advertise 200 B", "advertise (C, same messages)", "no storage")]
+for name, floor, storage in FLOORS:
     if name not in labels or floor not in labels:
         continue
-    print(f"\n{name}'s floor, {floor}: a C libdbus server that sends the same messages, no storage")
+    print(f"\n{name}'s floor, {floor}: a C libdbus server that sends the same messages, {storage}")
     for kind, target_name, key, bound, against in TARGETS:
         if target_name != name or against != "echo":
             continue

@@ -5,18 +5,23 @@
  * once for Activities.Get(ID), keeps the record's fields as plain C values, and answers
  * every org.baton.Handoff1.Activities.Get, whatever id it names, by writing that record
  * into the reply, as a server holding it in memory would. No storage, no Swift: what
- * is left is libdbus building the reply.
+ * is left is libdbus building the reply. With DATABASE too (batond's store, opened
+ * read-only) it first reads the row of the id each Get names, as batond's reader does
+ * (bind, step, every column, reset), then writes the kept record: libdbus and SQLite,
+ * what Get costs in C with its storage.
  *
  * With --advertise it is the floor of batond's Advertise at an app's quota: it answers
  * every org.baton.Handoff1.Activities.Advertise with the messages batond sends for one
  * there, in the same order (Invalidated for the activity the quota removes, Advertised,
  * then the reply with the new id), and stores nothing.
  *
- * Usage: echo-server BUS_NAME [SOURCE ID | --advertise] */
+ * Usage: echo-server BUS_NAME [SOURCE ID [DATABASE] | --advertise] */
 #include <dbus/dbus.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../read-row.h"
 
 /* One field of the record: a basic value, or an array of them (keywords, `as`). */
 struct field {
@@ -28,6 +33,7 @@ struct field {
 static struct field *fields;
 static int field_count = -1; /* -1: no record, Get is not answered */
 static int advertise;        /* 1: Advertise is answered */
+static sqlite3_stmt *row;    /* with DATABASE: the activity's row by id, read before each Get's reply */
 static unsigned long long advertised;
 
 static dbus_bool_t is_string(int type) {
@@ -143,8 +149,10 @@ static DBusHandlerResult on_message(DBusConnection *connection, DBusMessage *mes
         reply = dbus_message_new_method_return(message);
         dbus_message_append_args(reply, DBUS_TYPE_STRING, &text, DBUS_TYPE_INVALID);
     } else if (field_count >= 0 && dbus_message_is_method_call(message, "org.baton.Handoff1.Activities", "Get")) {
-        reply = dbus_message_new_method_return(message);
-        if (!write_record(reply)) {
+        const char *id = NULL;
+        if (row && (!dbus_message_get_args(message, NULL, DBUS_TYPE_STRING, &id, DBUS_TYPE_INVALID) || read_row(row, id) < 0)) {
+            reply = dbus_message_new_error(message, "org.baton.Handoff1.Error.NotFound", "no such activity");
+        } else if (reply = dbus_message_new_method_return(message), !write_record(reply)) {
             dbus_message_unref(reply);
             reply = dbus_message_new_error(message, DBUS_ERROR_NO_MEMORY, "cannot build the record");
         }
@@ -160,12 +168,23 @@ static DBusHandlerResult on_message(DBusConnection *connection, DBusMessage *mes
 
 int main(int argc, char **argv) {
     advertise = argc == 3 && strcmp(argv[2], "--advertise") == 0;
-    if (argc != 2 && argc != 4 && !advertise) { fprintf(stderr, "usage: %s BUS_NAME [SOURCE ID | --advertise]\n", argv[0]); return 2; }
+    if (argc != 2 && argc != 4 && argc != 5 && !advertise) {
+        fprintf(stderr, "usage: %s BUS_NAME [SOURCE ID [DATABASE] | --advertise]\n", argv[0]);
+        return 2;
+    }
     DBusError error;
     dbus_error_init(&error);
     DBusConnection *connection = dbus_bus_get(DBUS_BUS_SESSION, &error);
     if (!connection) { fprintf(stderr, "connect: %s\n", error.message); return 1; }
-    if (argc == 4) {
+    if (argc == 5) {
+        sqlite3 *db;
+        if (sqlite3_open_v2(argv[4], &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK
+            || sqlite3_prepare_v3(db, "SELECT * FROM activity WHERE id = ?", -1, SQLITE_PREPARE_PERSISTENT, &row, NULL) != SQLITE_OK) {
+            fprintf(stderr, "%s: %s\n", argv[4], sqlite3_errmsg(db));
+            return 1;
+        }
+    }
+    if (argc >= 4) {
         DBusMessage *get = dbus_message_new_method_call(argv[2], "/org/baton/Handoff1", "org.baton.Handoff1.Activities", "Get");
         const char *id = argv[3];
         dbus_message_append_args(get, DBUS_TYPE_STRING, &id, DBUS_TYPE_INVALID);
