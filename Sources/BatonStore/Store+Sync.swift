@@ -31,8 +31,6 @@ extension Store {
         case activityEnded(id: String, state: String, reason: String)
         case type(ActivityType)
         case typeRemoved(String)
-        /// A record made when it was asked for (`enqueueRequest`), sent as it is.
-        case request([UInt8])
     }
 
     /// One record of this device's log, ready to seal and send.
@@ -316,9 +314,11 @@ extension WriteTransaction {
 
     /// The next batch to send, in log order: the batch staged before if the server may not
     /// have it yet, else up to `limit` outbox rows staged now. Several changes of one
-    /// activity or type become one record of how it is now. `encode` makes a record's body.
+    /// activity or type become one record of how it is now, whose body `encode` makes; a
+    /// record made when it was queued (a request, a copy of the clipboard) is sent as it is.
     public func stageOutbox(limit: Int, encode: @escaping (Store.SyncChange) throws -> [UInt8]) throws -> [Store.StagedRecord] {
-        let staged = try db.cachedStatement(sql: "SELECT log_seq, at, hlc, record FROM outbox WHERE log_seq IS NOT NULL ORDER BY log_seq")
+        // A staged record made when it was queued stays where it was written, in `body`.
+        let staged = try db.cachedStatement(sql: "SELECT log_seq, at, hlc, coalesce(record, body) FROM outbox WHERE log_seq IS NOT NULL ORDER BY log_seq")
             .rows([]) { Store.StagedRecord(logSeq: $0.int64(0), at: $0.time(1), hlc: $0.int64(2), body: $0.bytes(3)) }
         if !staged.isEmpty { return staged }
 
@@ -338,12 +338,16 @@ extension WriteTransaction {
             // A copy of the clipboard whose time is over is not sent at all.
             if row.kind == "clipboard", let expiresAt = row.expiresAt, expiresAt <= now { continue }
             logSeq += 1
-            let body = try encode(row.kind == "request" || row.kind == "clipboard" ? .request(row.body)
-                                  : try Store.change(kind: row.kind, key: row.key, in: db))
-            // The staged record replaces what it was made from (read no more): a copy of the
-            // clipboard is not written twice into the row.
-            try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ?, body = NULL WHERE seq = ?")
-                .execute(arguments: [logSeq, body, row.seq])
+            let body: [UInt8]
+            if row.kind == "request" || row.kind == "clipboard" {
+                // Its record as it was queued, left in place: a copy of the clipboard (up to
+                // 8 MiB) is written into the database once, not again as `record`.
+                body = row.body
+                try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ? WHERE seq = ?").execute(arguments: [logSeq, row.seq])
+            } else {
+                body = try encode(try Store.change(kind: row.kind, key: row.key, in: db))
+                try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ?, record = ? WHERE seq = ?").execute(arguments: [logSeq, body, row.seq])
+            }
             if row.kind == "clipboard", let expiresAt = row.expiresAt {
                 // Removed from the log once its time is over (`expiredClipboardRecords`).
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO clipboard_sent (log_seq, hlc, expires_at) VALUES (?, ?, ?)")

@@ -222,10 +222,7 @@ public final class SyncEngine: Sendable {
             // (A wall clock set back makes the age negative: no wait then, rather than a long one.)
             if age >= .zero && age < Self.coalescing { try await Task.sleep(for: Self.coalescing - age) }
             let batch = try await store.writing { transaction in
-                try transaction.stageOutbox(limit: 500) { change in
-                    if case .request(let body) = change { return body }
-                    return try SyncRecord(change).encoded()
-                }
+                try transaction.stageOutbox(limit: 500) { try SyncRecord($0).encoded() }
             }
             guard let last = batch.last else { return }
             var seqs: [Int64] = [], hlcs: [Int64] = [], sealed: [[UInt8]] = []

@@ -56,8 +56,6 @@ struct SyncRecord: Codable, Equatable {
         case .typeRemoved(let name):
             kind = "type_removed"
             id = name
-        case .request:
-            preconditionFailure("a request's record is made when it is asked for (SyncRecord.request)")
         }
     }
 

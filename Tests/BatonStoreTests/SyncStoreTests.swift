@@ -35,7 +35,6 @@ struct SyncStoreTests {
             case .activityEnded(let id, let state, let reason): "ended \(id) \(state): \(reason)"
             case .type(let type): "type \(type.type)"
             case .typeRemoved(let name): "type removed \(name)"
-            case .request(let body): "request " + String(decoding: body, as: UTF8.self)
             }
             return Array(text.utf8)
         } }.map { ($0.logSeq, String(decoding: $0.body, as: UTF8.self)) }
@@ -98,6 +97,28 @@ struct SyncStoreTests {
         #expect(try stage().map(\.change) == ["activity Jamie, older", "ended \(agatha.id) invalidated: invalidated by its app"])
         #expect(try stage().map(\.seq) == [3, 4])
         try store.write { try $0.sent(upTo: 4) }
+        #expect(try store.outboxCount() == 0)
+    }
+
+    /// A record made when it was queued (a request, a copy of the clipboard) is sent as it is
+    /// and staged again unchanged until the server has it; its bytes are written into the
+    /// outbox once, not again when it is staged (a copy of the clipboard can be 8 MiB).
+    @Test func aRecordMadeWhenQueuedIsSentAsItIsAndWrittenOnce() throws {
+        try store.write { try $0.startSync(as: me) }
+        let request = Array("asked of the laptop".utf8), copy = [UInt8](repeating: 7, count: 300_000)
+        try store.write { try $0.enqueueRequest(request) }
+        try store.write { try $0.enqueueClipboard(copy, id: "copy-1", expiresAt: .max) }
+        let staging = { try self.store.write { try $0.stageOutbox(limit: 10) { change in
+            Issue.record("a record made when it was queued is encoded again: \(change)")
+            return []
+        } } }
+        let staged = try staging()
+        #expect(staged.map(\.body) == [request, copy])
+        #expect(try staging() == staged, "staged again unchanged until sent")
+        // Staging wrote no second copy: each record is still where it was queued, in `body`.
+        let copied = try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox WHERE record IS NOT NULL OR body IS NULL") }
+        #expect(copied == 0)
+        try store.write { try $0.sent(upTo: try #require(staged.last).logSeq) }
         #expect(try store.outboxCount() == 0)
     }
 
