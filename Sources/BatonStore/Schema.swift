@@ -506,6 +506,13 @@ enum Schema {
             // log once its time is over: where it is (its seq and time) and when that is.
             try db.execute(sql: "CREATE TABLE clipboard_sent (log_seq INTEGER PRIMARY KEY, hlc INTEGER NOT NULL, expires_at INTEGER NOT NULL)")
         }
+        // The record an outbox row carries (a request, a copy of the clipboard), beside the row
+        // rather than in it: staging sets the row's log_seq, and SQLite rewrites a whole row to
+        // change one column — a 300 KB copy's overflow pages written again, and the old ones
+        // zeroed (secure_delete). Rows written before keep theirs in outbox.body.
+        migrator.registerMigration("v22") { db in
+            try db.execute(sql: "CREATE TABLE outbox_body (seq INTEGER PRIMARY KEY REFERENCES outbox(seq) ON DELETE CASCADE, body BLOB NOT NULL)")
+        }
         return migrator
     }
 }

@@ -317,13 +317,18 @@ extension WriteTransaction {
     /// activity or type become one record of how it is now, whose body `encode` makes; a
     /// record made when it was queued (a request, a copy of the clipboard) is sent as it is.
     public func stageOutbox(limit: Int, encode: @escaping (Store.SyncChange) throws -> [UInt8]) throws -> [Store.StagedRecord] {
-        // A staged record made when it was queued stays where it was written, in `body`.
-        let staged = try db.cachedStatement(sql: "SELECT log_seq, at, hlc, coalesce(record, body) FROM outbox WHERE log_seq IS NOT NULL ORDER BY log_seq")
+        // A staged record made when it was queued stays where it was written (`outbox_body`, or
+        // `body` for a row from before v22).
+        let staged = try db.cachedStatement(sql: """
+            SELECT log_seq, at, hlc, coalesce(o.record, b.body, o.body) FROM outbox o LEFT JOIN outbox_body b ON b.seq = o.seq
+            WHERE log_seq IS NOT NULL ORDER BY log_seq
+            """)
             .rows([]) { Store.StagedRecord(logSeq: $0.int64(0), at: $0.time(1), hlc: $0.int64(2), body: $0.bytes(3)) }
         if !staged.isEmpty { return staged }
 
         let rows = try db.cachedStatement(sql: """
-            SELECT o.seq, kind, key, at, hlc, body, e.expires_at FROM outbox o LEFT JOIN outbox_expiry e ON e.seq = o.seq ORDER BY o.seq LIMIT ?
+            SELECT o.seq, kind, key, at, hlc, coalesce(b.body, o.body), e.expires_at FROM outbox o
+            LEFT JOIN outbox_body b ON b.seq = o.seq LEFT JOIN outbox_expiry e ON e.seq = o.seq ORDER BY o.seq LIMIT ?
             """)
             .rows([limit]) { (seq: $0.int64(0), kind: $0.string(1), key: $0.string(2), at: $0.time(3), hlc: $0.int64(4), body: $0.bytes(5),
                               expiresAt: $0.optionalTime(6)) }
@@ -340,8 +345,8 @@ extension WriteTransaction {
             logSeq += 1
             let body: [UInt8]
             if row.kind == "request" || row.kind == "clipboard" {
-                // Its record as it was queued, left in place: a copy of the clipboard (up to
-                // 8 MiB) is written into the database once, not again as `record`.
+                // Its record as it was queued, left in place (`outbox_body`): a copy of the
+                // clipboard (up to 8 MiB) is written into the database once.
                 body = row.body
                 try db.cachedStatement(sql: "UPDATE outbox SET log_seq = ? WHERE seq = ?").execute(arguments: [logSeq, row.seq])
             } else {
@@ -389,10 +394,9 @@ extension WriteTransaction {
         let today = wallClock.now()
         try db.execute(sql: "DELETE FROM sync_lasting_request WHERE at < ?",
                        arguments: [Time.encode(today > Store.lastingRequestLifetime ? today - Store.lastingRequestLifetime : 0)])
-        try db.execute(sql: """
-            INSERT INTO outbox (kind, key, at, hlc, body)
-            SELECT 'request', 'lasting-' || hlc, ?, hlc, body FROM sync_lasting_request ORDER BY hlc
-            """, arguments: [now])
+        for request in try db.cachedStatement(sql: "SELECT hlc, body FROM sync_lasting_request ORDER BY hlc").rows([], { ($0.int64(0), $0.bytes(1)) }) {
+            try insertRecord(kind: "request", key: "lasting-\(request.0)", at: now, hlc: request.0, body: request.1)
+        }
         let activities = try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM activity WHERE device_id = '' ORDER BY seq"))
         let types = try String.fetchAll(db.cachedStatement(sql: "SELECT type FROM activity_type ORDER BY type"))
         try insertRequest(try complete(activities, types))
@@ -418,20 +422,26 @@ extension WriteTransaction {
         guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sync_state")) ?? false else {
             throw BatonError(.syncUnavailable, "sync is off on this machine")
         }
-        store.outbox.raise()
-        let now = wallClock.now()
-        let seq = try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('clipboard', ?, ?, baton_hlc(), ?) RETURNING seq"),
-                                     arguments: [id, Time.encode(now), body]) ?? 0
+        let seq = try insertRecord(kind: "clipboard", key: id, at: Time.encode(wallClock.now()), body: body).seq
         try db.cachedStatement(sql: "INSERT INTO outbox_expiry (seq, expires_at) VALUES (?, ?)").execute(arguments: [seq, Time.encode(expiresAt)])
     }
 
     /// An outbox row carrying a request's record, sent as it is; returns its time.
     @discardableResult
     private func insertRequest(_ body: [UInt8]) throws -> Int64 {
-        store.outbox.raise()
         let now = wallClock.now()
-        return try Int64.fetchOne(db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', ?, ?, baton_hlc(), ?) RETURNING hlc"),
-                                  arguments: [Identifier.make(at: now), Time.encode(now), body]) ?? 0
+        return try insertRecord(kind: "request", key: Identifier.make(at: now), at: Time.encode(now), body: body).hlc
+    }
+
+    /// An outbox row carrying `body`, a record made now and sent as it is, stamped with `hlc`
+    /// (nil: the clock's next time); returns the row's seq and time.
+    @discardableResult
+    private func insertRecord(kind: String, key: String, at: Int64, hlc: Int64? = nil, body: [UInt8]) throws -> (seq: Int64, hlc: Int64) {
+        store.outbox.raise()
+        let row = try db.cachedStatement(sql: "INSERT INTO outbox (kind, key, at, hlc) VALUES (?, ?, ?, coalesce(?, baton_hlc())) RETURNING seq, hlc")
+            .rows([kind, key, at, hlc]) { (seq: $0.int64(0), hlc: $0.int64(1)) }.first ?? (0, 0)
+        try db.cachedStatement(sql: "INSERT INTO outbox_body (seq, body) VALUES (?, ?)").execute(arguments: [row.seq, body])
+        return row
     }
 
     /// Invalidates another device's activity here and, in the same transaction, puts the

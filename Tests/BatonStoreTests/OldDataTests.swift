@@ -51,6 +51,8 @@ struct OldDataTests {
             "CREATE TABLE source_setting (source TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (source, name));",
             "CREATE TABLE outbox_expiry (seq INTEGER PRIMARY KEY, expires_at INTEGER NOT NULL);",
             "CREATE TABLE clipboard_sent (log_seq INTEGER PRIMARY KEY, hlc INTEGER NOT NULL, expires_at INTEGER NOT NULL);",
+            "INSERT INTO grdb_migrations VALUES('v22');",
+            "CREATE TABLE outbox_body (seq INTEGER PRIMARY KEY REFERENCES outbox(seq) ON DELETE CASCADE, body BLOB NOT NULL);",
         ]
         let lines = after.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.filter { !added.contains($0) } == before.split(separator: "\n", omittingEmptySubsequences: false),

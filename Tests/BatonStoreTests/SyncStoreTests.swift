@@ -115,11 +115,15 @@ struct SyncStoreTests {
         let staged = try staging()
         #expect(staged.map(\.body) == [request, copy])
         #expect(try staging() == staged, "staged again unchanged until sent")
-        // Staging wrote no second copy: each record is still where it was queued, in `body`.
-        let copied = try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox WHERE record IS NOT NULL OR body IS NULL") }
+        // Staging wrote no second copy: each record is still where it was queued (`outbox_body`).
+        let copied = try store.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox o LEFT JOIN outbox_body b ON b.seq = o.seq WHERE o.record IS NOT NULL OR b.body IS NULL")
+        }
         #expect(copied == 0)
         try store.write { try $0.sent(upTo: try #require(staged.last).logSeq) }
         #expect(try store.outboxCount() == 0)
+        // Their records leave with their rows.
+        #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox_body") } == 0)
     }
 
     @Test func theSyncServiceWokenByACommitSeesIt() throws {
