@@ -261,6 +261,9 @@ extension Contract {
         /// Sets one (`baton sources set`); `InvalidArgument` for an unknown source or name, or a value it does not take.
         public static let setSourceSetting = ContractMethod(
             Contract.Interface.status, "SetSourceSetting", in: [Argument("source", "s"), Argument("name", "s"), Argument("value", "s")])
+        /// One setting's new value, as `SourceSettings` gives it (the clipboard agent reads its caps again).
+        public static let sourceSettingChanged = ContractSignal(
+            Contract.Interface.status, "SourceSettingChanged", [Argument("source", "s"), Argument("name", "s"), Argument("value", "s")])
     }
 
     /// `org.baton.Handoff1.Clipboard` on the root object: between batond and the clipboard agent

@@ -47,6 +47,11 @@ struct RootSignals: Sendable {
         emit(Contract.Activities.continued, [.string(activity.id), .objectPath(scene), .boolean(created)], to: .app(activity.appID))
     }
 
+    /// `Status.SourceSettingChanged(source, name, value)`: the user's settings, for host clients.
+    func sourceSettingChanged(_ source: String, _ name: String, to value: String) {
+        emit(Contract.Status.sourceSettingChanged, [.string(source), .string(name), .string(value)], to: .hosts)
+    }
+
     /// Announces that the properties `names` of the root object's `interface` changed, with
     /// their values as its getters give them, to those who may read them
     /// (`Access.audience(ofPropertiesOf:)`).

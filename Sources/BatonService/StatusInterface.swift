@@ -36,7 +36,7 @@ struct StatusInterface: Sendable {
             Property(Name.startedAt, "t", changeSignal: .const) { _ in .uint64(startedAt) },
             Property(Name.notifications, "b", changeSignal: .emits) { _ in .boolean(try store.notificationsEnabled()) },
             Property(Name.sources, "as", changeSignal: .emits) { _ in .array(.string, try store.sourcesOn().keys.sorted().map { .string($0) }) },
-        ])
+        ], signals: [Signal(Contract.Status.sourceSettingChanged)])
     }
 
     /// Bytes of the database file and its WAL.
@@ -78,6 +78,7 @@ struct StatusInterface: Sendable {
         let checked = try setting.checked(value, of: source)
         if try await store.writing({ try $0.setSourceSetting(source, name, to: checked) }) {
             log.info("source \(source): \(name) is \(checked)")
+            announcements.signals.sourceSettingChanged(source, name, to: checked)
         }
         return []
     }

@@ -47,7 +47,7 @@ public enum ClipboardAgent {
             return 0
         }
         let batond = Batond(connection: connection)
-        // The caps, read again after each copy: the user may change them while the agent runs.
+        // The caps, read again whenever the user changes one (`Status.SourceSettingChanged`).
         let caps = Caps()
         let copies = AsyncStream<Copy>.makeStream()
         let clipboard: any SessionClipboard
@@ -67,7 +67,16 @@ public enum ClipboardAgent {
         }
         defer { clipboard.stop() }
         do {
-            if let read = try? await batond.caps() { caps.value.withLock { $0 = read } }
+            // Heard from before the caps are first read, so that no change falls between.
+            let settingChanged = try await connection.signals(matching: MatchRule(
+                interface: Contract.Interface.status, member: Contract.Status.sourceSettingChanged.name, path: Contract.root,
+                arg0: Contract.Sources.Clipboard.name))
+            @Sendable func readCaps() async {
+                guard let read = try? await batond.caps() else { return }
+                let before = caps.value.withLock { value in defer { value = read }; return value }
+                if before != read { log("reads text of up to \(read.text) bytes, images of up to \(read.image)") }
+            }
+            await readCaps()
             // Whether the source is on, now and as it changes (Status.Sources).
             let statusChanged = try await connection.signals(matching: MatchRule(
                 interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", path: Contract.root, arg0: Contract.Interface.status))
@@ -89,8 +98,10 @@ public enum ClipboardAgent {
                     for await copy in copies.stream {
                         let outcome = await batond.copied(copy)
                         log("a copy of \(copy.content.count) bytes (\(copy.mime)): \(outcome)")
-                        if let read = try? await batond.caps() { caps.value.withLock { $0 = read } }
                     }
+                }
+                group.addTask {
+                    for await _ in settingChanged { await readCaps() }
                 }
                 group.addTask {
                     for await signal in offered {

@@ -46,14 +46,14 @@ struct SignalContractTests {
         #expect(declared.keys.sorted() == [
             "org.baton.Handoff1.Activities.Advertised", "org.baton.Handoff1.Activities.Continued",
             "org.baton.Handoff1.Activities.Invalidated", "org.baton.Handoff1.Activities.Updated",
-            "org.baton.Handoff1.Scene.StorageChanged",
+            "org.baton.Handoff1.Scene.StorageChanged", "org.baton.Handoff1.Status.SourceSettingChanged",
         ], "a signal added to the XML is raised below too")
         let world = try await BatonWorld.startedInProcess()
         defer { world.close() }
         let heard = try await SignalLog(world.client, MatchRule(pathNamespace: "/org/baton/Handoff1"))
 
         // Advertised, Updated; Continued (into a new scene: InterfacesAdded, PropertiesChanged);
-        // StorageChanged; Invalidated; the scene closed (InterfacesRemoved).
+        // StorageChanged; Invalidated; the scene closed (InterfacesRemoved); a source's setting changed.
         try await world.register()
         let id = try await world.advertise("Agatha")
         _ = try await world.call("org.baton.Handoff1.Activities", "Update", [.string(id), .string(#"{"page":2}"#), .stringMap(["title": "Agatha, page 2"])])
@@ -61,6 +61,8 @@ struct SignalContractTests {
         _ = try await world.call("org.baton.Handoff1.Scene", "Set", [.string("BookView.newNote"), .variant(.string("a draft"))], path: scene)
         _ = try await world.call("org.baton.Handoff1.Activities", "Invalidate", [.string(id)])
         _ = try await world.call("org.baton.Handoff1.Scene", "Close", path: scene)
+        // SourceSettingChanged.
+        _ = try await world.call("org.baton.Handoff1.Status", "SetSourceSetting", [.string("clipboard"), .string("lifetime"), .string("60")])
 
         let expected = declared.merging(Self.standard) { first, _ in first }
         @Sendable func missing() -> Set<String> {

@@ -1,4 +1,6 @@
 import DBus
+import Foundation
+import Glibc
 import Testing
 import TestSupport
 
@@ -19,10 +21,23 @@ import TestSupport
         #expect(try await settings("clipboard", world) == Self.defaults)
         #expect(try await settings("recent-documents", world) == [:])
 
-        // Set through busctl, read through gdbus: clients we did not write.
+        // Set through busctl, read through gdbus, the change heard by dbus-monitor: clients we did not write.
+        let heard = world.bus.directory.appendingPathComponent("monitor.out").path
+        let heardFile = open(heard, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let monitor = try Subprocess(try Executables.require("dbus-monitor", package: "dbus-bin"), [
+            "--session", "type='signal',interface='\(Self.status)',member='SourceSettingChanged'",
+        ], environment: world.bus.environment, stdout: heardFile)
+        Glibc.close(heardFile)
+        defer { monitor.kill(SIGKILL) }
+        @Sendable func monitorSaid() -> String { (try? String(contentsOfFile: heard, encoding: .utf8)) ?? "" }
+        // dbus-monitor prints the signal it becomes a monitor with (NameLost of its own name) once it listens.
+        try await eventually("dbus-monitor listens", context: monitorSaid()) { monitorSaid().contains("NameLost") }
         let set = try await world.run("busctl", ["--user", "call", "org.baton.Handoff1", "/org/baton/Handoff1", Self.status,
                                                  "SetSourceSetting", "sss", "clipboard", "lifetime", "0300"])
         #expect(set.status == 0, "\(set)")
+        try await eventually("dbus-monitor heard the change, as stored", context: monitorSaid()) {
+            monitorSaid().contains("string \"clipboard\"\n   string \"lifetime\"\n   string \"300\"")
+        }
         let read = try await world.run("gdbus", ["call", "--session", "--dest", "org.baton.Handoff1", "--object-path", "/org/baton/Handoff1",
                                                  "--method", "\(Self.status).SourceSettings", "clipboard"])
         #expect(read.stdout.contains("'lifetime': '300'"), "stored as a plain number: \(read)")

@@ -75,6 +75,34 @@ import TestSupport
         #expect(try await world.call("org.baton.Handoff1.Clipboard", "Offer").first?.stringValue == "", "batond still answers")
     }
 
+    /// The user changes a cap while the agent runs: the agent reads it again at once
+    /// (`Status.SourceSettingChanged`), so the next copy is read to the new cap, not the old one.
+    @Test func aCapChangedWhileTheAgentRunsHoldsForTheNextCopy() async throws {
+        let world = try await BatonWorld.started()
+        defer { world.close() }
+        _ = try await world.baton(["sources", "enable", "clipboard"])
+        _ = try await world.baton(["sources", "set", "clipboard", "max-text", "10"])
+        let session = try await Session(world)
+        defer { session.close() }
+        try await eventually("the agent reads copies", context: session.said) { session.said.contains("the clipboard source is on") }
+        #expect(session.said.contains("reads text of up to 10 bytes"), "\(session.said)")
+        // Raised: a copy of 50 bytes is read whole, and batond takes it (no sync here: no-sync).
+        _ = try await world.baton(["sources", "set", "clipboard", "max-text", "100"])
+        try await eventually("the agent read the raised cap", context: session.said) { session.said.contains("reads text of up to 100 bytes") }
+        let fifty = String(repeating: "5", count: 50)
+        _ = try await xclip(["-i"], on: session, world: world, stdin: fifty)
+        try await eventually("the copy read to the new cap", context: session.said) {
+            session.said.contains("a copy of 50 bytes (text/plain;charset=utf-8): no-sync")
+        }
+        // Lowered again: the same size is no longer read.
+        _ = try await world.baton(["sources", "set", "clipboard", "max-text", "20"])
+        try await eventually("the agent read the lowered cap", context: session.said) { session.said.contains("reads text of up to 20 bytes") }
+        _ = try await xclip(["-i"], on: session, world: world, stdin: String(repeating: "6", count: 50))
+        try await eventually("the copy over the new cap not read", context: session.said) {
+            session.said.contains("a copy of 0 bytes (text/plain;charset=utf-8): too-large")
+        }
+    }
+
     /// A hostile owner of the clipboard (Tests/Scripts/hostile-owner.c): 10 000 targets, no
     /// answer at all, or a 1 GiB INCR transfer. The agent drops each within its deadline and
     /// its cap, tells batond a copy was made that was not sent, and hears the next copy. A
