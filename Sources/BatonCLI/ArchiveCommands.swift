@@ -10,7 +10,7 @@ struct Export: AsyncParsableCommand {
         commandName: "export",
         abstract: "Write the types, live activities, history and scenes Baton keeps as one JSON document.",
         discussion: """
-            The document (format org.baton.Handoff1.export, version 1; README, "Export and import") \
+            The document (format org.baton.Handoff1.export, version 1; the guide, "Export and import") \
             is what baton import reads back, here or on another machine. Other machines' activities \
             (sync) are theirs to export. The file is made readable by you only: it holds what you did. \
             batond writes the document itself, to this command's standard output or the file, so a \

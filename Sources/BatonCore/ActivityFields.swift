@@ -8,7 +8,7 @@
 /// the one validation (`Activity.validate`) runs every field's check. A new field is a case here
 /// with its declaration and its two accessor arms (the compiler asks for each), a property of
 /// `Activity`, a migration adding its column, and, if apps set it, BatonKit's property
-/// (README, "Developing").
+/// (docs/developing.md, "Developing").
 public enum ActivityField: CaseIterable, Sendable {
     // In the order of the store's columns: `id` first (the row update binds it as `?1`).
     case id, type, appID, title, payload, payloadType, targetContentID, persistentID, keywords, webpageURL

@@ -7,7 +7,7 @@ import Foundation
 #endif
 
 /// Everything of the user's that Baton keeps, as one JSON document: what `Export` gives and
-/// `Import` takes (README, "Export and import").
+/// `Import` takes (docs/guide.md, "Export and import").
 ///
 /// The document is versioned (`format`, `version`); keys are sorted and lists ordered, so
 /// exporting the same data twice gives the same text. A payload travels as the JSON text

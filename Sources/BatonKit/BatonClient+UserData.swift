@@ -22,7 +22,7 @@ extension BatonClient {
 
     // MARK: Export and import
 
-    /// The export document (README, "Export and import"), of one app or of all.
+    /// The export document (docs/guide.md, "Export and import"), of one app or of all.
     public func exportData(appID: String? = nil) async throws -> String {
         try await call(Contract.Archive.export, [.stringMap(appID.map { ["app_id": $0] } ?? [:])]).first?.stringValue ?? ""
     }

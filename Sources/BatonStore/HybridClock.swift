@@ -3,7 +3,7 @@ import Synchronization
 /// A hybrid logical clock (Kulkarni et al.): milliseconds << 16 | a counter, never behind
 /// the wall clock, never behind a time seen in another device's record, always increasing.
 /// Sync stamps every change of this machine with it when the change commits, and settles
-/// races between machines by it (README, "The rules when machines disagree").
+/// races between machines by it (docs/guide.md, "The rules when machines disagree").
 public final class HybridClock: Sendable {
     private let last = Mutex<Int64>(0)
 

@@ -253,7 +253,7 @@ extension Store {
 }
 
 /// Where another machine's record meets what this machine has, what happens: sync's rules
-/// (BatonSync's `ConflictRules`, README "The rules when machines disagree"). The store gives
+/// (BatonSync's `ConflictRules`, docs/guide.md, "The rules when machines disagree"). The store gives
 /// the facts, in the transaction that applies the record, and does what the rules say.
 public protocol SyncRules: Sendable {
     /// What another machine's version of an activity does here: it came from `device`,

@@ -1,6 +1,6 @@
 import BatonStore
 
-/// The rules when machines disagree (README, "The rules when machines disagree"), as
+/// The rules when machines disagree (docs/guide.md, "The rules when machines disagree"), as
 /// decisions over the facts the store gives where another machine's record meets what this
 /// machine has. The store applies what they decide, in the same transaction.
 ///

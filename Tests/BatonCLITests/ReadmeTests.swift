@@ -2,17 +2,18 @@ import Foundation
 import Testing
 import TestSupport
 
-/// The README's shell examples, run as a newcomer runs them: pasted into the shell that
-/// `scripts/dev` opens (here with the programs this test run built, a bus and a development
-/// directory of its own). Blocks marked `sh` are run, in order, in one shell that stops at
-/// the first failing command; `console` blocks show output and are not run.
+/// The shell examples of the README and the guide (docs/guide.md), run as a newcomer runs
+/// them: pasted into the shell that `scripts/dev` opens (here with the programs this test run
+/// built, a bus and a development directory of its own). Blocks marked `sh` are run, in order,
+/// in one shell that stops at the first failing command; `console` blocks show output and are
+/// not run.
 @Suite(.serialized)
 struct ReadmeTests {
     static let repository = Repository.root
 
-    /// The `sh` blocks of the README sections whose heading begins with one of `headings`.
-    static func shellBlocks(under headings: [String]) throws -> [String] {
-        let readme = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
+    /// The `sh` blocks of `document`'s sections whose heading begins with one of `headings`.
+    static func shellBlocks(of document: String, under headings: [String]) throws -> [String] {
+        let readme = try String(contentsOf: repository.appendingPathComponent(document), encoding: .utf8)
         var blocks: [String] = []
         var inSection = false
         var block: [Substring]?
@@ -45,10 +46,18 @@ struct ReadmeTests {
                                                        directory.path, dev, built, "set -x\n" + script], environment: environment)
     }
 
-    @Test func theShellExamplesWorkAsWritten() async throws {
-        let blocks = try Self.shellBlocks(under: ["Try it from a shell", "The `baton` command line", "History", "Export and import",
-                                                  "Pausing", "Blocking and forgetting", "Hawk Notes"])
-        #expect(blocks.count >= 7, "the README's sections moved: \(blocks.count) blocks found")
+    @Test func theREADMEsTourWorksAsWritten() async throws {
+        let blocks = try Self.shellBlocks(of: "README.md", under: ["A short tour"])
+        #expect(blocks.count == 1, "the README's tour moved: \(blocks.count) blocks found")
+        let result = try await runInDevShell(blocks.joined(separator: "\n"))
+        #expect(result.status == 0, "\(result.stderr.suffix(3000))")
+        #expect(result.stdout.contains("Chapter 3") && result.stdout.contains("ContentView.CurrentTab"), "\(result.stdout.suffix(2000))")
+    }
+
+    @Test func theGuidesShellExamplesWorkAsWritten() async throws {
+        let blocks = try Self.shellBlocks(of: "docs/guide.md", under: ["Try it from a shell", "The `baton` command line", "History",
+                                                                     "Export and import", "Pausing", "Blocking and forgetting", "Hawk Notes"])
+        #expect(blocks.count >= 7, "the guide's sections moved: \(blocks.count) blocks found")
         let result = try await runInDevShell(blocks.joined(separator: "\n"))
         #expect(result.status == 0, "\(result.stderr.suffix(3000))")
         #expect(result.stdout.contains("[ The Good Hawk ]"), "\(result.stdout.suffix(2000))")

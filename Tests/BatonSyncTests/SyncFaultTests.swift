@@ -98,7 +98,7 @@ import TestSupport
     }
 
     /// The laptop, cut off, invalidates one of the desktop's activities; the desktop changes it
-    /// afterwards. When the laptop is back the later change wins on both machines (README, "The
+    /// afterwards. When the laptop is back the later change wins on both machines (docs/guide.md, "The
     /// rules when machines disagree"); an invalidation asked after the last change wins.
     @Test func anInvalidationMadeOfflineLosesToALaterChangeOnTheActivitysMachine() async throws {
         let setup = try await SyncServer.fresh()

@@ -97,7 +97,7 @@ import TestSupport
         #expect(try await laptop.syncProperty("State")?.stringValue == "online")
     }
 
-    /// The same through `baton`, as the README tells a user to do it.
+    /// The same through `baton`, as the guide tells a user to do it.
     @Test func theCommandLineSetsUpSyncAndShowsWhereActivitiesCameFrom() async throws {
         let setup = try await SyncServer.fresh()
         let desktop = try await BatonWorld.started(), laptop = try await BatonWorld.started()

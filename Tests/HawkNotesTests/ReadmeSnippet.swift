@@ -1,4 +1,4 @@
-// Compiles the README's BatonKit example so it cannot drift from the API.
+// Compiles the guide's BatonKit example (docs/guide.md, "Using BatonKit") so it cannot drift from the API.
 import BatonKit
 import Foundation
 

@@ -33,7 +33,7 @@ say installed_kib "$(dpkg-query -W -f='${Installed-Size}' baton)"
 start_user_manager dbus-daemon || exit 0
 say manager "$(systemctl --user is-system-running 2>&1)"
 
-# 1. The installed unit, as the README says to start it.
+# 1. The installed unit, as the guide says to start it.
 say unit "$(systemctl --user show -p FragmentPath --value batond)"
 systemctl --user start batond
 say started "$(systemctl --user is-active batond)"

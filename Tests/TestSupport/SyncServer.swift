@@ -1,6 +1,6 @@
 import Foundation
 
-/// A test server set up by `scripts/sync-server-setup`, as the README tells an administrator to:
+/// A test server set up by `scripts/sync-server-setup`, as the guide tells an administrator to:
 /// a database of the test's own, on a cluster of its own or on the one the test process shares.
 public struct SyncServer: Sendable {
     public let server: PostgresServer
