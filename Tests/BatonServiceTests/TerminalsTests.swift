@@ -218,33 +218,65 @@ import TestSupport
     /// GNOME Terminal, as Debian ships it (its server started by this bus, under Xvfb): a stock
     /// shell, which says nothing, and one with baton shell-init, which sends OSC 7 and tells
     /// Baton; both followed through a cd, and one continued in a new GNOME Terminal window there.
+    /// batond with the terminals source on, an X display, and what a terminal there runs with:
+    /// `baton serve-terminals` (and `services`, name → program) started by the test's bus.
+    struct XStage {
+        let world: BatonWorld
+        let display: VirtualDisplay
+        let places: String
+        /// The bus and the session: what a terminal started here runs with.
+        let environment: [String: String]
+
+        static func make(services: [String: String] = [:]) async throws -> XStage {
+            let world = try BatonWorld()
+            let runtime = world.bus.directory.appendingPathComponent("runtime").path, places = world.bus.directory.appendingPathComponent("places").path
+            do {
+                try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+                chmod(runtime, 0o700)
+                world.extraEnvironment = ["XDG_RUNTIME_DIR": runtime]
+                try await world.startDaemon()
+                let display = try await VirtualDisplay()
+                // What GNOME's and KDE's terminals need in a test (FIELD-NOTES): a UTF-8 locale,
+                // settings in memory, no accessibility bus; HOME of the test's own, so that a new
+                // window's shell reads no rc file of this machine's user.
+                try FileManager.default.createDirectory(atPath: places, withIntermediateDirectories: true)
+                let session = ["DISPLAY": display.name, "LANG": "C.UTF-8", "GSETTINGS_BACKEND": "memory", "NO_AT_BRIDGE": "1",
+                               "XDG_RUNTIME_DIR": runtime, "HOME": places]
+                let exported = session.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+                for (name, program) in services { try world.bus.installService(name: name, exec: "/usr/bin/env \(exported) \(program)") }
+                try world.bus.installService(name: "org.baton.Terminals", exec: "/usr/bin/env \(exported) \(try Executables.built("baton")) serve-terminals")
+                _ = try await world.baton(["sources", "enable", "terminals"])
+                return XStage(world: world, display: display, places: places,
+                              environment: world.bus.environment.merging(session) { $1 }.filter { $0.key != "WAYLAND_DISPLAY" })
+            } catch {
+                world.close()
+                throw error
+            }
+        }
+
+        /// A directory of the test's own, made.
+        func place(_ name: String) throws -> String {
+            let path = places + "/" + name
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            return path
+        }
+
+        func close() {
+            display.close()
+            world.close()
+        }
+    }
+
     @Test func shellsInGNOMETerminalAreFollowedAndContinuedThere() async throws {
         let server = try Executables.require("/usr/libexec/gnome-terminal-server", package: "gnome-terminal")
         let client = try Executables.require("gnome-terminal", package: "gnome-terminal")
-        let world = try BatonWorld()
-        defer { world.close() }
-        let runtime = world.bus.directory.appendingPathComponent("runtime").path, places = world.bus.directory.appendingPathComponent("places").path
-        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
-        chmod(runtime, 0o700)
-        world.extraEnvironment = ["XDG_RUNTIME_DIR": runtime]
-        try await world.startDaemon()
-        let display = try await VirtualDisplay()
-        defer { display.close() }
-        // What GNOME Terminal needs in a test (FIELD-NOTES): a UTF-8 locale, settings in memory, no accessibility bus.
-        try FileManager.default.createDirectory(atPath: places, withIntermediateDirectories: true)
-        // HOME: the test's own, so that the shell a new window starts reads no rc file of this machine's user.
-        let session = ["DISPLAY": display.name, "LANG": "C.UTF-8", "GSETTINGS_BACKEND": "memory", "NO_AT_BRIDGE": "1", "XDG_RUNTIME_DIR": runtime,
-                       "HOME": places]
-        let exported = session.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        try world.bus.installService(name: "org.gnome.Terminal", exec: "/usr/bin/env \(exported) \(server)")
-        try world.bus.installService(name: "org.baton.Terminals", exec: "/usr/bin/env \(exported) \(try Executables.built("baton")) serve-terminals")
-        let environment = world.bus.environment.merging(session) { $1 }.filter { $0.key != "WAYLAND_DISPLAY" }
-        _ = try await world.baton(["sources", "enable", "terminals"])
+        let stage = try await XStage.make(services: ["org.gnome.Terminal": server])
+        defer { stage.close() }
+        let world = stage.world, environment = stage.environment
         let rc = world.bus.directory.appendingPathComponent("bashrc").path
         try "eval \"$('\(try Executables.built("baton"))' shell-init bash)\"\n".write(toFile: rc, atomically: true, encoding: .utf8)
 
-        let stock = places + "/stock", told = places + "/told", first = places + "/first stop", elsewhere = places + "/elsewhere"
-        for directory in [stock, told, first, elsewhere] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        let stock = try stage.place("stock"), told = try stage.place("told"), first = try stage.place("first stop"), elsewhere = try stage.place("elsewhere")
         for (directory, shell) in [(stock, ["bash", "--norc", "--noprofile", "-i"]), (told, ["bash", "--rcfile", rc, "-i"])] {
             let opened = try await world.run(client, ["--working-directory=\(directory)", "--"] + shell, environment: environment)
             #expect(opened.status == 0, "\(opened)")
@@ -265,18 +297,20 @@ import TestSupport
         try await eventually("a third shell, in a new GNOME Terminal window, at the same directory", timeout: .seconds(20)) {
             try await shells.all().filter { $0.value.payload["cwd"] == elsewhere && $0.value.payload["terminal"] == "org.gnome.Terminal" }.count == 3
         }
-        // A shell of a terminal this machine lacks (kitty, advertised as another machine's would
-        // arrive): Debian's x-terminal-emulator opens it, here GNOME Terminal, at its directory.
-        if TerminalShells.isOnPath("x-terminal-emulator"), !TerminalShells.isOnPath("kitty") {
-            let kitty = places + "/kitty's"
-            try FileManager.default.createDirectory(atPath: kitty, withIntermediateDirectories: true)
+        // A shell of a terminal this machine lacks (Xfce Terminal, advertised as another machine's
+        // would arrive): Debian's x-terminal-emulator opens it, here GNOME Terminal, at its
+        // directory. Console and Konsole have GNOME Terminal's priority among the alternatives:
+        // the test asks which one it is.
+        let alternative = try await world.run("/bin/sh", ["-c", "readlink -f \"$(command -v x-terminal-emulator)\""])
+        if alternative.stdout.contains("gnome-terminal"), !TerminalShells.isOnPath("xfce4-terminal") {
+            let xfce = try stage.place("Xfce's")
             let id = try #require(try await world.call(Self.activities, "Advertise", [
-                .string("org.baton.terminal.session"), .string("~/kitty's — kitty"),
-                .string(TerminalSession(cwd: kitty, terminal: "kitty").payload), .stringMap([:]),
+                .string("org.baton.terminal.session"), .string("~/Xfce's — Xfce Terminal"),
+                .string(TerminalSession(cwd: xfce, terminal: "xfce4-terminal").payload), .stringMap([:]),
             ]).first?.stringValue)
             _ = try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
-            try await eventually("x-terminal-emulator's window, at kitty's directory", timeout: .seconds(20)) {
-                try await shells.all().contains { $0.value.payload["cwd"] == kitty && $0.value.payload["terminal"] == "org.gnome.Terminal" }
+            try await eventually("x-terminal-emulator's window, at Xfce Terminal's directory", timeout: .seconds(20)) {
+                try await shells.all().contains { $0.value.payload["cwd"] == xfce && $0.value.payload["terminal"] == "org.gnome.Terminal" }
             }
             _ = try await world.call(Self.activities, "Invalidate", [.string(id)])
         }
@@ -288,25 +322,39 @@ import TestSupport
                 """], environment: environment)
             #expect(shot.status == 0, "\(shot)")
         }
-        // A shell just started may not have its terminal set up yet (a terminal may flush what
-        // was typed before): exit is typed again into each shell still there.
-        let typed = Mutex(ContinuousClock.now - .seconds(1))
-        do {
-            try await eventually("every shell's activity ended with it", timeout: .seconds(15)) {
-                let left = try await shells.all()
-                let again = typed.withLock { last in
-                    guard ContinuousClock.now - last >= .milliseconds(500) else { return false }
-                    last = .now
-                    return true
-                }
-                if again { for id in left.keys { try? await shells.type("exit", into: id) } }
-                return left.isEmpty
-            }
-        } catch {
-            let left = try await shells.all().map { "\($0.value.title) \($0.value.persistentID)" }
-            let alive = try await world.run("/bin/sh", ["-c", "for p in $(pgrep -x bash); do echo $p $(readlink /proc/$p/cwd); done"])
-            throw TestSupportError("\(error): left \(left); shells: \(alive.stdout); batond: \(world.daemonLog.suffix(1_500))")
+        try await shells.exitEach()
+    }
+
+    /// The other terminals a user may have, each a program nobody here wrote, under Xvfb: a
+    /// stock shell opened in it at a directory is followed through a cd, continued in a new
+    /// window of the same program at that directory, and ended as each shell exits.
+    @Test(arguments: [
+        (program: "konsole", package: "konsole", desktopID: "org.kde.konsole", at: ["--workdir"]),
+        (program: "kitty", package: "kitty", desktopID: "kitty", at: ["--directory"]),
+        (program: "kgx", package: "gnome-console", desktopID: "org.gnome.Console", at: ["--working-directory"]),
+        (program: "alacritty", package: "alacritty", desktopID: "Alacritty", at: ["--working-directory"]),
+    ]) func aShellInAnotherTerminalIsFollowedAndContinuedThere(terminal: (program: String, package: String, desktopID: String, at: [String])) async throws {
+        let program = try Executables.require(terminal.program, package: terminal.package)
+        let stage = try await XStage.make()
+        defer { stage.close() }
+        let world = stage.world, shells = ShellSessions(world: world, terminalLog: stage.places + "/terminal.log")
+        let opened = try stage.place("opened"), moved = try stage.place("moved on")
+        let log = open(shells.terminalLog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        // kitty and Alacritty draw with OpenGL: Mesa's software renderer, as on any machine without a GPU.
+        let first = try Subprocess(program, terminal.at + [opened], environment: stage.environment.merging(["LIBGL_ALWAYS_SOFTWARE": "1"]) { $1 },
+                                   stdout: log, stderr: log)
+        Glibc.close(log)
+        defer { first.kill(SIGKILL) }
+        let id = try await shells.one(at: opened, "the shell in \(terminal.program) became an activity")
+        #expect(try await shells.all()[id]?.payload["terminal"] == terminal.desktopID)
+        try await shells.type("cd '\(moved)'", into: id)
+        try await eventually("the activity followed the cd", timeout: .seconds(15)) { try await shells.all()[id]?.payload["cwd"] == moved }
+
+        _ = try await world.call(Self.activities, "Continue", [.string(id), .stringMap([:])])
+        try await eventually("a second shell, in a new \(terminal.program) window, at the same directory", timeout: .seconds(20)) {
+            try await shells.all().filter { $0.value.payload["cwd"] == moved && $0.value.payload["terminal"] == terminal.desktopID }.count == 2
         }
+        try await shells.exitEach()
     }
 
     /// Another machine continues a shell at the same path when it has it, else at the nearest
@@ -481,6 +529,29 @@ struct ShellSessions {
             found[id] = (fields["title"]?.stringValue ?? "", payload, fields["persistent_id"]?.stringValue ?? "")
         }
         return found
+    }
+
+    /// Types `exit` into every shell still followed until none is left, each activity ended with
+    /// its shell. A shell just started may not have its terminal set up yet (a terminal may flush
+    /// what was typed before): exit is typed again, every half second, into each shell still there.
+    func exitEach(timeout: Duration = .seconds(15)) async throws {
+        let typed = Mutex(ContinuousClock.now - .seconds(1))
+        do {
+            try await eventually("every shell's activity ended with it", timeout: timeout) {
+                let left = try await all()
+                let again = typed.withLock { last in
+                    guard ContinuousClock.now - last >= .milliseconds(500) else { return false }
+                    last = .now
+                    return true
+                }
+                if again { for id in left.keys { try? await type("exit", into: id) } }
+                return left.isEmpty
+            }
+        } catch {
+            let left = try await all().map { "\($0.value.title) \($0.value.persistentID)" }
+            let alive = try await world.run("/bin/sh", ["-c", "for p in $(pgrep -x bash); do echo $p $(readlink /proc/$p/cwd); done"])
+            throw TestSupportError("\(error): left \(left); shells: \(alive.stdout); batond: \(world.daemonLog.suffix(1_500))")
+        }
     }
 
     /// The one live session whose `cwd` is `directory`, once there is one.
