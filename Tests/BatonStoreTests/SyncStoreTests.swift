@@ -126,6 +126,21 @@ struct SyncStoreTests {
         #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox_body") } == 0)
     }
 
+    /// A request queued before v22 kept its record in the outbox row itself (`outbox.body`): it is
+    /// staged, staged again unchanged and sent as it is, like one queued since.
+    @Test func aRecordQueuedBeforeV22IsSentFromWhereItWas() throws {
+        try store.write { try $0.startSync(as: me) }
+        try store.inTransaction { db in
+            try db.execute(sql: "INSERT INTO outbox (kind, key, at, hlc, body) VALUES ('request', 'asked before', 1, 1, CAST('asked before v22' AS BLOB))")
+        }
+        try store.write { try $0.enqueueRequest(Array("asked since".utf8)) }
+        let staged = try stage()
+        #expect(staged.map(\.change) == ["asked before v22", "asked since"])
+        #expect(try stage().map(\.change) == staged.map(\.change), "staged again unchanged until sent")
+        try store.write { try $0.sent(upTo: try #require(staged.last).seq) }
+        #expect(try store.outboxCount() == 0)
+    }
+
     @Test func theSyncServiceWokenByACommitSeesIt() throws {
         try store.write { try $0.startSync(as: me) }
         let seen = Mutex<Int?>(nil)
