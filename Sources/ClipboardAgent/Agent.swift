@@ -73,8 +73,11 @@ public enum ClipboardAgent {
                 arg0: Contract.Sources.Clipboard.name))
             @Sendable func readCaps() async {
                 guard let read = try? await batond.caps() else { return }
-                let before = caps.value.withLock { value in defer { value = read }; return value }
-                if before != read { log("reads text of up to \(read.text) bytes, images of up to \(read.image)") }
+                let changed = caps.value.withLock { value in
+                    defer { value = read }
+                    return value != read
+                }
+                if changed { log("reads text of up to \(read.text) bytes, images of up to \(read.image)") }
             }
             await readCaps()
             // Whether the source is on, now and as it changes (Status.Sources).

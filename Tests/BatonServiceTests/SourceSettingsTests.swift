@@ -1,6 +1,4 @@
 import DBus
-import Foundation
-import Glibc
 import Testing
 import TestSupport
 
@@ -22,21 +20,12 @@ import TestSupport
         #expect(try await settings("recent-documents", world) == [:])
 
         // Set through busctl, read through gdbus, the change heard by dbus-monitor: clients we did not write.
-        let heard = world.bus.directory.appendingPathComponent("monitor.out").path
-        let heardFile = open(heard, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        let monitor = try Subprocess(try Executables.require("dbus-monitor", package: "dbus-bin"), [
-            "--session", "type='signal',interface='\(Self.status)',member='SourceSettingChanged'",
-        ], environment: world.bus.environment, stdout: heardFile)
-        Glibc.close(heardFile)
-        defer { monitor.kill(SIGKILL) }
-        @Sendable func monitorSaid() -> String { (try? String(contentsOfFile: heard, encoding: .utf8)) ?? "" }
-        // dbus-monitor prints the signal it becomes a monitor with (NameLost of its own name) once it listens.
-        try await eventually("dbus-monitor listens", context: monitorSaid()) { monitorSaid().contains("NameLost") }
+        let monitor = try await BusMonitor(bus: world.bus, rules: ["type='signal',interface='\(Self.status)',member='SourceSettingChanged'"])
         let set = try await world.run("busctl", ["--user", "call", "org.baton.Handoff1", "/org/baton/Handoff1", Self.status,
                                                  "SetSourceSetting", "sss", "clipboard", "lifetime", "0300"])
         #expect(set.status == 0, "\(set)")
-        try await eventually("dbus-monitor heard the change, as stored", context: monitorSaid()) {
-            monitorSaid().contains("string \"clipboard\"\n   string \"lifetime\"\n   string \"300\"")
+        try await eventually("dbus-monitor heard the change, as stored", context: monitor.text) {
+            monitor.text.contains("string \"clipboard\"\n   string \"lifetime\"\n   string \"300\"")
         }
         let read = try await world.run("gdbus", ["call", "--session", "--dest", "org.baton.Handoff1", "--object-path", "/org/baton/Handoff1",
                                                  "--method", "\(Self.status).SourceSettings", "clipboard"])
@@ -84,13 +73,13 @@ import TestSupport
         let world = try await BatonWorld.started()
         defer { world.close() }
         #expect(try await settings("terminals", world) == ["blocked-paths": "~/.ssh:~/.gnupg"])
-        let set = try await world.baton(["sources", "set", "terminals", "blocked-paths", "~/.ssh:~/.gnupg:~/work/secr*"])
+        let set = try await world.baton(["sources", "set", "terminals", "blocked-paths", "~/.ssh:~/.gnupg:~/clients/secr*"])
         #expect(set.status == 0, "\(set)")
         for value in ["~/.ssh\n/etc", String(repeating: "/x", count: 2_049)] {
             let refused = try await world.baton(["sources", "set", "terminals", "blocked-paths", value])
             #expect(refused.status != 0 && refused.stderr.contains("of at most 4096 bytes, without control characters"), "\(refused)")
         }
-        #expect(try await settings("terminals", world) == ["blocked-paths": "~/.ssh:~/.gnupg:~/work/secr*"])
+        #expect(try await settings("terminals", world) == ["blocked-paths": "~/.ssh:~/.gnupg:~/clients/secr*"])
         let shown = try await world.baton(["sources", "show", "terminals"])
         #expect(shown.stdout.contains("separated by ':'") && shown.stdout.contains("(default ~/.ssh:~/.gnupg)"), "\(shown)")
     }

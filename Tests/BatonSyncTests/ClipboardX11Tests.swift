@@ -174,14 +174,19 @@ import TestSupport
 
         // Copied from a GTK 4 text field (select all, the entry's own copy action, as Ctrl+C does).
         let python = try Executables.require("/usr/bin/python3", package: "python3-gi gir1.2-gtk-4.0")
+        /// Tests/Scripts/gtk-clipboard.py on the desktop's display, and what it said so far.
+        func gtkClipboard(_ arguments: [String]) throws -> (process: Subprocess, said: @Sendable () -> String) {
+            let path = directory.appendingPathComponent("gtk-\(arguments[0]).out").path
+            let output = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            defer { Glibc.close(output) }
+            let process = try Subprocess(python, [Repository.root.appendingPathComponent("Tests/Scripts/gtk-clipboard.py").path] + arguments,
+                                         environment: desktop.bus.environment.merging(["DISPLAY": onDesktop.display.name]) { $1 }, stdout: output)
+            return (process, { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" })
+        }
         let fromGTK = "Copied from a GTK 4 text field: ünïcode"
-        let gtkOutput = directory.appendingPathComponent("gtk.out").path
-        let output = open(gtkOutput, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        let gtk = try Subprocess(python, [Repository.root.appendingPathComponent("Tests/Scripts/gtk-copy.py").path, fromGTK],
-                                 environment: desktop.bus.environment.merging(["DISPLAY": onDesktop.display.name]) { $1 }, stdout: output)
-        Glibc.close(output)
-        defer { gtk.kill(SIGKILL) }
-        try await eventually("GTK copied", timeout: .seconds(20)) { (try? String(contentsOfFile: gtkOutput, encoding: .utf8))?.contains("copied") == true }
+        let copier = try gtkClipboard(["copy", fromGTK])
+        defer { copier.process.kill(SIGKILL) }
+        try await eventually("GTK copied", timeout: .seconds(20)) { copier.said().contains("copied") }
         let lastPaste = Mutex("")
         // Up to 30 s: on a loaded machine GTK may take the agent's whole answer and transfer
         // deadlines (5 s, 10 s) before the copy even leaves the desktop.
@@ -200,19 +205,14 @@ import TestSupport
         }
 
         // Pasted into a GTK 4 text field (its own paste action, as Ctrl+V does): what a person sees.
-        let pasteOutput = directory.appendingPathComponent("gtk-paste.out").path
-        let pasteFile = open(pasteOutput, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         let screenshot = ProcessInfo.processInfo.environment["BATON_SCREENSHOTS"].map { $0 + "/clipboard-pasted-in-gtk.png" }
-        let paster = try Subprocess(python, [Repository.root.appendingPathComponent("Tests/Scripts/gtk-paste.py").path] + (screenshot.map { [$0] } ?? []),
-                                    environment: desktop.bus.environment.merging(["DISPLAY": onDesktop.display.name]) { $1 }, stdout: pasteFile)
-        Glibc.close(pasteFile)
-        defer { paster.kill(SIGKILL) }
-        @Sendable func pasteSaid() -> String { (try? String(contentsOfFile: pasteOutput, encoding: .utf8)) ?? "" }
-        try await eventually("GTK on the desktop pastes the laptop's copy", timeout: .seconds(20), context: agents() + "\ngtk-paste.py said: " + pasteSaid()) {
-            pasteSaid().contains("pasted \"\(reply)\"")
+        let paster = try gtkClipboard(["paste"] + (screenshot.map { [$0] } ?? []))
+        defer { paster.process.kill(SIGKILL) }
+        try await eventually("GTK on the desktop pastes the laptop's copy", timeout: .seconds(20), context: agents() + "\ngtk-clipboard.py said: " + paster.said()) {
+            paster.said().contains("pasted \"\(reply)\"")
         }
         if screenshot != nil {
-            try await eventually("the screen photographed", timeout: .seconds(10)) { pasteSaid().contains("photographed") }
+            try await eventually("the screen photographed", timeout: .seconds(10)) { paster.said().contains("photographed") }
         }
     }
 
